@@ -1,0 +1,99 @@
+//! Reading files of `/proc` and `/sys` under a root directory.
+//!
+//! Every reader in the launcher takes an [`FsRoot`], so tests point it at the sysfs dumps in
+//! `shared/fixtures/topology/` and the real machine is just the root `/`. Errors name the file
+//! and why it could not be read; callers decide whether a missing file is fatal (rarely).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The directory that stands for `/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsRoot(PathBuf);
+
+/// A file that could not be read: which one and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReadError {
+    /// The path as the kernel names it (`/proc/interrupts`), not the fixture path.
+    pub file: String,
+    /// Why: "missing", "permission denied", or the OS error.
+    pub reason: String,
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.file, self.reason)
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl Default for FsRoot {
+    fn default() -> Self {
+        FsRoot(PathBuf::from("/"))
+    }
+}
+
+impl FsRoot {
+    /// A root at `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        FsRoot(dir.into())
+    }
+
+    /// Whether this is the live system (`/`), where per-process state such as the launcher's
+    /// own affinity applies.
+    pub fn is_live(&self) -> bool {
+        self.0 == Path::new("/")
+    }
+
+    /// The real path of `abs` (a path such as `/proc/stat`) under this root.
+    pub fn path(&self, abs: &str) -> PathBuf {
+        self.0.join(abs.trim_start_matches('/'))
+    }
+
+    /// Reads `abs` as text.
+    pub fn read(&self, abs: &str) -> Result<String, ReadError> {
+        std::fs::read_to_string(self.path(abs)).map_err(|e| ReadError {
+            file: abs.to_string(),
+            reason: match e.kind() {
+                std::io::ErrorKind::NotFound => "missing".to_string(),
+                std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                _ => e.to_string(),
+            },
+        })
+    }
+
+    /// Reads `abs` as text with surrounding white space trimmed; `None` when it is missing or
+    /// unreadable (for the many optional sysfs attributes).
+    pub fn read_opt(&self, abs: &str) -> Option<String> {
+        self.read(abs).ok().map(|s| s.trim().to_string())
+    }
+
+    /// Whether `abs` exists.
+    pub fn exists(&self, abs: &str) -> bool {
+        self.path(abs).exists()
+    }
+
+    /// Names of the entries of directory `abs`, sorted; empty when it cannot be read.
+    pub fn list(&self, abs: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.path(abs))
+            .map(|rd| rd.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_kernel_path_in_errors() {
+        let root = FsRoot::new("/nonexistent-goset-root");
+        let err = root.read("/proc/interrupts").unwrap_err();
+        assert_eq!(err.to_string(), "/proc/interrupts: missing");
+        assert!(FsRoot::default().read("/proc/self/status").is_ok());
+        assert!(FsRoot::default().is_live());
+    }
+}

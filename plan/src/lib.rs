@@ -1,0 +1,19 @@
+//! The contract between `goset-run` and `libgoset.so`.
+//!
+//! This crate owns the three things both sides must agree on, and nothing else:
+//! - [`cpulist`]: the kernel's cpulist syntax (`1,3-5`, `0-10:2`), parsed without allocation;
+//! - [`plan`]: the plan file the launcher writes into the run directory and the shim reads;
+//! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task.
+//!
+//! Everything the shim calls here is allocation-free and lock-free, so it is safe on hook paths,
+//! after `fork` and in a `vfork` child. The launcher-only helpers (formatting the plan) allocate.
+
+pub mod cpulist;
+pub mod cpuset;
+pub mod plan;
+pub mod slots;
+
+pub use cpulist::CpuListError;
+pub use cpuset::{CpuSet, MAX_CPUS};
+pub use plan::{Plan, PlanError, MAX_SLOTS};
+pub use slots::SlotTable;

@@ -1,0 +1,331 @@
+//! The plan file: what the launcher decided, in a form the shim reads without allocating.
+//!
+//! The launcher writes `<run dir>/plan`; the shim finds the directory in `GOSET_PLAN`. One
+//! `key value` pair a line, `#` starts a comment, unknown keys are ignored so that newer
+//! launchers can add keys:
+//!
+//! ```text
+//! goset-plan 1
+//! cpus 3,1,2            # task CPUs in slot order: slot 0 first
+//! housekeeper 0         # optional
+//! reservation 0-3       # every CPU the task may use (task CPUs and the housekeeper)
+//! skip 0x1              # optional: thread creation indexes that take no slot (likwid-pin's -s)
+//! main_on_housekeeper 0 # optional: the first process's main thread runs on the housekeeper
+//! log /tmp/place.log    # optional: where the placement log goes
+//! ```
+
+use crate::cpulist::{self, CpuListError};
+use crate::cpuset::CpuSet;
+use core::fmt;
+
+/// Most task slots a plan holds.
+pub const MAX_SLOTS: usize = 1024;
+/// Longest log path a plan holds.
+pub const MAX_PATH: usize = 512;
+/// File name of the plan inside the run directory.
+pub const PLAN_FILE: &str = "plan";
+/// File name of the slot table inside the run directory.
+pub const SLOTS_FILE: &str = "slots";
+/// File name of the placement log inside the run directory, when the plan names no other.
+pub const LOG_FILE: &str = "placement.log";
+
+/// A parsed plan. Fixed-size so that the shim can keep it in a static.
+#[derive(Clone)]
+pub struct Plan {
+    cpus: [u16; MAX_SLOTS],
+    slot_count: usize,
+    /// The housekeeper CPU, where helper threads and launcher processes go.
+    pub housekeeper: Option<usize>,
+    /// Every CPU the task may use; affinity requests of helpers are clamped to it.
+    pub reservation: CpuSet,
+    /// Bit i set: the thread created i-th (0 = first after the main thread) takes no slot.
+    pub skip: u64,
+    /// The first process's main thread runs on the housekeeper CPU and takes no slot.
+    pub main_on_housekeeper: bool,
+    log: [u8; MAX_PATH],
+    log_len: usize,
+}
+
+/// Why a plan is unusable. The shim warns with it and passes calls through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanError {
+    /// The first line is not `goset-plan 1`.
+    NotAPlan,
+    /// A key's value does not parse; the key is named.
+    BadValue(&'static str, Option<CpuListError>),
+    /// No `cpus` line, or an empty one.
+    NoCpus,
+    /// More CPUs than [`MAX_SLOTS`], or a log path longer than [`MAX_PATH`].
+    TooLong(&'static str),
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlanError::NotAPlan => f.write_str("not a goset plan (first line must be 'goset-plan 1')"),
+            PlanError::BadValue(key, Some(e)) => write!(f, "bad '{key}' value: {e}"),
+            PlanError::BadValue(key, None) => write!(f, "bad '{key}' value"),
+            PlanError::NoCpus => f.write_str("the plan lists no cpus"),
+            PlanError::TooLong(key) => write!(f, "'{key}' is too long"),
+        }
+    }
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan {
+            cpus: [0; MAX_SLOTS],
+            slot_count: 0,
+            housekeeper: None,
+            reservation: CpuSet::new(),
+            skip: 0,
+            main_on_housekeeper: false,
+            log: [0; MAX_PATH],
+            log_len: 0,
+        }
+    }
+}
+
+fn parse_number(key: &'static str, v: &[u8]) -> Result<u64, PlanError> {
+    let (digits, radix) = match v.strip_prefix(b"0x") {
+        Some(hex) => (hex, 16),
+        None => (v, 10),
+    };
+    if digits.is_empty() || digits.len() > 16 {
+        return Err(PlanError::BadValue(key, None));
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        let digit = (d as char).to_digit(radix).ok_or(PlanError::BadValue(key, None))?;
+        n = n.checked_mul(radix as u64).ok_or(PlanError::BadValue(key, None))? + digit as u64;
+    }
+    Ok(n)
+}
+
+impl Plan {
+    /// A plan with the given task CPUs in slot order and nothing else (the shim's `GOSET_CPUS`
+    /// mode); the reservation is the same CPUs.
+    pub fn with_cpus(text: &[u8]) -> Result<Plan, PlanError> {
+        let mut plan = Plan::default();
+        plan.set_cpus(text)?;
+        plan.reservation = plan.cpu_set();
+        Ok(plan)
+    }
+
+    fn set_cpus(&mut self, text: &[u8]) -> Result<(), PlanError> {
+        let mut count = 0usize;
+        let mut overflow = false;
+        let cpus = &mut self.cpus;
+        cpulist::parse(text, &mut |cpu| {
+            if count < MAX_SLOTS {
+                cpus[count] = cpu as u16;
+                count += 1;
+            } else {
+                overflow = true;
+            }
+        })
+        .map_err(|e| PlanError::BadValue("cpus", Some(e)))?;
+        if overflow {
+            return Err(PlanError::TooLong("cpus"));
+        }
+        if count == 0 {
+            return Err(PlanError::NoCpus);
+        }
+        self.slot_count = count;
+        Ok(())
+    }
+
+    /// Parses a plan file's bytes.
+    pub fn parse(text: &[u8]) -> Result<Plan, PlanError> {
+        let mut lines = text.split(|&c| c == b'\n');
+        let header = lines.next().unwrap_or_default();
+        if header.trim_ascii() != b"goset-plan 1" {
+            return Err(PlanError::NotAPlan);
+        }
+        let mut plan = Plan::default();
+        let mut reservation_given = false;
+        for raw in lines {
+            let line = match raw.iter().position(|&c| c == b'#') {
+                Some(at) => &raw[..at],
+                None => raw,
+            }
+            .trim_ascii();
+            if line.is_empty() {
+                continue;
+            }
+            let (key, value) = match line.iter().position(|&c| c == b' ') {
+                Some(at) => (&line[..at], line[at + 1..].trim_ascii()),
+                None => (line, &b""[..]),
+            };
+            match key {
+                b"cpus" => plan.set_cpus(value)?,
+                b"housekeeper" => {
+                    let cpu = parse_number("housekeeper", value)? as usize;
+                    if cpu >= crate::MAX_CPUS {
+                        return Err(PlanError::BadValue("housekeeper", Some(CpuListError::TooLarge)));
+                    }
+                    plan.housekeeper = Some(cpu);
+                }
+                b"reservation" => {
+                    plan.reservation = cpulist::parse_set(value)
+                        .map_err(|e| PlanError::BadValue("reservation", Some(e)))?;
+                    reservation_given = true;
+                }
+                b"skip" => plan.skip = parse_number("skip", value)?,
+                b"main_on_housekeeper" => {
+                    plan.main_on_housekeeper = parse_number("main_on_housekeeper", value)? != 0
+                }
+                b"log" => {
+                    if value.len() >= MAX_PATH {
+                        return Err(PlanError::TooLong("log"));
+                    }
+                    plan.log[..value.len()].copy_from_slice(value);
+                    plan.log_len = value.len();
+                }
+                _ => {}
+            }
+        }
+        if plan.slot_count == 0 {
+            return Err(PlanError::NoCpus);
+        }
+        if !reservation_given {
+            plan.reservation = plan.cpu_set();
+            if let Some(hk) = plan.housekeeper {
+                plan.reservation.insert(hk);
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Task CPUs in slot order.
+    pub fn cpus(&self) -> impl Iterator<Item = usize> + '_ {
+        self.cpus[..self.slot_count].iter().map(|&c| c as usize)
+    }
+
+    /// The CPU of `slot`.
+    pub fn cpu_of_slot(&self, slot: usize) -> Option<usize> {
+        (slot < self.slot_count).then(|| self.cpus[slot] as usize)
+    }
+
+    /// Number of slots.
+    pub fn slot_count(&self) -> usize {
+        self.slot_count
+    }
+
+    /// Task CPUs as a set.
+    pub fn cpu_set(&self) -> CpuSet {
+        self.cpus().collect()
+    }
+
+    /// The log path, when the plan names one.
+    pub fn log_path(&self) -> Option<&[u8]> {
+        (self.log_len > 0).then(|| &self.log[..self.log_len])
+    }
+
+    /// Sets the log path (launcher side); false when it is too long.
+    pub fn set_log_path(&mut self, path: &[u8]) -> bool {
+        if path.len() >= MAX_PATH || path.contains(&b'\n') {
+            return false;
+        }
+        self.log[..path.len()].copy_from_slice(path);
+        self.log_len = path.len();
+        true
+    }
+
+    /// Builds a plan from the launcher's decision; `None` when there are no CPUs or more than
+    /// [`MAX_SLOTS`].
+    pub fn new(cpus: &[usize], housekeeper: Option<usize>, reservation: CpuSet) -> Option<Plan> {
+        if cpus.is_empty() || cpus.len() > MAX_SLOTS || cpus.iter().any(|&c| c >= crate::MAX_CPUS) {
+            return None;
+        }
+        let mut plan = Plan::default();
+        for (slot, &cpu) in cpus.iter().enumerate() {
+            plan.cpus[slot] = cpu as u16;
+        }
+        plan.slot_count = cpus.len();
+        plan.housekeeper = housekeeper;
+        plan.reservation = reservation;
+        Some(plan)
+    }
+
+    /// The plan file's text (launcher side).
+    pub fn to_text(&self) -> String {
+        use fmt::Write;
+        let mut out = String::from("goset-plan 1\ncpus ");
+        let cpus: Vec<String> = self.cpus().map(|c| c.to_string()).collect();
+        out.push_str(&cpus.join(","));
+        out.push('\n');
+        if let Some(hk) = self.housekeeper {
+            let _ = writeln!(out, "housekeeper {hk}");
+        }
+        let _ = writeln!(out, "reservation {}", self.reservation);
+        if self.skip != 0 {
+            let _ = writeln!(out, "skip {:#x}", self.skip);
+        }
+        if self.main_on_housekeeper {
+            out.push_str("main_on_housekeeper 1\n");
+        }
+        if let Some(log) = self.log_path() {
+            let _ = writeln!(out, "log {}", String::from_utf8_lossy(log));
+        }
+        out
+    }
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Plan")
+            .field("cpus", &self.cpus().collect::<Vec<_>>())
+            .field("housekeeper", &self.housekeeper)
+            .field("reservation", &self.reservation)
+            .field("skip", &self.skip)
+            .field("main_on_housekeeper", &self.main_on_housekeeper)
+            .field("log", &self.log_path().map(String::from_utf8_lossy))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_text() {
+        let mut plan = Plan::new(&[3, 1, 2], Some(0), crate::cpulist::parse_set(b"0-3").unwrap())
+            .unwrap();
+        plan.skip = 0x5;
+        plan.main_on_housekeeper = true;
+        assert!(plan.set_log_path(b"/tmp/x.log"));
+        let text = plan.to_text();
+        let back = Plan::parse(text.as_bytes()).unwrap();
+        assert_eq!(back.cpus().collect::<Vec<_>>(), vec![3, 1, 2]);
+        assert_eq!(back.housekeeper, Some(0));
+        assert_eq!(back.reservation.to_string(), "0-3");
+        assert_eq!(back.skip, 5);
+        assert!(back.main_on_housekeeper);
+        assert_eq!(back.log_path(), Some(&b"/tmp/x.log"[..]));
+    }
+
+    #[test]
+    fn defaults_reservation_to_cpus_and_housekeeper() {
+        let plan = Plan::parse(b"goset-plan 1\ncpus 4,2 # comment\nhousekeeper 7\nfuture x\n").unwrap();
+        assert_eq!(plan.reservation.to_string(), "2,4,7");
+        assert_eq!(plan.cpu_of_slot(0), Some(4));
+        assert_eq!(plan.cpu_of_slot(2), None);
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert_eq!(Plan::parse(b"\x7fELF").unwrap_err(), PlanError::NotAPlan);
+        assert_eq!(Plan::parse(b"goset-plan 1\n").unwrap_err(), PlanError::NoCpus);
+        assert!(matches!(
+            Plan::parse(b"goset-plan 1\ncpus 1-x\n").unwrap_err(),
+            PlanError::BadValue("cpus", _)
+        ));
+        assert!(matches!(
+            Plan::parse(b"goset-plan 1\ncpus 1\nskip 0xzz\n").unwrap_err(),
+            PlanError::BadValue("skip", None)
+        ));
+        assert_eq!(Plan::with_cpus(b"2,4-6").unwrap().slot_count(), 4);
+    }
+}

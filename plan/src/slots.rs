@@ -1,0 +1,250 @@
+//! The slot table: which task slots are taken, shared by every process of a task.
+//!
+//! The table is a fixed `repr(C)` block of atomics in a file of the run directory that every
+//! process maps `MAP_SHARED` (or, without a launcher, an anonymous shared mapping inherited
+//! across `fork`). There are no locks, so `fork` cannot leave one held: a claim is a
+//! compare-and-swap on the live count of the least-loaded slot, retried if another thread won.
+//! Thread records (tid -> slot) let an exec'd process find the slot its main thread already
+//! holds, and let `sched_setaffinity` on another tid find that thread's CPU.
+
+use crate::plan::MAX_SLOTS;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Number of thread records; threads beyond this still claim slots but cannot be looked up.
+pub const MAX_RECORDS: usize = 4096;
+const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL1");
+
+/// The shared table. All fields are atomics so that a zero-filled mapping is a valid, empty
+/// table: [`SlotTable::init`] only sets the slot count and magic.
+#[repr(C)]
+pub struct SlotTable {
+    magic: AtomicU64,
+    slot_count: AtomicU32,
+    created: AtomicU32,
+    records_used: AtomicU32,
+    _pad: AtomicU32,
+    live: [AtomicU32; MAX_SLOTS],
+    /// `tid << 32 | (slot + 1)`, or 0 when free.
+    records: [AtomicU64; MAX_RECORDS],
+}
+
+/// A claimed slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    /// The slot index (plan order).
+    pub slot: usize,
+    /// Another live thread holds the same slot: there were more threads than slots.
+    pub shared: bool,
+    /// Index of the thread record, to release without a search; `None` when records ran out.
+    pub record: Option<usize>,
+}
+
+impl SlotTable {
+    /// Size in bytes of the table, for creating and mapping its file.
+    pub const SIZE: usize = core::mem::size_of::<SlotTable>();
+
+    /// Makes a zero-filled table usable with `slot_count` slots. Idempotent for the same count.
+    pub fn init(&self, slot_count: usize) {
+        self.slot_count.store(slot_count.min(MAX_SLOTS) as u32, Ordering::Relaxed);
+        self.magic.store(MAGIC, Ordering::Release);
+    }
+
+    /// Whether [`SlotTable::init`] has run on this mapping.
+    pub fn is_ready(&self) -> bool {
+        self.magic.load(Ordering::Acquire) == MAGIC
+    }
+
+    /// Number of slots.
+    pub fn slot_count(&self) -> usize {
+        self.slot_count.load(Ordering::Relaxed) as usize
+    }
+
+    /// Live threads holding `slot`.
+    pub fn live(&self, slot: usize) -> u32 {
+        self.live.get(slot).map_or(0, |l| l.load(Ordering::Relaxed))
+    }
+
+    /// The next thread creation index (0 for the first thread created after the main thread).
+    pub fn next_creation_index(&self) -> u32 {
+        self.created.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Claims the slot with the fewest live threads (lowest index on ties) for `tid`.
+    /// `None` only when the table has no slots.
+    pub fn claim(&self, tid: i32) -> Option<Claim> {
+        let count = self.slot_count();
+        if count == 0 {
+            return None;
+        }
+        let (slot, before) = loop {
+            let (best, load) = (0..count)
+                .map(|s| (s, self.live[s].load(Ordering::Acquire)))
+                .min_by_key(|&(s, load)| (load, s))?;
+            if self.live[best]
+                .compare_exchange(load, load + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                break (best, load);
+            }
+        };
+        let record = self.add_record(tid, slot);
+        Some(Claim { slot, shared: before > 0, record })
+    }
+
+    fn add_record(&self, tid: i32, slot: usize) -> Option<usize> {
+        let value = ((tid as u32 as u64) << 32) | (slot as u64 + 1);
+        let index = self.records.iter().position(|r| {
+            r.load(Ordering::Relaxed) == 0
+                && r.compare_exchange(0, value, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        })?;
+        self.records_used.fetch_max(index as u32 + 1, Ordering::AcqRel);
+        Some(index)
+    }
+
+    fn records_in_use(&self) -> &[AtomicU64] {
+        let used = (self.records_used.load(Ordering::Acquire) as usize).min(MAX_RECORDS);
+        &self.records[..used]
+    }
+
+    /// The record index and slot held by `tid`.
+    pub fn find(&self, tid: i32) -> Option<(usize, usize)> {
+        self.records_in_use().iter().enumerate().find_map(|(i, r)| {
+            let v = r.load(Ordering::Acquire);
+            (v != 0 && (v >> 32) as u32 == tid as u32).then(|| (i, (v & 0xffff_ffff) as usize - 1))
+        })
+    }
+
+    /// Releases a claim: its slot has one live thread fewer and its record is free.
+    pub fn release(&self, claim: &Claim) {
+        if let Some(index) = claim.record {
+            self.records[index].store(0, Ordering::Release);
+        }
+        if let Some(live) = self.live.get(claim.slot) {
+            // A slot never goes below zero even if a stale claim is released twice.
+            let _ = live.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1));
+        }
+    }
+
+    /// Every `(tid, slot)` currently recorded.
+    pub fn records(&self) -> impl Iterator<Item = (i32, usize)> + '_ {
+        self.records_in_use().iter().filter_map(|r| {
+            let v = r.load(Ordering::Acquire);
+            (v != 0).then(|| ((v >> 32) as u32 as i32, (v & 0xffff_ffff) as usize - 1))
+        })
+    }
+}
+
+/// Maps the table from `fd` (a file of at least [`SlotTable::SIZE`] bytes, created with
+/// [`create_file`]), or an anonymous shared mapping when `fd` is `None`, which `fork`ed
+/// children share. The mapping lives until the process ends. Allocation-free.
+pub fn map(fd: Option<i32>) -> Option<&'static SlotTable> {
+    let (flags, fd) = match fd {
+        Some(fd) => (libc::MAP_SHARED, fd),
+        None => (libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1),
+    };
+    // SAFETY: a fresh mapping of SIZE bytes; no existing memory is touched.
+    let addr = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            SlotTable::SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: the mapping is page-aligned, SIZE bytes long, never unmapped, and all-zero bytes
+    // (a new file or anonymous memory) are a valid table since every field is an atomic.
+    Some(unsafe { &*(addr as *const SlotTable) })
+}
+
+/// Creates the table's file at `path`, zero-filled and initialised for `slot_count` slots
+/// (launcher side).
+pub fn create_file(path: &std::path::Path, slot_count: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+    file.set_len(SlotTable::SIZE as u64)?;
+    let table = map(Some(file.as_raw_fd())).ok_or_else(std::io::Error::last_os_error)?;
+    table.init(slot_count);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(slots: usize) -> Box<SlotTable> {
+        // SAFETY: every field is an atomic integer, for which all-zero bytes are valid.
+        let t: Box<SlotTable> = unsafe { Box::new_zeroed().assume_init() };
+        t.init(slots);
+        t
+    }
+
+    #[test]
+    fn claims_least_loaded_then_shares() {
+        let t = table(2);
+        let a = t.claim(10).unwrap();
+        let b = t.claim(11).unwrap();
+        let c = t.claim(12).unwrap();
+        assert_eq!((a.slot, a.shared), (0, false));
+        assert_eq!((b.slot, b.shared), (1, false));
+        assert_eq!((c.slot, c.shared), (0, true));
+        t.release(&b);
+        let d = t.claim(13).unwrap();
+        assert_eq!((d.slot, d.shared), (1, false));
+        assert_eq!(t.find(12).map(|f| f.1), Some(0));
+        assert_eq!(t.find(11), None);
+    }
+
+    #[test]
+    fn a_pool_that_churns_never_stacks_while_a_slot_is_free() {
+        let t = std::sync::Arc::new(*table(2));
+        // Threads take the table through an Arc; at most two are alive at once.
+        let mut held = std::collections::VecDeque::new();
+        for tid in 0..1000 {
+            if held.len() == 2 {
+                let old: Claim = held.pop_front().unwrap();
+                t.release(&old);
+            }
+            let c = t.claim(tid).unwrap();
+            assert!(!c.shared, "thread {tid} shared a slot while one was free");
+            held.push_back(c);
+        }
+        assert_eq!(t.records().count(), 2);
+        assert!(t.records_in_use().len() <= 3);
+    }
+
+    #[test]
+    fn a_file_table_is_shared_between_mappings() {
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir().join(format!("goset-slots-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        create_file(&dir, 3).unwrap();
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&dir).unwrap();
+        let a = map(Some(f.as_raw_fd())).unwrap();
+        let b = map(Some(f.as_raw_fd())).unwrap();
+        std::fs::remove_file(&dir).unwrap();
+        assert!(a.is_ready());
+        assert_eq!(a.slot_count(), 3);
+        a.claim(5).unwrap();
+        assert_eq!(b.live(0), 1);
+        assert_eq!(b.find(5).map(|f| f.1), Some(0));
+    }
+
+    #[test]
+    fn concurrent_claims_spread_over_slots() {
+        let t = std::sync::Arc::new(*table(4));
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let t = t.clone();
+                std::thread::spawn(move || t.claim(100 + i).unwrap())
+            })
+            .collect();
+        let mut slots: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap().slot).collect();
+        slots.sort();
+        assert_eq!(slots, vec![0, 1, 2, 3]);
+    }
+}

@@ -1,0 +1,1 @@
+//! libgoset.so (under construction).
