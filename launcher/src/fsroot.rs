@@ -77,7 +77,10 @@ impl FsRoot {
     /// Names of the entries of directory `abs`, sorted; empty when it cannot be read.
     pub fn list(&self, abs: &str) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.path(abs))
-            .map(|rd| rd.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+            .map(|rd| {
+                rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect()
+            })
             .unwrap_or_default();
         names.sort();
         names

@@ -1,6 +1,14 @@
-//! The goset launcher: topology, noise sampling, CPU selection, reservation, the pinned run and
-//! its report. The binaries `goset-run` and `goset` are thin wrappers over [`cli`].
+//! The goset launcher: topology, noise sampling, CPU selection, the pinned run and its report.
+//! The binaries `goset-run` and `goset` are thin wrappers over [`launch`] and [`diag`].
 
+pub mod cli;
+pub mod diag;
+pub mod error;
 pub mod fsroot;
+pub mod launch;
 pub mod noise;
+pub mod report;
+pub mod rundir;
+pub mod select;
+pub mod task;
 pub mod topology;

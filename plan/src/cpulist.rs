@@ -23,9 +23,9 @@ pub enum CpuListError {
 impl fmt::Display for CpuListError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CpuListError::Syntax => {
-                f.write_str("expected a cpu list such as 0,2-4 or 0-10:2 (numbers, ranges, strides)")
-            }
+            CpuListError::Syntax => f.write_str(
+                "expected a cpu list such as 0,2-4 or 0-10:2 (numbers, ranges, strides)",
+            ),
             CpuListError::BadRange => {
                 f.write_str("a range must run upwards (A-B with A <= B) with a stride above 0")
             }
@@ -51,8 +51,14 @@ fn split_once(s: &[u8], sep: u8) -> Option<(&[u8], &[u8])> {
 }
 
 fn trim(s: &[u8]) -> &[u8] {
-    let start = s.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(s.len());
-    let end = s.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = s
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(s.len());
+    let end = s
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     &s[start..end]
 }
 

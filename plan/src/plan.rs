@@ -62,7 +62,9 @@ pub enum PlanError {
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PlanError::NotAPlan => f.write_str("not a goset plan (first line must be 'goset-plan 1')"),
+            PlanError::NotAPlan => {
+                f.write_str("not a goset plan (first line must be 'goset-plan 1')")
+            }
             PlanError::BadValue(key, Some(e)) => write!(f, "bad '{key}' value: {e}"),
             PlanError::BadValue(key, None) => write!(f, "bad '{key}' value"),
             PlanError::NoCpus => f.write_str("the plan lists no cpus"),
@@ -96,8 +98,13 @@ fn parse_number(key: &'static str, v: &[u8]) -> Result<u64, PlanError> {
     }
     let mut n: u64 = 0;
     for &d in digits {
-        let digit = (d as char).to_digit(radix).ok_or(PlanError::BadValue(key, None))?;
-        n = n.checked_mul(radix as u64).ok_or(PlanError::BadValue(key, None))? + digit as u64;
+        let digit = (d as char)
+            .to_digit(radix)
+            .ok_or(PlanError::BadValue(key, None))?;
+        n = n
+            .checked_mul(radix as u64)
+            .ok_or(PlanError::BadValue(key, None))?
+            + digit as u64;
     }
     Ok(n)
 }
@@ -162,7 +169,10 @@ impl Plan {
                 b"housekeeper" => {
                     let cpu = parse_number("housekeeper", value)? as usize;
                     if cpu >= crate::MAX_CPUS {
-                        return Err(PlanError::BadValue("housekeeper", Some(CpuListError::TooLarge)));
+                        return Err(PlanError::BadValue(
+                            "housekeeper",
+                            Some(CpuListError::TooLarge),
+                        ));
                     }
                     plan.housekeeper = Some(cpu);
                 }
@@ -291,8 +301,12 @@ mod tests {
 
     #[test]
     fn round_trips_through_text() {
-        let mut plan = Plan::new(&[3, 1, 2], Some(0), crate::cpulist::parse_set(b"0-3").unwrap())
-            .unwrap();
+        let mut plan = Plan::new(
+            &[3, 1, 2],
+            Some(0),
+            crate::cpulist::parse_set(b"0-3").unwrap(),
+        )
+        .unwrap();
         plan.skip = 0x5;
         plan.main_on_housekeeper = true;
         assert!(plan.set_log_path(b"/tmp/x.log"));
@@ -308,7 +322,8 @@ mod tests {
 
     #[test]
     fn defaults_reservation_to_cpus_and_housekeeper() {
-        let plan = Plan::parse(b"goset-plan 1\ncpus 4,2 # comment\nhousekeeper 7\nfuture x\n").unwrap();
+        let plan =
+            Plan::parse(b"goset-plan 1\ncpus 4,2 # comment\nhousekeeper 7\nfuture x\n").unwrap();
         assert_eq!(plan.reservation.to_string(), "2,4,7");
         assert_eq!(plan.cpu_of_slot(0), Some(4));
         assert_eq!(plan.cpu_of_slot(2), None);
@@ -317,7 +332,10 @@ mod tests {
     #[test]
     fn rejects_garbage() {
         assert_eq!(Plan::parse(b"\x7fELF").unwrap_err(), PlanError::NotAPlan);
-        assert_eq!(Plan::parse(b"goset-plan 1\n").unwrap_err(), PlanError::NoCpus);
+        assert_eq!(
+            Plan::parse(b"goset-plan 1\n").unwrap_err(),
+            PlanError::NoCpus
+        );
         assert!(matches!(
             Plan::parse(b"goset-plan 1\ncpus 1-x\n").unwrap_err(),
             PlanError::BadValue("cpus", _)

@@ -45,7 +45,8 @@ impl SlotTable {
 
     /// Makes a zero-filled table usable with `slot_count` slots. Idempotent for the same count.
     pub fn init(&self, slot_count: usize) {
-        self.slot_count.store(slot_count.min(MAX_SLOTS) as u32, Ordering::Relaxed);
+        self.slot_count
+            .store(slot_count.min(MAX_SLOTS) as u32, Ordering::Relaxed);
         self.magic.store(MAGIC, Ordering::Release);
     }
 
@@ -88,16 +89,22 @@ impl SlotTable {
             }
         };
         let record = self.add_record(tid, slot);
-        Some(Claim { slot, shared: before > 0, record })
+        Some(Claim {
+            slot,
+            shared: before > 0,
+            record,
+        })
     }
 
     fn add_record(&self, tid: i32, slot: usize) -> Option<usize> {
         let value = ((tid as u32 as u64) << 32) | (slot as u64 + 1);
         let index = self.records.iter().position(|r| {
             r.load(Ordering::Relaxed) == 0
-                && r.compare_exchange(0, value, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                && r.compare_exchange(0, value, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
         })?;
-        self.records_used.fetch_max(index as u32 + 1, Ordering::AcqRel);
+        self.records_used
+            .fetch_max(index as u32 + 1, Ordering::AcqRel);
         Some(index)
     }
 
@@ -165,7 +172,11 @@ pub fn map(fd: Option<i32>) -> Option<&'static SlotTable> {
 /// (launcher side).
 pub fn create_file(path: &std::path::Path, slot_count: usize) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)?;
     file.set_len(SlotTable::SIZE as u64)?;
     let table = map(Some(file.as_raw_fd())).ok_or_else(std::io::Error::last_os_error)?;
     table.init(slot_count);
@@ -223,7 +234,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("goset-slots-{}", std::process::id()));
         let _ = std::fs::remove_file(&dir);
         create_file(&dir, 3).unwrap();
-        let f = std::fs::OpenOptions::new().read(true).write(true).open(&dir).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&dir)
+            .unwrap();
         let a = map(Some(f.as_raw_fd())).unwrap();
         let b = map(Some(f.as_raw_fd())).unwrap();
         std::fs::remove_file(&dir).unwrap();
@@ -243,7 +258,10 @@ mod tests {
                 std::thread::spawn(move || t.claim(100 + i).unwrap())
             })
             .collect();
-        let mut slots: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap().slot).collect();
+        let mut slots: Vec<usize> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap().slot)
+            .collect();
         slots.sort();
         assert_eq!(slots, vec![0, 1, 2, 3]);
     }

@@ -1,0 +1,387 @@
+//! Command-line parsing: clap's view of the flags, the Go goset's spellings, and the typed,
+//! validated options the rest of the launcher works with. Nothing here touches the machine.
+
+use crate::error::{Error, Result};
+use crate::select::{NumaChoice, Options as SelectOptions, SmtPolicy};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Long options that the Go goset spelled with one dash (`-include 1,2`, `-fence=true`).
+const SINGLE_DASH_LONG: &[&str] = &[
+    "include",
+    "exclude",
+    "numa",
+    "interval",
+    "sample",
+    "smt",
+    "json",
+    "log",
+    "skip",
+    "fsroot",
+    "dry-run",
+    "quiet",
+    "main-on-housekeeper",
+    "help",
+    "version",
+];
+
+/// Flags of a pinned run, shared by `goset-run` and `goset ... -- CMD`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Number of task CPUs (one per thread the task runs).
+    #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 1)]
+    pub count: usize,
+    /// Noise sampling window in milliseconds before selection; 0 ranks by topology alone.
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    pub sample: u64,
+    /// SMT policy: spread = one thread per physical core first; pack = fill a core's siblings first.
+    #[arg(long, value_enum, default_value_t = SmtArg::Spread)]
+    pub smt: SmtArg,
+    /// CPUs to take first, in order (cpulist: 1,3-5 or 0-10:2).
+    #[arg(long, value_name = "LIST")]
+    pub include: Option<String>,
+    /// CPUs never to use, for the task or the housekeeper (cpulist).
+    #[arg(long, value_name = "LIST")]
+    pub exclude: Option<String>,
+    /// Keep task CPUs and memory on one NUMA node: a node number, auto (the node with the most
+    /// candidates) or off; the Go goset's -1 (auto) and -2 (off) are accepted.
+    #[arg(
+        long,
+        value_name = "N|auto|off",
+        default_value = "off",
+        allow_hyphen_values = true
+    )]
+    pub numa: String,
+    /// Housekeeper poll interval in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub interval: u64,
+    /// Skip mask (hex, as likwid-pin's -s): bit i set means the i-th thread created after the
+    /// main thread takes no slot and runs on the housekeeper CPU.
+    #[arg(long, value_name = "MASK")]
+    pub skip: Option<String>,
+    /// Run the first process's main thread on the housekeeper CPU, outside the slots (for
+    /// programs whose main thread only coordinates).
+    #[arg(long)]
+    pub main_on_housekeeper: bool,
+    /// Print the selection and exit without running anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write the report as JSON to FILE (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Keep the placement log (one JSON line per placement decision) in FILE.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Read /proc and /sys under DIR instead of / (for --dry-run on a sysfs dump).
+    #[arg(long, value_name = "DIR", env = "GOSET_FSROOT")]
+    pub fsroot: Option<PathBuf>,
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// SMT policy as spelled on the command line.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtArg {
+    /// One task thread per physical core before any sibling is used.
+    Spread,
+    /// Fill every sibling of the best core first.
+    Pack,
+}
+
+/// `goset-run`: pin a task to the quietest CPUs.
+#[derive(Parser, Debug)]
+#[command(
+    name = "goset-run",
+    version,
+    about = "Run a task with every thread on its own quiet CPU"
+)]
+pub struct RunCli {
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `goset`: report the machine, or run a task like goset-run.
+#[derive(Parser, Debug)]
+#[command(
+    name = "goset",
+    version,
+    about = "Noise-aware CPU pinning: report the machine, or run a task (goset [OPTIONS] -- CMD)",
+    args_conflicts_with_subcommands = true
+)]
+pub struct GosetCli {
+    #[command(subcommand)]
+    pub command: Option<GosetCommand>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Subcommands of `goset`.
+#[derive(Subcommand, Debug)]
+pub enum GosetCommand {
+    /// Print the topology (CPUs, cores, packages, NUMA nodes, isolation).
+    Topology {
+        /// Print JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Read /proc and /sys under DIR instead of /.
+        #[arg(long, value_name = "DIR", env = "GOSET_FSROOT")]
+        fsroot: Option<PathBuf>,
+    },
+}
+
+/// Rewrites the Go goset's spellings into clap's: `-include X` → `--include X`,
+/// `-fence=true` → `--fence`, `-fence=false` → dropped. Arguments after `--` are untouched.
+pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut passthrough = false;
+    for (i, arg) in args.into_iter().enumerate() {
+        if i == 0 || passthrough {
+            out.push(arg);
+            continue;
+        }
+        let Some(text) = arg.to_str() else {
+            out.push(arg);
+            continue;
+        };
+        if text == "--" {
+            passthrough = true;
+            out.push(arg);
+            continue;
+        }
+        let long = text.strip_prefix("--").or_else(|| {
+            let rest = text.strip_prefix('-')?;
+            let name = rest.split('=').next()?;
+            SINGLE_DASH_LONG.contains(&name).then_some(rest)
+        });
+        match long.map(|l| l.split_once('=').unwrap_or((l, ""))) {
+            Some((name, "true")) => out.push(format!("--{name}").into()),
+            Some((_, "false")) => {}
+            Some((name, "")) => out.push(format!("--{name}").into()),
+            Some((name, value)) => out.push(format!("--{name}={value}").into()),
+            None => out.push(arg),
+        }
+    }
+    out
+}
+
+/// Prints clap's outcome: help and version on stdout (exit 0); errors as one line on stderr
+/// (exit 2).
+pub fn exit_on_clap_error(err: clap::Error, program: &str) -> ! {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
+        _ => {
+            let rendered = err.render().to_string();
+            let first = rendered.lines().next().unwrap_or("bad arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("{program}: {first} (see --help)");
+            std::process::exit(2)
+        }
+    }
+}
+
+/// Validated options of a pinned run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Selection policy.
+    pub select: SelectOptions,
+    /// Noise sampling window.
+    pub sample: Duration,
+    /// Housekeeper poll interval.
+    pub interval: Duration,
+    /// Skip mask for the shim.
+    pub skip: u64,
+    /// See [`RunArgs::main_on_housekeeper`].
+    pub main_on_housekeeper: bool,
+    /// Selection only.
+    pub dry_run: bool,
+    /// JSON report destination.
+    pub json: Option<PathBuf>,
+    /// Placement log destination.
+    pub log: Option<PathBuf>,
+    /// Errors only.
+    pub quiet: bool,
+    /// Root of /proc and /sys.
+    pub fsroot: Option<PathBuf>,
+    /// The task's argv.
+    pub command: Vec<OsString>,
+}
+
+fn cpulist_arg(flag: &str, value: &Option<String>) -> Result<Vec<usize>> {
+    let Some(text) = value else {
+        return Ok(Vec::new());
+    };
+    let mut cpus = Vec::new();
+    goset_plan::cpulist::parse(text.as_bytes(), &mut |c| cpus.push(c))
+        .map_err(|e| Error::Usage(format!("--{flag} '{text}': {e}")))?;
+    Ok(cpus)
+}
+
+fn numa_arg(text: &str) -> Result<NumaChoice> {
+    match text {
+        "off" | "-2" => Ok(NumaChoice::Off),
+        "auto" | "-1" => Ok(NumaChoice::Auto),
+        n => n.parse().map(NumaChoice::Node).map_err(|_| {
+            Error::Usage(format!(
+                "--numa '{n}': expected a node number, auto (-1) or off (-2)"
+            ))
+        }),
+    }
+}
+
+fn skip_arg(value: &Option<String>) -> Result<u64> {
+    let Some(text) = value else { return Ok(0) };
+    let hex = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    u64::from_str_radix(hex, 16).map_err(|_| {
+        Error::Usage(format!(
+            "--skip '{text}': expected a hex mask such as 0x1 (at most 64 bits)"
+        ))
+    })
+}
+
+impl RunArgs {
+    /// Checks every value and builds the typed options.
+    pub fn validate(&self) -> Result<RunOptions> {
+        if self.count == 0 {
+            return Err(Error::Usage("-n 0: must be at least 1".into()));
+        }
+        if self.interval == 0 {
+            return Err(Error::Usage("--interval 0: must be at least 1 ms".into()));
+        }
+        if self.command.is_empty() && !self.dry_run {
+            return Err(Error::Usage(
+                "no command given: put it after -- (or use --dry-run)".into(),
+            ));
+        }
+        if self.fsroot.is_some() && !self.dry_run {
+            return Err(Error::Usage(
+                "--fsroot reads a dump of another machine: use it with --dry-run".into(),
+            ));
+        }
+        Ok(RunOptions {
+            select: SelectOptions {
+                count: self.count,
+                smt: match self.smt {
+                    SmtArg::Spread => SmtPolicy::Spread,
+                    SmtArg::Pack => SmtPolicy::Pack,
+                },
+                include: cpulist_arg("include", &self.include)?,
+                exclude: cpulist_arg("exclude", &self.exclude)?,
+                numa: numa_arg(&self.numa)?,
+                fence: false,
+            },
+            sample: Duration::from_millis(self.sample),
+            interval: Duration::from_millis(self.interval),
+            skip: skip_arg(&self.skip)?,
+            main_on_housekeeper: self.main_on_housekeeper,
+            dry_run: self.dry_run,
+            json: self.json.clone(),
+            log: self.log.clone(),
+            quiet: self.quiet,
+            fsroot: self.fsroot.clone(),
+            command: self.command.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(args: &[&str]) -> Vec<String> {
+        normalize_args(args.iter().map(OsString::from))
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn accepts_go_spellings() {
+        assert_eq!(
+            norm(&[
+                "goset",
+                "-n",
+                "2",
+                "-include",
+                "1,3",
+                "-numa=-1",
+                "-dry-run=true",
+                "--",
+                "-include"
+            ]),
+            [
+                "goset",
+                "-n",
+                "2",
+                "--include",
+                "1,3",
+                "--numa=-1",
+                "--dry-run",
+                "--",
+                "-include"
+            ]
+        );
+        assert_eq!(norm(&["goset", "-quiet=false", "-x"]), ["goset", "-x"]);
+    }
+
+    fn parse(args: &[&str]) -> std::result::Result<RunOptions, String> {
+        let cli = RunCli::try_parse_from(normalize_args(args.iter().map(OsString::from)))
+            .map_err(|e| e.to_string())?;
+        cli.run.validate().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn validates_values_with_one_clear_message() {
+        let o = parse(&[
+            "goset-run",
+            "-n",
+            "3",
+            "--numa",
+            "-1",
+            "-exclude",
+            "0-4:2",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        assert_eq!(o.select.numa, NumaChoice::Auto);
+        assert_eq!(o.select.exclude, vec![0, 2, 4]);
+        assert_eq!(
+            parse(&["goset-run", "--numa", "-2", "--dry-run"])
+                .unwrap()
+                .select
+                .numa,
+            NumaChoice::Off
+        );
+        assert_eq!(
+            parse(&["goset-run", "--include", "1-x", "--", "true"]).unwrap_err(),
+            "--include '1-x': expected a cpu list such as 0,2-4 or 0-10:2 (numbers, ranges, strides)"
+        );
+        assert_eq!(
+            parse(&["goset-run", "--numa", "x", "--dry-run"]).unwrap_err(),
+            "--numa 'x': expected a node number, auto (-1) or off (-2)"
+        );
+        assert!(parse(&["goset-run", "-n", "1"])
+            .unwrap_err()
+            .starts_with("no command given"));
+        assert_eq!(
+            parse(&["goset-run", "--skip", "0x3", "--", "x"])
+                .unwrap()
+                .skip,
+            3
+        );
+        assert!(parse(&["goset-run", "--skip", "zz", "--", "x"]).is_err());
+        assert!(parse(&["goset-run", "--fsroot", "/tmp", "--", "x"]).is_err());
+    }
+}

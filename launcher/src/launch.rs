@@ -1,0 +1,232 @@
+//! `goset-run`: topology → noise → selection → plan export → the pinned task → report.
+//!
+//! The orchestration only: each step is a call into the module that owns it, and the one
+//! place that writes the report to stderr and the JSON file.
+
+use crate::cli::RunOptions;
+use crate::error::{Error, Result};
+use crate::fsroot::FsRoot;
+use crate::noise::{self, Noise};
+use crate::report::{self, SelectionReport};
+use crate::rundir::{self, RunDir};
+use crate::select;
+use crate::task::{Ending, Launch, Task, Usage};
+use crate::topology::Topology;
+use goset_plan::{CpuSet, Plan};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Instant;
+
+/// The JSON report (`--json FILE`).
+#[derive(Debug, Serialize)]
+pub struct JsonReport<'a> {
+    /// The selection and its per-CPU rows.
+    pub selection: &'a SelectionReport,
+    /// How the task ran; absent with `--dry-run`.
+    pub run: Option<RunSummary>,
+    /// Files that could not be read, once each.
+    pub errors: Vec<crate::fsroot::ReadError>,
+}
+
+/// The Run section.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    /// Wall time in seconds.
+    pub wall_s: f64,
+    /// CPU time over wall time, in percent (100 = one busy thread).
+    pub util_pct: f64,
+    /// goset-run's exit code (the task's status, or 128+signal).
+    pub exit: i32,
+    /// The signal that killed the task.
+    pub signal: Option<i32>,
+    /// `wait4` rusage.
+    pub rusage: Usage,
+    /// The shim was preloaded.
+    pub shim: bool,
+}
+
+/// Reads the machine and selects; shared by the dry run and the real one.
+fn select_cpus(opts: &RunOptions) -> Result<(Topology, Noise, select::Selection)> {
+    let root = opts
+        .fsroot
+        .as_deref()
+        .map_or_else(FsRoot::default, FsRoot::new);
+    let topo = Topology::read(&root)
+        .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
+    let noise = noise::sample(&root, opts.sample);
+    let scores: BTreeMap<usize, f64> = noise
+        .cpus
+        .iter()
+        .map(|(&cpu, n)| (cpu, n.score(false, noise.window_ms)))
+        .collect();
+    let selection = select::plan(&topo, &scores, &opts.select)?;
+    Ok((topo, noise, selection))
+}
+
+fn write_json(path: &Path, report: &JsonReport) -> Result<()> {
+    let text = serde_json::to_string_pretty(report).expect("report serialises") + "\n";
+    if path == Path::new("-") {
+        print!("{text}");
+        return Ok(());
+    }
+    std::fs::write(path, text)
+        .map_err(|e| Error::System(format!("cannot write --json {}: {e}", path.display())))
+}
+
+fn errors_of(topo: &Topology, noise: &Noise) -> Vec<crate::fsroot::ReadError> {
+    let mut errors = topo.errors.clone();
+    for e in &noise.errors {
+        if !errors.contains(e) {
+            errors.push(e.clone());
+        }
+    }
+    errors
+}
+
+/// Runs `goset-run` with validated options; returns the exit code.
+pub fn run(opts: &RunOptions) -> Result<i32> {
+    let (topo, noise, selection) = select_cpus(opts)?;
+    let sel_report = report::selection_report(&topo, &noise, &selection);
+    let errors = errors_of(&topo, &noise);
+    if opts.dry_run {
+        if !opts.quiet {
+            eprint!(
+                "{}{}",
+                report::banner(),
+                report::render_selection(&sel_report)
+            );
+        }
+        if let Some(path) = &opts.json {
+            write_json(
+                path,
+                &JsonReport {
+                    selection: &sel_report,
+                    run: None,
+                    errors,
+                },
+            )?;
+        }
+        return Ok(0);
+    }
+
+    let task_set: CpuSet = selection.task_cpus.iter().copied().collect();
+    let mut reservation = task_set;
+    reservation.insert(selection.housekeeper);
+    let mut plan = Plan::new(
+        &selection.task_cpus,
+        Some(selection.housekeeper),
+        reservation,
+    )
+    .ok_or_else(|| {
+        Error::Usage(format!(
+            "-n {}: more CPUs than a plan holds",
+            selection.task_cpus.len()
+        ))
+    })?;
+    plan.skip = opts.skip;
+    plan.main_on_housekeeper = opts.main_on_housekeeper;
+
+    let shim = rundir::find_shim();
+    let run_dir = match &shim {
+        Some(_) => Some(RunDir::create(&plan, opts.log.as_deref())?),
+        None => {
+            eprintln!(
+                "goset-run: libgoset.so not found beside goset-run (set {}): threads share the task's mask",
+                rundir::LIB_ENV
+            );
+            None
+        }
+    };
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    if let (Some(lib), Some(dir)) = (&shim, &run_dir) {
+        let mut preload = lib.as_os_str().to_owned();
+        if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+            preload.push(":");
+            preload.push(old);
+        }
+        env.push(("LD_PRELOAD".into(), preload));
+        env.push(("GOSET_PLAN".into(), dir.path().into()));
+    }
+    if std::env::var_os("OMP_NUM_THREADS").is_none() {
+        env.push((
+            "OMP_NUM_THREADS".into(),
+            selection.task_cpus.len().to_string().into(),
+        ));
+    }
+    let launch = Launch {
+        argv: opts.command.clone(),
+        cpus: task_set,
+        node: selection.node,
+        env,
+    };
+
+    let started = Instant::now();
+    let task = Task::start(&launch)?;
+    pin_self(selection.housekeeper);
+    let (ending, rusage) = task.wait(opts.interval, || {});
+    let wall_s = started.elapsed().as_secs_f64();
+
+    let cpu_s = rusage.user_s + rusage.system_s;
+    let summary = RunSummary {
+        wall_s,
+        util_pct: if wall_s > 0.0 {
+            100.0 * cpu_s / wall_s
+        } else {
+            0.0
+        },
+        exit: ending.exit_code(),
+        signal: match ending {
+            Ending::Signaled(s) => Some(s),
+            Ending::Exited(_) => None,
+        },
+        rusage,
+        shim: shim.is_some(),
+    };
+    if !opts.quiet {
+        eprint!(
+            "{}{}{}",
+            report::banner(),
+            report::render_selection(&sel_report),
+            report::render_run(&summary)
+        );
+    }
+    if let Some(path) = &opts.json {
+        write_json(
+            path,
+            &JsonReport {
+                selection: &sel_report,
+                run: Some(summary.clone()),
+                errors,
+            },
+        )?;
+    }
+    drop(run_dir);
+    Ok(ending.exit_code())
+}
+
+/// Moves the launcher onto the housekeeper CPU, away from the task's CPUs.
+fn pin_self(cpu: usize) {
+    let set = CpuSet::single(cpu);
+    let (mask, len) = set.as_raw();
+    // SAFETY: mask points to a live cpu_set_t-sized buffer.
+    unsafe { libc::sched_setaffinity(0, len, mask as *const libc::cpu_set_t) };
+}
+
+/// The whole of `goset-run`: parse, validate, run; returns the process exit code.
+pub fn main_with_args(program: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
+    use clap::Parser;
+    let args = crate::cli::normalize_args(args);
+    let cli = crate::cli::RunCli::try_parse_from(args)
+        .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, program));
+    run_args(program, &cli.run)
+}
+
+/// Validates and runs parsed run flags, printing any error as one line.
+pub fn run_args(program: &str, args: &crate::cli::RunArgs) -> i32 {
+    args.validate().and_then(|o| run(&o)).unwrap_or_else(|e| {
+        eprintln!("{program}: {e}");
+        e.exit_code()
+    })
+}

@@ -1,0 +1,252 @@
+//! The run report: text tables for stderr and the same content as JSON.
+//!
+//! Renderers are pure: they turn values into strings. [`crate::launch`] decides where they go.
+
+pub mod table;
+
+use crate::noise::Noise;
+use crate::select::Selection;
+use crate::topology::Topology;
+use serde::Serialize;
+use table::Table;
+
+/// One row of the Selection table (and of its JSON).
+#[derive(Debug, Clone, Serialize)]
+pub struct SelectionRow {
+    /// CPU number.
+    pub cpu: usize,
+    /// `*` task, `&` housekeeper, `*&` both (shared), `!` fenced sibling, blank otherwise.
+    pub sel: String,
+    /// Slot index for task CPUs.
+    pub slot: Option<usize>,
+    /// Steerable interrupts in the sampling window (`None`: not measured).
+    pub irq_steerable: Option<u64>,
+    /// Non-steerable interrupts in the window.
+    pub irq_nonsteerable: Option<u64>,
+    /// Softirqs in the window.
+    pub softirq: Option<u64>,
+    /// Percent of the window busy with other work.
+    pub busy_pct: Option<f64>,
+    /// Percent of the window stolen by the hypervisor.
+    pub steal_pct: Option<f64>,
+    /// Core cost: this CPU's noise score plus its SMT siblings'.
+    pub core_cost: f64,
+    /// SMT siblings other than itself.
+    pub siblings: Vec<usize>,
+    /// NUMA node.
+    pub node: Option<usize>,
+    /// In `isolated`.
+    pub isolated: bool,
+    /// In `nohz_full`.
+    pub nohz_full: bool,
+    /// In `rcu_nocbs`.
+    pub rcu_nocbs: bool,
+}
+
+/// The selection with its per-CPU rows, as the report shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SelectionReport {
+    /// The decision.
+    #[serde(flatten)]
+    pub selection: Selection,
+    /// Sampling window in milliseconds (0: ranked by topology alone).
+    pub sample_ms: u64,
+    /// One row per candidate CPU, in ranking order.
+    pub cpus: Vec<SelectionRow>,
+}
+
+fn read_failed(noise: &Noise, file: &str) -> bool {
+    noise.errors.iter().any(|e| e.file == file)
+}
+
+/// Builds the selection rows: candidates in ranking order.
+pub fn selection_report(topo: &Topology, noise: &Noise, sel: &Selection) -> SelectionReport {
+    let measured = noise.window_ms > 0;
+    let irqs = measured && !read_failed(noise, "/proc/interrupts");
+    let softirqs = measured && !read_failed(noise, "/proc/softirqs");
+    let stat = measured && !read_failed(noise, "/proc/stat");
+    let cpus = sel
+        .ranking
+        .iter()
+        .map(|&cpu| {
+            let info = topo.cpu(cpu);
+            let n = noise.cpus.get(&cpu);
+            let task = sel.task_cpus.iter().position(|&c| c == cpu);
+            let hk = sel.housekeeper == cpu;
+            let sel_mark = match (task.is_some(), hk) {
+                (true, true) => "*&",
+                (true, false) => "*",
+                (false, true) => "&",
+                _ if sel.fenced.contains(&cpu) => "!",
+                _ => "",
+            };
+            SelectionRow {
+                cpu,
+                sel: sel_mark.to_string(),
+                slot: task,
+                irq_steerable: n.filter(|_| irqs).map(|n| n.irq_steerable),
+                irq_nonsteerable: n.filter(|_| irqs).map(|n| n.irq_nonsteerable),
+                softirq: n.filter(|_| softirqs).map(|n| n.softirq),
+                busy_pct: n.filter(|_| stat).map(|n| n.busy_pct),
+                steal_pct: n.filter(|_| stat).map(|n| n.steal_pct),
+                core_cost: sel.core_cost.get(&cpu).copied().unwrap_or(0.0),
+                siblings: info
+                    .map(|i| i.siblings.iter().copied().filter(|&s| s != cpu).collect())
+                    .unwrap_or_default(),
+                node: info.and_then(|i| i.node),
+                isolated: info.is_some_and(|i| i.isolated),
+                nohz_full: info.is_some_and(|i| i.nohz_full),
+                rcu_nocbs: info.is_some_and(|i| i.rcu_nocbs),
+            }
+        })
+        .collect();
+    SelectionReport {
+        selection: sel.clone(),
+        sample_ms: noise.window_ms,
+        cpus,
+    }
+}
+
+/// `n/a` for what was not measured.
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| v.to_string())
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.1}"))
+}
+
+fn flag(b: bool) -> String {
+    if b { "y" } else { "" }.to_string()
+}
+
+/// The Selection table.
+pub fn render_selection(rep: &SelectionReport) -> String {
+    let mut t = Table::new(
+        "Selection",
+        &[
+            "cpu",
+            "sel",
+            "slot",
+            "steer",
+            "non-steer",
+            "softirq",
+            "busy%",
+            "steal%",
+            "core",
+            "sibl",
+            "node",
+            "isol",
+            "nohz",
+            "rcu",
+        ],
+    );
+    for r in &rep.cpus {
+        let sibl = if r.siblings.is_empty() {
+            "-".to_string()
+        } else {
+            r.siblings
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        t.row(vec![
+            r.cpu.to_string(),
+            r.sel.clone(),
+            r.slot.map_or_else(String::new, |s| s.to_string()),
+            opt(r.irq_steerable),
+            opt(r.irq_nonsteerable),
+            opt(r.softirq),
+            pct(r.busy_pct),
+            pct(r.steal_pct),
+            format!("{:.0}", r.core_cost),
+            sibl,
+            r.node.map_or_else(|| "-".to_string(), |n| n.to_string()),
+            flag(r.isolated),
+            flag(r.nohz_full),
+            flag(r.rcu_nocbs),
+        ]);
+    }
+    let mut out = t.render();
+    let sel = &rep.selection;
+    if sel.housekeeper_shared {
+        out.push_str(&format!(
+            "  housekeeper shares cpu {} with the task: no candidate CPU was left\n",
+            sel.housekeeper
+        ));
+    }
+    if rep.sample_ms == 0 {
+        out.push_str("  ranked by topology alone (--sample 0)\n");
+    }
+    out
+}
+
+/// The banner that opens the report.
+pub fn banner() -> &'static str {
+    "----------------- GOSET -----------------\n"
+}
+
+/// The Run table.
+pub fn render_run(run: &crate::launch::RunSummary) -> String {
+    let mut t = Table::new("Run", &["task", "", "sched", ""]);
+    let exit = match run.signal {
+        Some(sig) => format!("signal {sig}"),
+        None => run.exit.to_string(),
+    };
+    t.row(vec![
+        "wall".into(),
+        format!("{:.3}s", run.wall_s),
+        "ctxsw vol".into(),
+        run.rusage.voluntary_ctxsw.to_string(),
+    ]);
+    t.row(vec![
+        "util".into(),
+        format!("{:.0}%", run.util_pct),
+        "ctxsw invol".into(),
+        run.rusage.involuntary_ctxsw.to_string(),
+    ]);
+    t.row(vec![
+        "exit".into(),
+        exit,
+        "max rss".into(),
+        format!("{}KiB", run.rusage.max_rss_kib),
+    ]);
+    t.row(vec![
+        "user".into(),
+        format!("{:.3}s", run.rusage.user_s),
+        "sys".into(),
+        format!("{:.3}s", run.rusage.system_s),
+    ]);
+    t.render()
+}
+
+/// The Topology table: one row per possible CPU.
+pub fn render_topology(topo: &Topology) -> String {
+    let mut t = Table::new(
+        "Topology",
+        &[
+            "cpu", "online", "allowed", "core", "sibl", "package", "node", "isol", "nohz", "rcu",
+        ],
+    );
+    let id = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    for c in &topo.cpus {
+        t.row(vec![
+            c.cpu.to_string(),
+            flag(c.online),
+            flag(c.allowed),
+            id(c.core),
+            c.siblings
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            id(c.package),
+            c.node.map_or_else(|| "-".to_string(), |n| n.to_string()),
+            flag(c.isolated),
+            flag(c.nohz_full),
+            flag(c.rcu_nocbs),
+        ]);
+    }
+    t.render()
+}

@@ -1,0 +1,355 @@
+//! CPU selection: which CPUs the task gets, in slot order, and where the housekeeper goes.
+//!
+//! A pure function of the topology, the per-CPU noise scores and the options: no I/O, no
+//! printing, deterministic on ties. Policy in one place:
+//! - candidates are online ∩ allowed − `exclude`, restricted to one NUMA node with `--numa`;
+//! - a core's cost is the noise of all its online SMT threads, so a quiet CPU whose sibling is
+//!   noisy ranks below a quiet CPU on a quiet core;
+//! - cores are ranked by cost, then cores without CPU 0 first (CPU 0 takes most kernel
+//!   housekeeping on Linux), then by lowest CPU number; CPUs within a core by noise then number;
+//! - `include` CPUs are taken first, in the order given, and count as using their cores;
+//! - `spread` takes the next CPU from the least-used best core (one thread per core before any
+//!   sibling); `pack` finishes a started core before starting the next (the Go goset's order);
+//! - the housekeeper is the quietest CPU left, preferring one that shares no core with the task
+//!   and is neither isolated nor nohz_full; with no CPU left it shares the last task CPU.
+
+use crate::topology::Topology;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// How task threads use SMT siblings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SmtPolicy {
+    /// One task thread per physical core, best cores first, before any sibling is used.
+    #[default]
+    Spread,
+    /// Both (all) siblings of the best core first, then the next core.
+    Pack,
+}
+
+/// NUMA constraint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NumaChoice {
+    /// Task CPUs may span nodes.
+    #[default]
+    Off,
+    /// The node with the most candidates (among those holding every `include` CPU).
+    Auto,
+    /// This node only.
+    Node(usize),
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Number of task CPUs (slots).
+    pub count: usize,
+    /// SMT policy.
+    pub smt: SmtPolicy,
+    /// CPUs to take first, in this order.
+    pub include: Vec<usize>,
+    /// CPUs never to use, for the task or the housekeeper.
+    pub exclude: Vec<usize>,
+    /// NUMA constraint.
+    pub numa: NumaChoice,
+    /// Book the task CPUs' SMT siblings idle (they host neither task nor housekeeper).
+    pub fence: bool,
+}
+
+/// The decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Selection {
+    /// Task CPUs in slot order: slot 0 (the first process's main thread) first.
+    pub task_cpus: Vec<usize>,
+    /// The housekeeper's CPU.
+    pub housekeeper: usize,
+    /// No CPU was left: the housekeeper shares a task CPU.
+    pub housekeeper_shared: bool,
+    /// SMT siblings of task CPUs booked idle (`--fence`).
+    pub fenced: Vec<usize>,
+    /// The NUMA node the task is bound to.
+    pub node: Option<usize>,
+    /// Core cost of every candidate CPU (its own noise plus its siblings').
+    pub core_cost: BTreeMap<usize, f64>,
+    /// Every candidate CPU in the order the policy would hand them out.
+    pub ranking: Vec<usize>,
+}
+
+/// Why no selection is possible. Every variant is a usage error (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectError {
+    /// `-n` is 0 or larger than the candidates.
+    CountOutOfRange { requested: usize, available: usize },
+    /// `--numa N` names a node the machine does not have (or that has no CPU).
+    UnknownNode { node: usize, known: Vec<usize> },
+    /// The node cannot hold `-n` CPUs.
+    NodeTooSmall {
+        node: usize,
+        holds: usize,
+        requested: usize,
+    },
+    /// `--include` names CPUs that are not candidates (offline, not allowed, excluded, or on
+    /// another node).
+    IncludeNotCandidate { cpus: Vec<usize> },
+    /// `--include` lists more CPUs than `-n`.
+    IncludeTooMany { listed: usize, requested: usize },
+}
+
+fn list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl fmt::Display for SelectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SelectError::CountOutOfRange { requested, available } => write!(
+                f,
+                "-n {requested}: must be between 1 and {available} (the candidate CPUs: online, allowed and not excluded)"
+            ),
+            SelectError::UnknownNode { node, known } => {
+                write!(f, "--numa {node}: no such NUMA node with CPUs; nodes are {}", list(known))
+            }
+            SelectError::NodeTooSmall { node, holds, requested } => write!(
+                f,
+                "--numa {node}: node {node} holds {holds} candidate CPUs, fewer than -n {requested}"
+            ),
+            SelectError::IncludeNotCandidate { cpus } => write!(
+                f,
+                "--include {}: not candidate CPUs (offline, not allowed, excluded or outside the NUMA node)",
+                list(cpus)
+            ),
+            SelectError::IncludeTooMany { listed, requested } => {
+                write!(f, "--include lists {listed} CPUs but -n is {requested}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SelectError {}
+
+/// One physical core's candidate CPUs during selection.
+struct CoreSlot {
+    rank: usize,
+    queue: Vec<usize>,
+    used: usize,
+}
+
+/// Chooses the task CPUs and the housekeeper. `noise` maps a CPU to its noise score (a CPU
+/// missing from it counts as 0, as with `--sample 0`).
+pub fn plan(
+    topo: &Topology,
+    noise: &BTreeMap<usize, f64>,
+    opts: &Options,
+) -> Result<Selection, SelectError> {
+    let excluded: BTreeSet<usize> = opts.exclude.iter().copied().collect();
+    let usable: Vec<usize> = topo
+        .candidates()
+        .into_iter()
+        .filter(|c| !excluded.contains(c))
+        .collect();
+    let (node, candidates) = restrict_to_node(topo, &usable, opts)?;
+
+    let outside: Vec<usize> = opts
+        .include
+        .iter()
+        .copied()
+        .filter(|c| !candidates.contains(c))
+        .collect();
+    if !outside.is_empty() {
+        return Err(SelectError::IncludeNotCandidate { cpus: outside });
+    }
+    if opts.count == 0 || opts.count > candidates.len() {
+        return Err(SelectError::CountOutOfRange {
+            requested: opts.count,
+            available: candidates.len(),
+        });
+    }
+    let mut include: Vec<usize> = Vec::new();
+    for &c in &opts.include {
+        if !include.contains(&c) {
+            include.push(c);
+        }
+    }
+    if include.len() > opts.count {
+        return Err(SelectError::IncludeTooMany {
+            listed: include.len(),
+            requested: opts.count,
+        });
+    }
+
+    let cpu_noise = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
+    let siblings = |c: usize| -> Vec<usize> {
+        match topo.cpu(c) {
+            Some(info) if !info.siblings.is_empty() => info.siblings.clone(),
+            _ => vec![c],
+        }
+    };
+    let online = |c: usize| topo.cpu(c).is_some_and(|i| i.online);
+    let core_cost: BTreeMap<usize, f64> = usable
+        .iter()
+        .map(|&c| {
+            (
+                c,
+                siblings(c)
+                    .into_iter()
+                    .filter(|&s| online(s))
+                    .map(cpu_noise)
+                    .sum(),
+            )
+        })
+        .collect();
+
+    let mut cores = group_into_cores(&candidates, &siblings, &core_cost, &cpu_noise);
+    for &c in &include {
+        if let Some(core) = cores.iter_mut().find(|k| k.queue.contains(&c)) {
+            core.queue.retain(|&x| x != c);
+            core.used += 1;
+        }
+    }
+    let mut ranking = include.clone();
+    while let Some(core) = next_core(&mut cores, opts.smt) {
+        core.used += 1;
+        ranking.push(core.queue.remove(0));
+    }
+    let task_cpus: Vec<usize> = ranking[..opts.count].to_vec();
+
+    let task_set: BTreeSet<usize> = task_cpus.iter().copied().collect();
+    let task_cores: BTreeSet<usize> = task_cpus.iter().flat_map(|&c| siblings(c)).collect();
+    let fenced: Vec<usize> = if opts.fence {
+        task_cores
+            .iter()
+            .copied()
+            .filter(|c| !task_set.contains(c) && usable.contains(c))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let quiet_flags = |c: usize| topo.cpu(c).is_some_and(|i| i.isolated || i.nohz_full);
+    let housekeeper = usable
+        .iter()
+        .copied()
+        .filter(|c| !task_set.contains(c) && !fenced.contains(c))
+        .min_by(|&a, &b| {
+            let key = |c: usize| (task_cores.contains(&c), quiet_flags(c));
+            key(a)
+                .cmp(&key(b))
+                .then(cpu_noise(a).total_cmp(&cpu_noise(b)))
+                .then(a.cmp(&b))
+        });
+    let (housekeeper, housekeeper_shared) = match housekeeper {
+        Some(c) => (c, false),
+        None => (*task_cpus.last().expect("count >= 1"), true),
+    };
+    Ok(Selection {
+        task_cpus,
+        housekeeper,
+        housekeeper_shared,
+        fenced,
+        node,
+        core_cost,
+        ranking,
+    })
+}
+
+fn restrict_to_node(
+    topo: &Topology,
+    usable: &[usize],
+    opts: &Options,
+) -> Result<(Option<usize>, Vec<usize>), SelectError> {
+    let in_node = |node: usize| -> Vec<usize> {
+        usable
+            .iter()
+            .copied()
+            .filter(|&c| topo.cpu(c).and_then(|i| i.node) == Some(node))
+            .collect()
+    };
+    let known: Vec<usize> = topo
+        .nodes
+        .iter()
+        .filter(|n| !n.cpus.is_empty())
+        .map(|n| n.id)
+        .collect();
+    match opts.numa {
+        NumaChoice::Off => Ok((None, usable.to_vec())),
+        NumaChoice::Node(node) => {
+            if !known.contains(&node) {
+                return Err(SelectError::UnknownNode { node, known });
+            }
+            let cpus = in_node(node);
+            if cpus.len() < opts.count {
+                return Err(SelectError::NodeTooSmall {
+                    node,
+                    holds: cpus.len(),
+                    requested: opts.count,
+                });
+            }
+            Ok((Some(node), cpus))
+        }
+        NumaChoice::Auto => {
+            let best = known
+                .iter()
+                .map(|&n| (n, in_node(n)))
+                .filter(|(_, cpus)| opts.include.iter().all(|c| cpus.contains(c)))
+                .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(&a.0)));
+            match best {
+                Some((node, cpus)) => Ok((Some(node), cpus)),
+                None if opts.include.is_empty() => Ok((None, usable.to_vec())),
+                None => Err(SelectError::IncludeNotCandidate {
+                    cpus: opts.include.clone(),
+                }),
+            }
+        }
+    }
+}
+
+fn group_into_cores(
+    candidates: &[usize],
+    siblings: &dyn Fn(usize) -> Vec<usize>,
+    core_cost: &BTreeMap<usize, f64>,
+    cpu_noise: &dyn Fn(usize) -> f64,
+) -> Vec<CoreSlot> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for &c in candidates {
+        match groups.iter_mut().find(|g| siblings(g[0]).contains(&c)) {
+            Some(g) => g.push(c),
+            None => groups.push(vec![c]),
+        }
+    }
+    for g in &mut groups {
+        g.sort_by(|&a, &b| cpu_noise(a).total_cmp(&cpu_noise(b)).then(a.cmp(&b)));
+    }
+    let cost = |g: &Vec<usize>| core_cost.get(&g[0]).copied().unwrap_or(0.0);
+    let has_cpu0 = |g: &Vec<usize>| siblings(g[0]).contains(&0);
+    let lowest = |g: &Vec<usize>| g.iter().copied().min().unwrap_or(0);
+    groups.sort_by(|a, b| {
+        cost(a)
+            .total_cmp(&cost(b))
+            .then(has_cpu0(a).cmp(&has_cpu0(b)))
+            .then(lowest(a).cmp(&lowest(b)))
+    });
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(rank, queue)| CoreSlot {
+            rank,
+            queue,
+            used: 0,
+        })
+        .collect()
+}
+
+fn next_core(cores: &mut [CoreSlot], smt: SmtPolicy) -> Option<&mut CoreSlot> {
+    cores
+        .iter_mut()
+        .filter(|k| !k.queue.is_empty())
+        .min_by_key(|k| match smt {
+            SmtPolicy::Spread => (k.used, k.rank),
+            SmtPolicy::Pack => (usize::from(k.used == 0), k.rank),
+        })
+}

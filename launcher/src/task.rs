@@ -1,0 +1,226 @@
+//! Starting the task on its CPUs and waiting for it.
+//!
+//! Owns: the child's process mask and memory policy (set between fork and exec), signal
+//! forwarding, `wait4` with rusage, and the mapping of a wait status to goset-run's exit code.
+
+use crate::error::{Error, Result};
+use goset_plan::CpuSet;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+/// What to start and where.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// argv of the task.
+    pub argv: Vec<OsString>,
+    /// The task's process mask.
+    pub cpus: CpuSet,
+    /// Bind the task's memory to this NUMA node.
+    pub node: Option<usize>,
+    /// Extra environment.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// How the task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Ending {
+    /// Exited with a status.
+    Exited(i32),
+    /// Killed by a signal.
+    Signaled(i32),
+}
+
+impl Ending {
+    /// goset-run's exit code: the task's status, or 128+signal.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Ending::Exited(code) => code,
+            Ending::Signaled(sig) => 128 + sig,
+        }
+    }
+}
+
+/// Resource usage of the task (and its waited-for children) from `wait4`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Usage {
+    /// User CPU seconds.
+    pub user_s: f64,
+    /// System CPU seconds.
+    pub system_s: f64,
+    /// Peak resident set in KiB.
+    pub max_rss_kib: i64,
+    /// Minor page faults.
+    pub minor_faults: i64,
+    /// Major page faults.
+    pub major_faults: i64,
+    /// Voluntary context switches.
+    pub voluntary_ctxsw: i64,
+    /// Involuntary context switches.
+    pub involuntary_ctxsw: i64,
+}
+
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+extern "C" fn ignore(_: libc::c_int) {}
+
+/// Installs handlers (not SIG_IGN, which exec would pass on to the task): a terminal's SIGINT
+/// and SIGQUIT already reach the task's process group, so the launcher only outlives them to
+/// report and clean up; SIGTERM and SIGHUP sent to the launcher are forwarded to the task.
+fn install_signal_handlers() {
+    for (sig, handler) in [
+        (libc::SIGINT, ignore as extern "C" fn(libc::c_int)),
+        (libc::SIGQUIT, ignore),
+        (libc::SIGTERM, forward),
+        (libc::SIGHUP, forward),
+    ] {
+        // SAFETY: a zeroed sigaction with a valid handler and SA_RESTART is well-formed.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = handler as usize;
+            act.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
+    }
+}
+
+/// A started task.
+#[derive(Debug)]
+pub struct Task {
+    pid: i32,
+}
+
+fn set_mempolicy_bind(node: usize) -> std::io::Result<()> {
+    const MPOL_BIND: libc::c_long = 2;
+    let mut mask = [0u64; 16];
+    if node >= mask.len() * 64 {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    mask[node / 64] |= 1 << (node % 64);
+    // SAFETY: mask outlives the call and maxnode matches its size in bits.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_set_mempolicy,
+            MPOL_BIND,
+            mask.as_ptr(),
+            (mask.len() * 64) as libc::c_ulong,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+impl Task {
+    /// Starts the task: process mask and memory policy are set in the child before exec.
+    pub fn start(launch: &Launch) -> Result<Task> {
+        let (program, args) = launch
+            .argv
+            .split_first()
+            .ok_or_else(|| Error::Usage("no command given".into()))?;
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(args).envs(launch.env.iter().map(|(k, v)| (k, v)));
+        let cpus = launch.cpus;
+        let node = launch.node;
+        // SAFETY: the closure only makes async-signal-safe system calls.
+        unsafe {
+            cmd.pre_exec(move || {
+                let (mask, len) = cpus.as_raw();
+                if libc::sched_setaffinity(0, len, mask as *const libc::cpu_set_t) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(node) = node {
+                    set_mempolicy_bind(node)?;
+                }
+                Ok(())
+            });
+        }
+        install_signal_handlers();
+        let name = program.to_string_lossy().into_owned();
+        let child = cmd.spawn().map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) => Error::CommandNotFound(name.clone()),
+            Some(libc::EACCES) | Some(libc::ENOEXEC) | Some(libc::EISDIR) => {
+                Error::NotExecutable(format!("{name}: cannot execute: {e}"))
+            }
+            _ => Error::System(format!("cannot start {name}: {e}")),
+        })?;
+        let pid = child.id() as i32;
+        CHILD.store(pid, Ordering::Relaxed);
+        // The child is reaped with wait4 below, not through std's handle.
+        std::mem::forget(child);
+        Ok(Task { pid })
+    }
+
+    /// The task's pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Waits for the task, calling `tick` about every `interval` while it runs.
+    pub fn wait(&self, interval: Duration, mut tick: impl FnMut()) -> (Ending, Usage) {
+        // SAFETY: pidfd_open takes a pid and flags; a failure (old kernel) leaves -1.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.pid, 0) } as i32;
+        let timeout_ms = interval.as_millis().min(i32::MAX as u128) as i32;
+        loop {
+            let mut status = 0;
+            // SAFETY: zeroed rusage is a valid out-parameter.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: status and ru are valid out-parameters.
+            let rc = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut ru) };
+            if rc == self.pid {
+                CHILD.store(0, Ordering::Relaxed);
+                if pidfd >= 0 {
+                    // SAFETY: pidfd is ours and closed once.
+                    unsafe { libc::close(pidfd) };
+                }
+                let ending = if libc::WIFSIGNALED(status) {
+                    Ending::Signaled(libc::WTERMSIG(status))
+                } else {
+                    Ending::Exited(libc::WEXITSTATUS(status))
+                };
+                return (ending, usage(&ru));
+            }
+            if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return (Ending::Exited(1), Usage::default());
+            }
+            tick();
+            if pidfd >= 0 {
+                // The pidfd becomes readable when the task exits, so the wait ends at once.
+                let mut pfd = libc::pollfd {
+                    fd: pidfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: pfd is a valid pollfd array of one.
+                unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+            } else {
+                std::thread::sleep(interval);
+            }
+        }
+    }
+}
+
+fn usage(ru: &libc::rusage) -> Usage {
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Usage {
+        user_s: secs(ru.ru_utime),
+        system_s: secs(ru.ru_stime),
+        max_rss_kib: ru.ru_maxrss,
+        minor_faults: ru.ru_minflt,
+        major_faults: ru.ru_majflt,
+        voluntary_ctxsw: ru.ru_nvcsw,
+        involuntary_ctxsw: ru.ru_nivcsw,
+    }
+}

@@ -1,0 +1,72 @@
+//! Helpers shared by the launcher's integration tests: the built binaries and the topology
+//! fixtures of real machines (`../shared/fixtures/topology/`).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Names of every topology fixture.
+pub const FIXTURES: [&str; 8] = [
+    "128arm-2pa2n8cluster4co",
+    "16em64t-4s2c2t-offlines",
+    "20em64t-hybrid-1p6c2t+2ca4co1t",
+    "256ppc-8n8s4t",
+    "32intel64-2p8co2t+8ve",
+    "64amd64-4s2n4ca2co",
+    "nvidia-dgx-gb10",
+    "offline-cpu0-node0",
+];
+
+/// The shared fixtures folder beside the repository.
+pub fn fixtures_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/topology");
+    assert!(
+        dir.is_dir(),
+        "topology fixtures not found at {} (shared/ must sit beside the repository)",
+        dir.display()
+    );
+    dir
+}
+
+/// The unpacked dump of fixture `name`, usable as an fsroot. Unpacks once into the target
+/// directory; concurrent tests unpack into their own temporary folder and rename it into place.
+pub fn fixture_root(name: &str) -> PathBuf {
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures");
+    let dest = cache.join(name);
+    let root = dest.join(name);
+    if root.is_dir() {
+        return root;
+    }
+    std::fs::create_dir_all(&cache).unwrap();
+    let tmp = cache.join(format!(
+        ".{name}.{}.{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let tarball = fixtures_dir().join(name).join(format!("{name}.tar.bz2"));
+    let status = Command::new("tar")
+        .arg("xjf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&tmp)
+        .status()
+        .expect("tar must be installed (apt-get install -y tar bzip2)");
+    assert!(status.success(), "could not unpack {}", tarball.display());
+    if std::fs::rename(&tmp, &dest).is_err() {
+        // Another test won the race; its copy is complete.
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    assert!(root.is_dir(), "{} did not hold {name}/", tarball.display());
+    root
+}
+
+/// Path of a binary of this package built by cargo for the tests.
+pub fn bin(name: &str) -> PathBuf {
+    match name {
+        "goset-run" => PathBuf::from(env!("CARGO_BIN_EXE_goset-run")),
+        "goset" => PathBuf::from(env!("CARGO_BIN_EXE_goset")),
+        other => panic!("unknown binary {other}"),
+    }
+}

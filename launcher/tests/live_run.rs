@@ -1,0 +1,145 @@
+//! goset-run on this machine: a CPU kept busy by another task is avoided, and the task really
+//! runs on the selected CPU (read back from /proc by the task itself).
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+
+/// A busy loop pinned to one CPU, killed when dropped.
+struct BusyLoop(Child);
+
+impl BusyLoop {
+    fn on(cpu: usize) -> BusyLoop {
+        let child = Command::new("taskset")
+            .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("taskset (util-linux) must be installed");
+        BusyLoop(child)
+    }
+}
+
+impl Drop for BusyLoop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn online_cpus() -> usize {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let mut n = 0;
+    goset_plan::cpulist::parse(text.as_bytes(), &mut |_| n += 1).unwrap();
+    n
+}
+
+#[test]
+fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
+    if online_cpus() < 2 {
+        eprintln!("skipped: needs 2 online CPUs");
+        return;
+    }
+    let _busy = BusyLoop::on(0);
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(common::bin("goset-run"))
+        .args(["-n", "1", "--dry-run", "--json"])
+        .arg(json.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
+    assert_eq!(
+        v["selection"]["task_cpus"],
+        serde_json::json!([1]),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = Command::new(common::bin("goset-run"))
+        .args([
+            "-n",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "grep Cpus_allowed_list /proc/self/status",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Cpus_allowed_list:\t1\n"
+    );
+}
+
+#[test]
+fn exit_status_is_the_tasks() {
+    let run = |args: &[&str]| {
+        Command::new(common::bin("goset-run"))
+            .args(["--sample", "0", "-n", "1", "--"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(run(&["sh", "-c", "exit 7"]).status.code(), Some(7));
+    assert_eq!(
+        run(&["sh", "-c", "kill -TERM $$"]).status.code(),
+        Some(128 + 15)
+    );
+    let missing = run(&["/nonexistent/goset-no-such-command"]);
+    assert_eq!(missing.status.code(), Some(127));
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr),
+        "goset-run: /nonexistent/goset-no-such-command: command not found\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("not-executable");
+    std::fs::write(&script, "#!/bin/sh\n").unwrap();
+    let out = run(&[script.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(126));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot execute"));
+}
+
+#[test]
+fn sets_omp_num_threads_only_when_unset() {
+    let out = Command::new(common::bin("goset-run"))
+        .env_remove("OMP_NUM_THREADS")
+        .args([
+            "--sample",
+            "0",
+            "-n",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "echo $OMP_NUM_THREADS",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n");
+    let out = Command::new(common::bin("goset-run"))
+        .env("OMP_NUM_THREADS", "5")
+        .args([
+            "--sample",
+            "0",
+            "-n",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "echo $OMP_NUM_THREADS",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "5\n");
+}

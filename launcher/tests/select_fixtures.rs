@@ -1,0 +1,180 @@
+//! Selection on real machines' topologies, through `goset-run --dry-run --fsroot`, checked
+//! against hwloc's reading of the same dumps (truth.csv), not against goset's own topology.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+/// hwloc's view of one CPU.
+struct Truth {
+    core: String,
+    numa: String,
+}
+
+fn truth(name: &str) -> BTreeMap<usize, Truth> {
+    let text =
+        std::fs::read_to_string(common::fixtures_dir().join(name).join("truth.csv")).unwrap();
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+    let (cpu, core, numa) = (col("cpu"), col("core_siblings_smt"), col("numa"));
+    lines
+        .map(|l| {
+            // The only quoted field is core_siblings_smt, e.g. "0,16".
+            let mut fields: Vec<String> = Vec::new();
+            let mut quoted = false;
+            let mut cur = String::new();
+            for ch in l.chars() {
+                match ch {
+                    '"' => quoted = !quoted,
+                    ',' if !quoted => fields.push(std::mem::take(&mut cur)),
+                    c => cur.push(c),
+                }
+            }
+            fields.push(cur);
+            (
+                fields[cpu].parse().unwrap(),
+                Truth {
+                    core: fields[core].clone(),
+                    numa: fields[numa].clone(),
+                },
+            )
+        })
+        .collect()
+}
+
+fn dry_run(fixture: &str, args: &[&str]) -> std::process::Output {
+    let root = common::fixture_root(fixture);
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(common::bin("goset-run"))
+        .args(["--dry-run", "--sample", "0", "--fsroot"])
+        .arg(&root)
+        .arg("--json")
+        .arg(json.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let mut out = out;
+    if out.status.success() {
+        out.stdout = std::fs::read(json.path()).unwrap();
+    }
+    out
+}
+
+fn task_cpus(out: &std::process::Output) -> Vec<usize> {
+    assert!(
+        out.status.success(),
+        "goset-run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["selection"]["task_cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap() as usize)
+        .collect()
+}
+
+const XEON: &str = "32intel64-2p8co2t+8ve";
+
+#[test]
+fn spread_takes_one_cpu_per_physical_core() {
+    let t = truth(XEON);
+    let cpus = task_cpus(&dry_run(XEON, &["-n", "16", "--smt", "spread"]));
+    assert_eq!(cpus.len(), 16);
+    let cores: BTreeSet<&str> = cpus.iter().map(|c| t[c].core.as_str()).collect();
+    assert_eq!(
+        cores.len(),
+        16,
+        "spread put two threads on one core: {cpus:?}"
+    );
+}
+
+#[test]
+fn pack_fills_whole_cores() {
+    let t = truth(XEON);
+    let cpus = task_cpus(&dry_run(XEON, &["-n", "16", "--smt", "pack"]));
+    let mut per_core: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in &cpus {
+        *per_core.entry(t[c].core.as_str()).or_default() += 1;
+    }
+    assert_eq!(
+        per_core.len(),
+        8,
+        "pack used {} cores: {cpus:?}",
+        per_core.len()
+    );
+    assert!(per_core.values().all(|&n| n == 2));
+}
+
+#[test]
+fn numa_auto_stays_on_one_node() {
+    let t = truth(XEON);
+    let cpus = task_cpus(&dry_run(XEON, &["-n", "8", "--numa", "auto"]));
+    let nodes: BTreeSet<&str> = cpus.iter().map(|c| t[c].numa.as_str()).collect();
+    assert_eq!(nodes.len(), 1, "{cpus:?} spans nodes {nodes:?}");
+    let go_spelling = task_cpus(&dry_run(XEON, &["-n", "8", "-numa", "-1"]));
+    assert_eq!(go_spelling, cpus);
+}
+
+#[test]
+fn a_node_too_small_is_a_usage_error() {
+    let out = dry_run(XEON, &["-n", "17", "--numa", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "goset-run: --numa 0: node 0 holds 16 candidate CPUs, fewer than -n 17\n"
+    );
+}
+
+#[test]
+fn offline_and_excluded_cpus_are_never_selected() {
+    let t = truth("offline-cpu0-node0");
+    let online: Vec<usize> = t
+        .iter()
+        .filter(|(_, v)| !v.core.is_empty())
+        .map(|(c, _)| *c)
+        .collect();
+    let cpus = task_cpus(&dry_run(
+        "offline-cpu0-node0",
+        &["-n", &online.len().to_string()],
+    ));
+    assert_eq!(
+        cpus.iter().copied().collect::<BTreeSet<_>>(),
+        online.iter().copied().collect()
+    );
+    let cpus = task_cpus(&dry_run(
+        "offline-cpu0-node0",
+        &["-n", "2", "-exclude", "4-10", "--include", "12"],
+    ));
+    assert_eq!(cpus[0], 12);
+    assert!(cpus.iter().all(|c| !(4..=10).contains(c)));
+}
+
+#[test]
+fn bad_requests_fail_with_one_line_and_exit_2() {
+    for (args, want) in [
+        (&["-n", "0"][..], "goset-run: -n 0: must be at least 1\n"),
+        (&["-n", "33"][..], "goset-run: -n 33: must be between 1 and 32 (the candidate CPUs: online, allowed and not excluded)\n"),
+        (&["--numa", "5"][..], "goset-run: --numa 5: no such NUMA node with CPUs; nodes are 0,1\n"),
+        (&["--include", "40"][..], "goset-run: --include 40: not candidate CPUs (offline, not allowed, excluded or outside the NUMA node)\n"),
+        (&["--exclude", "3-1"][..], "goset-run: --exclude '3-1': a range must run upwards (A-B with A <= B) with a stride above 0\n"),
+    ] {
+        let out = dry_run(XEON, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{args:?}");
+    }
+}
+
+#[test]
+fn every_fixture_selects_within_its_online_cpus() {
+    for name in common::FIXTURES {
+        let t = truth(name);
+        let cpus = task_cpus(&dry_run(name, &["-n", "2"]));
+        for c in &cpus {
+            assert!(!t[c].core.is_empty(), "{name}: selected offline cpu {c}");
+        }
+    }
+}
