@@ -7,6 +7,7 @@ use crate::cli::RunOptions;
 use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
 use crate::noise::{self, Noise};
+use crate::placement::{self, ThreadPlacement};
 use crate::report::{self, SelectionReport};
 use crate::rundir::{self, RunDir};
 use crate::select;
@@ -26,6 +27,8 @@ pub struct JsonReport<'a> {
     pub selection: &'a SelectionReport,
     /// How the task ran; absent with `--dry-run`.
     pub run: Option<RunSummary>,
+    /// Where each thread was placed, from the placement log.
+    pub threads: Vec<ThreadPlacement>,
     /// Files that could not be read, once each.
     pub errors: Vec<crate::fsroot::ReadError>,
 }
@@ -104,6 +107,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
                 &JsonReport {
                     selection: &sel_report,
                     run: None,
+                    threads: Vec::new(),
                     errors,
                 },
             )?;
@@ -184,11 +188,22 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         rusage,
         shim: shim.is_some(),
     };
+    let log = run_dir
+        .as_ref()
+        .map(|d| placement::read(d.log_path()))
+        .unwrap_or_default();
+    let threads = log.threads();
     if !opts.quiet {
+        let threads_table = if threads.is_empty() {
+            String::new()
+        } else {
+            report::render_threads(&threads)
+        };
         eprint!(
-            "{}{}{}",
+            "{}{}{}{}",
             report::banner(),
             report::render_selection(&sel_report),
+            threads_table,
             report::render_run(&summary)
         );
     }
@@ -198,6 +213,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             &JsonReport {
                 selection: &sel_report,
                 run: Some(summary.clone()),
+                threads,
                 errors,
             },
         )?;

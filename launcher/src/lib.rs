@@ -7,6 +7,7 @@ pub mod error;
 pub mod fsroot;
 pub mod launch;
 pub mod noise;
+pub mod placement;
 pub mod report;
 pub mod rundir;
 pub mod select;

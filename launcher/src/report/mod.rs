@@ -250,3 +250,31 @@ pub fn render_topology(topo: &Topology) -> String {
     }
     t.render()
 }
+
+/// The Threads table: where the shim (or the housekeeper) put each thread.
+pub fn render_threads(threads: &[crate::placement::ThreadPlacement]) -> String {
+    let mut t = Table::new(
+        "Threads",
+        &[
+            "tid", "pid", "comm", "role", "slot", "cpu", "shared", "sets", "by",
+        ],
+    );
+    for th in threads {
+        t.row(vec![
+            th.tid.to_string(),
+            th.pid.to_string(),
+            th.comm.clone(),
+            th.role.clone(),
+            th.slot.map_or_else(|| "-".into(), |s| s.to_string()),
+            th.cpu.map_or_else(|| "-".into(), |c| c.to_string()),
+            yes_no(th.shared),
+            th.set_calls.to_string(),
+            th.placed_by.clone(),
+        ]);
+    }
+    t.render()
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "" }.to_string()
+}
