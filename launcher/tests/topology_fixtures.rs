@@ -1,0 +1,568 @@
+//! The topology reader against real machines: every shared fixture must agree with hwloc's
+//! reading of the same dump (`truth.csv`): the same online CPUs, the same partition of online
+//! CPUs into cores, packages and NUMA nodes. Then one test per trap of the fixtures' README,
+//! a synthetic root for the command-line fallbacks, and the live machine.
+
+mod common;
+
+use goset::fsroot::FsRoot;
+use goset::topology::Topology;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// One row of `truth.csv`, fields by column name.
+struct TruthRow(BTreeMap<String, String>);
+
+impl TruthRow {
+    fn get(&self, col: &str) -> &str {
+        self.0
+            .get(col)
+            .unwrap_or_else(|| panic!("truth.csv has no column {col}"))
+    }
+    fn cpu(&self) -> usize {
+        self.get("cpu").parse().unwrap()
+    }
+    fn online(&self) -> bool {
+        self.get("online") == "1"
+    }
+}
+
+/// Splits one CSV line; fields may be double-quoted (`"0,8"`).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields.push(String::new()),
+            c => fields.last_mut().unwrap().push(c),
+        }
+    }
+    fields
+}
+
+fn truth(name: &str) -> Vec<TruthRow> {
+    let path = common::fixtures_dir().join(name).join("truth.csv");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
+    let header = csv_fields(lines.next().expect("truth.csv has a header"));
+    let rows: Vec<TruthRow> = lines
+        .map(|l| {
+            let f = csv_fields(l);
+            assert_eq!(f.len(), header.len(), "{name}: odd truth row {l:?}");
+            TruthRow(header.iter().cloned().zip(f).collect())
+        })
+        .collect();
+    assert!(!rows.is_empty(), "{name}: empty truth.csv");
+    rows
+}
+
+fn cpulist(s: &str) -> BTreeSet<usize> {
+    goset::topology::parse_cpulist(s)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+fn read(name: &str) -> Topology {
+    let root = common::fixture_root(name);
+    Topology::read(&FsRoot::new(root)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The partition of `cpus` by `label` (CPUs with equal labels in one part).
+fn partition<L: Ord>(cpus: &[usize], label: impl Fn(usize) -> L) -> BTreeSet<BTreeSet<usize>> {
+    let mut parts: BTreeMap<L, BTreeSet<usize>> = BTreeMap::new();
+    for &c in cpus {
+        parts.entry(label(c)).or_default().insert(c);
+    }
+    parts.into_values().collect()
+}
+
+/// Asserts that `topo` agrees with hwloc's reading of fixture `name`.
+fn check_against_truth(name: &str, topo: &Topology) {
+    let rows = truth(name);
+    let by_cpu: BTreeMap<usize, &TruthRow> = rows.iter().map(|r| (r.cpu(), r)).collect();
+
+    // Every CPU hwloc knows is there with the same online and allowed state; every other
+    // possible CPU is offline.
+    for r in &rows {
+        let c = topo
+            .cpu(r.cpu())
+            .unwrap_or_else(|| panic!("{name}: cpu {} missing", r.cpu()));
+        assert_eq!(c.online, r.online(), "{name}: online of cpu {}", c.cpu);
+        assert_eq!(
+            c.allowed,
+            r.get("allowed") == "1",
+            "{name}: allowed of cpu {}",
+            c.cpu
+        );
+    }
+    let online: Vec<usize> = rows
+        .iter()
+        .filter(|r| r.online())
+        .map(TruthRow::cpu)
+        .collect();
+    assert_eq!(topo.online(), online, "{name}: online set");
+    let sorted: Vec<usize> = topo.cpus.iter().map(|c| c.cpu).collect();
+    assert!(
+        sorted.windows(2).all(|w| w[0] < w[1]),
+        "{name}: cpus not ascending"
+    );
+
+    // Cores: each online CPU's siblings are exactly hwloc's core.
+    for &cpu in &online {
+        let want = cpulist(by_cpu[&cpu].get("core_siblings_smt"));
+        let got: BTreeSet<usize> = topo.cpu(cpu).unwrap().siblings.iter().copied().collect();
+        assert_eq!(got, want, "{name}: siblings of cpu {cpu}");
+    }
+
+    // Packages and NUMA nodes: the same partitions of the online CPUs.
+    let truth_pkg = partition(&online, |c| by_cpu[&c].get("package_index").to_string());
+    let our_pkg = partition(&online, |c| topo.cpu(c).unwrap().package_index);
+    assert!(
+        online
+            .iter()
+            .all(|&c| topo.cpu(c).unwrap().package_index.is_some()),
+        "{name}: online cpu without package"
+    );
+    assert_eq!(our_pkg, truth_pkg, "{name}: package grouping");
+
+    let truth_numa = partition(&online, |c| by_cpu[&c].get("numa").to_string());
+    let our_numa = partition(&online, |c| topo.cpu(c).unwrap().node);
+    assert_eq!(our_numa, truth_numa, "{name}: NUMA grouping");
+    for &c in &online {
+        assert_eq!(
+            topo.cpu(c).unwrap().node.is_none(),
+            by_cpu[&c].get("numa").is_empty(),
+            "{name}: cpu {c} has a node exactly when hwloc gives it one"
+        );
+    }
+
+    // Candidates are the online and allowed CPUs.
+    let allowed: Vec<usize> = rows
+        .iter()
+        .filter(|r| r.online() && r.get("allowed") == "1")
+        .map(TruthRow::cpu)
+        .collect();
+    assert_eq!(topo.candidates(), allowed, "{name}: candidates");
+
+    // Nodes list their CPUs consistently with the per-CPU node.
+    for c in topo.cpus.iter().filter(|c| c.node.is_some()) {
+        let n = topo.node(c.node.unwrap()).unwrap();
+        assert!(
+            n.online && n.cpus.contains(&c.cpu),
+            "{name}: node {} does not list cpu {}",
+            n.id,
+            c.cpu
+        );
+    }
+}
+
+#[test]
+fn every_fixture_agrees_with_hwloc() {
+    for name in common::FIXTURES {
+        let topo = read(name);
+        check_against_truth(name, &topo);
+    }
+}
+
+#[test]
+fn the_truth_check_can_fail() {
+    // Merging two cores of the dual-socket Xeon must be caught.
+    let name = "32intel64-2p8co2t+8ve";
+    let mut topo = read(name);
+    topo.cpus[0].siblings = vec![0, 1, 16];
+    let caught = std::panic::catch_unwind(|| check_against_truth(name, &topo));
+    assert!(caught.is_err(), "a wrong core went unnoticed");
+    // So must a CPU put on the wrong node.
+    let mut topo = read(name);
+    topo.cpus[3].node = Some(1);
+    assert!(std::panic::catch_unwind(|| check_against_truth(name, &topo)).is_err());
+}
+
+#[test]
+fn old_mask_only_kernel_with_offline_cpus() {
+    let name = "16em64t-4s2c2t-offlines";
+    let root = common::fixture_root(name);
+    let cpu = root.join("sys/devices/system/cpu");
+    assert!(
+        !cpu.join("online").exists() && !cpu.join("possible").exists(),
+        "the trap: no online/possible list"
+    );
+    assert!(
+        !cpu.join("cpu0/topology/thread_siblings_list").exists(),
+        "the trap: masks only"
+    );
+    let topo = read(name);
+    assert_eq!(topo.cpus.len(), 16);
+    let offline: Vec<usize> = topo
+        .cpus
+        .iter()
+        .filter(|c| !c.online)
+        .map(|c| c.cpu)
+        .collect();
+    assert_eq!(offline, vec![2, 5, 13, 14]);
+    for &c in &offline {
+        let info = topo.cpu(c).unwrap();
+        assert!(
+            !info.allowed && info.siblings.is_empty() && info.package_index.is_none(),
+            "{info:?}"
+        );
+    }
+    assert_eq!(topo.cpu(0).unwrap().siblings, vec![0, 8]);
+    assert_eq!(topo.cpu(1).unwrap().siblings, vec![1, 9]);
+    // CPU 6's thread sibling (14) is offline: its core has one thread left.
+    assert_eq!(topo.cpu(6).unwrap().siblings, vec![6]);
+    let packages: BTreeSet<usize> = topo.cpus.iter().filter_map(|c| c.package_index).collect();
+    assert_eq!(packages.len(), 4);
+    // Node 0's cpumap (a mask) lists all 16.
+    assert_eq!(topo.node(0).unwrap().cpus, (0..16).collect::<Vec<_>>());
+    assert!(
+        topo.errors
+            .iter()
+            .any(|e| e.file == "/sys/devices/system/cpu/online"),
+        "{:?}",
+        topo.errors
+    );
+}
+
+#[test]
+fn bulldozer_compute_units_are_not_smt() {
+    let name = "64amd64-4s2n4ca2co";
+    let root = common::fixture_root(name);
+    let ts = std::fs::read_to_string(
+        root.join("sys/devices/system/cpu/cpu0/topology/thread_siblings_list"),
+    )
+    .unwrap();
+    assert_eq!(
+        ts.trim(),
+        "0-1",
+        "the trap: the kernel calls 0 and 1 thread siblings"
+    );
+    let topo = read(name);
+    assert_eq!(topo.online().len(), 64);
+    for c in &topo.cpus {
+        assert_eq!(
+            c.siblings,
+            vec![c.cpu],
+            "cpu {} is a core of its own",
+            c.cpu
+        );
+    }
+    // core_id repeats within a package (0-7 twice): cores must not be grouped by id alone.
+    assert_eq!(topo.cpu(0).unwrap().core, topo.cpu(8).unwrap().core);
+    assert_eq!(
+        topo.cpu(0).unwrap().package_index,
+        topo.cpu(8).unwrap().package_index
+    );
+    let packages: BTreeSet<usize> = topo.cpus.iter().filter_map(|c| c.package_index).collect();
+    assert_eq!(packages.len(), 4);
+    assert_eq!(topo.nodes.len(), 8);
+    assert!(topo.nodes.iter().all(|n| n.online && n.cpus.len() == 8));
+}
+
+#[test]
+fn power7_package_id_minus_one() {
+    let name = "256ppc-8n8s4t";
+    let topo = read(name);
+    assert_eq!(topo.cpus.len(), 256);
+    assert!(
+        topo.cpus.iter().all(|c| c.package == Some(-1)),
+        "the kernel's -1 is kept"
+    );
+    // hwloc makes one package per package mask: 64 of 4 CPUs, not one of 256.
+    let packages = partition(&topo.online(), |c| topo.cpu(c).unwrap().package_index);
+    assert_eq!(packages.len(), 64);
+    assert!(packages.iter().all(|p| p.len() == 4));
+    assert!(topo.cpus.iter().all(|c| c.siblings.len() == 4), "SMT4");
+    // Node directories without cpulist: cpumap masks.
+    let root = common::fixture_root(name);
+    assert!(!root.join("sys/devices/system/node/node0/cpulist").exists());
+    let ids: Vec<usize> = topo.nodes.iter().map(|n| n.id).collect();
+    assert_eq!(ids, vec![0, 1, 4, 5, 8, 9, 12, 13]);
+    assert!(topo.nodes.iter().all(|n| n.online && n.cpus.len() == 32));
+    assert_eq!(topo.node(4).unwrap().cpus.first(), Some(&64));
+}
+
+#[test]
+fn offline_cpus_and_offline_node_zero() {
+    let name = "offline-cpu0-node0";
+    let topo = read(name);
+    // possible is 0-191, present 0-23: one entry per possible CPU.
+    assert_eq!(topo.cpus.len(), 192);
+    assert_eq!(topo.cpus.iter().filter(|c| c.present).count(), 24);
+    assert!(topo
+        .cpus
+        .iter()
+        .filter(|c| c.cpu >= 24)
+        .all(|c| !c.online && !c.allowed && c.siblings.is_empty()));
+    assert_eq!(topo.online(), (4..=20).collect::<Vec<_>>());
+    for c in [0, 1, 2, 3, 21, 22, 23] {
+        assert!(!topo.cpu(c).unwrap().online && !topo.candidates().contains(&c));
+    }
+    let n0 = topo.node(0).expect("node 0 is listed although offline");
+    assert!(!n0.online);
+    assert!(n0.cpus.contains(&4) && n0.cpus.contains(&0), "{n0:?}");
+    let n1 = topo.node(1).unwrap();
+    assert!(n1.online);
+    assert_eq!(n1.cpus, (1..24).step_by(2).collect::<Vec<_>>());
+    for c in (4..=20).step_by(2) {
+        assert_eq!(
+            topo.cpu(c).unwrap().node,
+            None,
+            "cpu {c} is on the offline node 0"
+        );
+    }
+    for c in (5..=19).step_by(2) {
+        assert_eq!(topo.cpu(c).unwrap().node, Some(1));
+    }
+    // The cgroup cpuset (4-20) of the dump.
+    assert_eq!(topo.candidates(), (4..=20).collect::<Vec<_>>());
+}
+
+#[test]
+fn kunpeng_package_ids_36_and_8442() {
+    let topo = read("128arm-2pa2n8cluster4co");
+    let ids: BTreeSet<i64> = topo.cpus.iter().filter_map(|c| c.package).collect();
+    assert_eq!(ids, BTreeSet::from([36, 8442]));
+    let packages = partition(&topo.online(), |c| topo.cpu(c).unwrap().package_index);
+    assert_eq!(
+        packages,
+        BTreeSet::from([(0..64).collect(), (64..128).collect()])
+    );
+    // 32 clusters of 4 cores; no SMT; die_id -1 reads as no die.
+    let clusters = partition(&topo.online(), |c| {
+        let i = topo.cpu(c).unwrap();
+        (i.package_index, i.cluster)
+    });
+    assert_eq!(clusters.len(), 32);
+    assert!(clusters.iter().all(|c| c.len() == 4));
+    assert!(topo
+        .cpus
+        .iter()
+        .all(|c| c.siblings == vec![c.cpu] && c.die.is_none()));
+    assert_eq!(topo.nodes.len(), 4);
+}
+
+#[test]
+fn hybrid_mixed_smt_widths() {
+    let topo = read("20em64t-hybrid-1p6c2t+2ca4co1t");
+    let packages: BTreeSet<Option<usize>> = topo.cpus.iter().map(|c| c.package_index).collect();
+    assert_eq!(packages.len(), 1);
+    let cores = partition(&topo.online(), |c| topo.cpu(c).unwrap().siblings.clone());
+    let widths: Vec<usize> = cores.iter().map(BTreeSet::len).collect();
+    assert_eq!(
+        widths.iter().filter(|&&w| w == 2).count(),
+        6,
+        "six P-cores with SMT2"
+    );
+    assert_eq!(
+        widths.iter().filter(|&&w| w == 1).count(),
+        8,
+        "eight E-cores"
+    );
+    assert_eq!(topo.cpu(0).unwrap().siblings, vec![0, 1]);
+    assert_eq!(topo.cpu(12).unwrap().siblings, vec![12]);
+}
+
+#[test]
+fn nohz_full_null_means_none() {
+    let name = "nvidia-dgx-gb10";
+    let root = common::fixture_root(name);
+    let raw = std::fs::read_to_string(root.join("sys/devices/system/cpu/nohz_full")).unwrap();
+    assert_eq!(raw.trim(), "(null)", "the trap");
+    let topo = read(name);
+    assert_eq!(topo.isolation.sysfs_nohz_full, Some(vec![]));
+    assert!(topo.isolation.nohz_full.is_empty());
+    assert!(topo
+        .cpus
+        .iter()
+        .all(|c| !c.nohz_full && !c.isolated && !c.rcu_nocbs));
+    assert!(
+        !topo.errors.iter().any(|e| e.file.ends_with("nohz_full")),
+        "{:?}",
+        topo.errors
+    );
+    assert_eq!(topo.online().len(), 20);
+}
+
+#[test]
+fn json_has_the_documented_shape() {
+    let topo = read("32intel64-2p8co2t+8ve");
+    let v: serde_json::Value =
+        serde_json::from_str(&serde_json::to_string_pretty(&topo).unwrap()).unwrap();
+    let cpus = v["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 112, "one entry per possible CPU");
+    let c0 = &cpus[0];
+    assert_eq!(c0["cpu"], 0);
+    assert_eq!(c0["online"], true);
+    assert_eq!(c0["allowed"], true);
+    assert_eq!(c0["siblings"], serde_json::json!([0, 16]));
+    assert_eq!(c0["core"], 0);
+    assert_eq!(c0["package"], 0);
+    assert_eq!(c0["node"], 0);
+    assert_eq!(cpus[8]["node"], 1);
+    assert_eq!(cpus[8]["package"], 1);
+    assert_eq!(cpus[40]["online"], false);
+    assert!(cpus[40]["node"].is_null(), "node is null when none");
+    assert_eq!(cpus[40]["siblings"], serde_json::json!([]));
+    assert!(v["nodes"].is_array() && v["isolation"].is_object());
+    // Empty isolated and nohz_full files.
+    assert_eq!(topo.isolation.sysfs_isolated, Some(vec![]));
+    assert_eq!(topo.isolation.sysfs_nohz_full, Some(vec![]));
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+#[test]
+fn synthetic_root_uses_the_command_line_and_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    write(r, "sys/devices/system/cpu/online", "0-3\n");
+    write(r, "sys/devices/system/cpu/possible", "0-3\n");
+    for c in 0..4 {
+        let t = format!("sys/devices/system/cpu/cpu{c}/topology");
+        write(r, &format!("{t}/core_id"), &format!("{}\n", c % 2));
+        write(r, &format!("{t}/physical_package_id"), "0\n");
+        // Masks only: CPUs c and c^2 share a core (0+2, 1+3).
+        let mask = (1u32 << c) | (1u32 << (c ^ 2));
+        write(r, &format!("{t}/thread_siblings"), &format!("{mask:08x}\n"));
+    }
+    // No isolated/nohz_full files: the command line decides. Quoted values, flags, and init's
+    // arguments after `--` that must be ignored.
+    write(
+        r,
+        "proc/cmdline",
+        "ro isolcpus=nohz,domain,2-3 nohz_full=3 rcu_nocbs=1 irqaffinity=0 x=\"a b\" -- nohz_full=0\n",
+    );
+    write(r, "proc/self/status", "Name:\tx\nCpus_allowed_list:\t1-3\n");
+    let topo = Topology::read(&FsRoot::new(r)).unwrap();
+    assert_eq!(topo.cpu(0).unwrap().siblings, vec![0, 2]);
+    assert_eq!(topo.cpu(3).unwrap().siblings, vec![1, 3]);
+    assert_eq!(topo.candidates(), vec![1, 2, 3]);
+    assert_eq!(topo.isolation.isolcpus.as_deref(), Some("nohz,domain,2-3"));
+    assert_eq!(topo.isolation.isolated, vec![2, 3]);
+    assert_eq!(topo.isolation.nohz_full, vec![3]);
+    assert_eq!(topo.isolation.rcu_nocbs, vec![1]);
+    assert_eq!(topo.isolation.irqaffinity, Some(vec![0]));
+    let flags: Vec<(bool, bool, bool)> = topo
+        .cpus
+        .iter()
+        .map(|c| (c.isolated, c.nohz_full, c.rcu_nocbs))
+        .collect();
+    assert_eq!(
+        flags,
+        vec![
+            (false, false, false),
+            (false, false, true),
+            (true, false, false),
+            (true, true, true)
+        ]
+    );
+    assert!(topo.nodes.is_empty() && topo.cpus.iter().all(|c| c.node.is_none()));
+
+    // Nothing at all is fatal.
+    let empty = tempfile::tempdir().unwrap();
+    assert!(Topology::read(&FsRoot::new(empty.path())).is_err());
+}
+
+#[test]
+fn synthetic_old_kernel_fallbacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let cpu = "sys/devices/system/cpu";
+    // No possible/present/online lists. cpu0: topology, no online file (not hot-pluggable);
+    // cpu1: online=1; cpu2: no online file and no topology; cpu3: online=0.
+    for c in [0, 1] {
+        write(
+            r,
+            &format!("{cpu}/cpu{c}/topology/core_id"),
+            &format!("{c}\n"),
+        );
+        write(
+            r,
+            &format!("{cpu}/cpu{c}/topology/physical_package_id"),
+            "0\n",
+        );
+    }
+    write(r, &format!("{cpu}/cpu1/online"), "1\n");
+    std::fs::create_dir_all(r.join(format!("{cpu}/cpu2"))).unwrap();
+    write(r, &format!("{cpu}/cpu3/online"), "0\n");
+    // A node directory without cpulist, cpumap or cpu links: the cpuN/node0 links decide.
+    write(r, "sys/devices/system/node/node0/meminfo", "");
+    for c in [0, 1, 2] {
+        std::os::unix::fs::symlink("../../node/node0", r.join(format!("{cpu}/cpu{c}/node0")))
+            .unwrap();
+    }
+    // cgroup v2 cpuset: the process's cgroup has no cpuset files, its parent does.
+    write(r, "proc/self/cgroup", "0::/job/step\n");
+    write(r, "proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
+    write(r, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu memory\n");
+    write(r, "sys/fs/cgroup/job/cpuset.cpus.effective", "1-3\n");
+    let topo = Topology::read(&FsRoot::new(r)).unwrap();
+    assert_eq!(topo.cpus.len(), 4);
+    assert_eq!(topo.online(), vec![0, 1]);
+    assert_eq!(
+        topo.cpu(0).unwrap().siblings,
+        vec![0],
+        "no sibling mask: a core of its own"
+    );
+    assert!(topo.cpu(2).unwrap().siblings.is_empty());
+    assert_eq!(topo.candidates(), vec![1], "cpuset 1-3 of online 0-1");
+    let n0 = topo.node(0).unwrap();
+    assert!(n0.online);
+    assert_eq!(n0.cpus, vec![0, 1, 2]);
+    assert_eq!(topo.cpu(1).unwrap().node, Some(0));
+    assert_eq!(topo.cpu(3).unwrap().node, None);
+    assert!(
+        topo.errors.iter().any(|e| e.file.ends_with("/cpu/online")),
+        "{:?}",
+        topo.errors
+    );
+}
+
+#[test]
+fn live_machine_is_sane() {
+    let topo = Topology::read(&FsRoot::default()).unwrap();
+    assert!(!topo.cpus.is_empty());
+    let candidates = topo.candidates();
+    assert!(!candidates.is_empty(), "the launcher runs somewhere");
+    for c in topo.cpus.iter().filter(|c| c.online) {
+        assert!(
+            c.siblings.contains(&c.cpu),
+            "cpu {} is in its own core: {:?}",
+            c.cpu,
+            c.siblings
+        );
+        for s in &c.siblings {
+            assert_eq!(
+                &topo.cpu(*s).unwrap().siblings,
+                &c.siblings,
+                "cores are a partition"
+            );
+        }
+        assert!(c.package_index.is_some());
+    }
+    assert!(topo.cpus.iter().all(|c| c.online || !c.allowed));
+    // The allowed set is this thread's affinity: compare with the kernel's own account.
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap();
+    let mut want: Vec<usize> = goset::topology::parse_cpulist(line.trim()).unwrap();
+    want.retain(|c| topo.cpu(*c).is_some_and(|i| i.online));
+    assert_eq!(candidates, want);
+    let online_file = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    assert_eq!(
+        topo.online(),
+        goset::topology::parse_cpulist(online_file.trim()).unwrap()
+    );
+    assert!(topo.cmdline.is_some());
+}
