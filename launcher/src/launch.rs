@@ -115,6 +115,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         return Ok(0);
     }
 
+    crate::task::resolve_command(&opts.command[0])?;
     let task_set: CpuSet = selection.task_cpus.iter().copied().collect();
     let mut reservation = task_set;
     reservation.insert(selection.housekeeper);

@@ -94,6 +94,39 @@ fn install_signal_handlers() {
     }
 }
 
+/// Finds `program` the way exec does (a name with a slash as it is, otherwise on `PATH`), so
+/// that a missing or non-executable command is reported before anything is set up.
+pub fn resolve_command(program: &std::ffi::OsStr) -> Result<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = program.to_string_lossy().into_owned();
+    let executable = |p: &std::path::Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
+        // SAFETY: c is a valid NUL-terminated path.
+        p.is_file() && c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0)
+    };
+    let candidates: Vec<std::path::PathBuf> = if program.as_bytes().contains(&b'/') {
+        vec![program.into()]
+    } else {
+        let path =
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        std::env::split_paths(&path)
+            .map(|d| d.join(program))
+            .collect()
+    };
+    if let Some(found) = candidates.iter().find(|p| executable(p)) {
+        return Ok(found.clone());
+    }
+    match candidates.iter().find(|p| p.exists()) {
+        Some(p) if p.is_dir() => Err(Error::NotExecutable(format!(
+            "{name}: cannot execute: is a directory"
+        ))),
+        Some(_) => Err(Error::NotExecutable(format!(
+            "{name}: cannot execute: permission denied"
+        ))),
+        None => Err(Error::CommandNotFound(name)),
+    }
+}
+
 /// A started task.
 #[derive(Debug)]
 pub struct Task {
