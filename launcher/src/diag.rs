@@ -375,15 +375,18 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             .map_err(|e| Error::System(format!("cannot read the topology: {e}")))
             .and_then(|t| {
                 if *json {
-                    print_json(&t, None)
-                } else {
-                    Ok(eprint!("{}", crate::report::render_topology(&t)))
+                    return print_json(&t, None);
                 }
+                eprint!("{}", crate::report::render_topology(&t));
+                Ok(())
             }),
         None if cli.run.command.is_empty() && !cli.run.dry_run => gather(&root_of(&cli.run.fsroot))
             .and_then(|d| match &cli.run.json {
                 Some(path) => print_json(&d, Some(path)),
-                None => Ok(eprint!("{}", render(&d))),
+                None => {
+                    eprint!("{}", render(&d));
+                    Ok(())
+                }
             }),
         None => return crate::launch::run_args("goset", &cli.run),
     };
