@@ -1,0 +1,288 @@
+//! Helpers shared by the end-to-end tests: the built `goset-run` and `libgoset.so`, compilers for
+//! the target programs in `programs/`, a watchdog runner, and parsers for what the programs
+//! report. The tests compare reports against the plan (`GOSET_CPUS` by hand, the `--json`
+//! selection under goset-run), never against the shim's own log.
+#![allow(dead_code)]
+
+pub mod plan;
+pub mod report;
+pub mod tools;
+
+pub use plan::*;
+pub use report::*;
+pub use tools::*;
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Longest any target program may run before the watchdog kills it.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The profile directory that holds the workspace's built binaries (`target/debug`).
+///
+/// A test executable lives in `<target>/debug/deps/`, so its grandparent is the profile
+/// directory of whatever target dir cargo used (`CARGO_TARGET_DIR` included). When that does
+/// not hold the binaries, `$CARGO_TARGET_DIR/debug` and `<workspace>/target/debug` are tried.
+pub fn profile_dir_candidates() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(profile) = exe.parent().and_then(Path::parent) {
+            dirs.push(profile.to_path_buf());
+        }
+    }
+    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
+        let target = PathBuf::from(target);
+        let target = if target.is_relative() {
+            workspace_dir().join(target)
+        } else {
+            target
+        };
+        dirs.push(target.join("debug"));
+    }
+    dirs.push(workspace_dir().join("target").join("debug"));
+    dirs
+}
+
+/// The workspace root (the parent of this crate).
+pub fn workspace_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("shim-tests sits in the workspace")
+        .to_path_buf()
+}
+
+fn built(name: &str) -> PathBuf {
+    let candidates = profile_dir_candidates();
+    for dir in &candidates {
+        let path = dir.join(name);
+        if path.is_file() {
+            return path;
+        }
+    }
+    let looked: Vec<String> = candidates
+        .iter()
+        .map(|d| d.join(name).display().to_string())
+        .collect();
+    panic!(
+        "{name} not found (looked at {}): build first: cargo build --workspace",
+        looked.join(", ")
+    );
+}
+
+/// The shim, `libgoset.so`.
+pub fn shim() -> PathBuf {
+    built("libgoset.so")
+}
+
+/// The launcher, `goset-run`.
+pub fn goset_run_bin() -> PathBuf {
+    built("goset-run")
+}
+
+/// The directory of the C and Rust sources of the target programs.
+pub fn programs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("programs")
+}
+
+/// What a finished program left behind.
+pub struct Outcome {
+    /// The command line, for messages.
+    pub command: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Outcome {
+    /// The exit code; panics with the outputs when the program was killed by a signal.
+    pub fn code(&self) -> i32 {
+        match self.status.code() {
+            Some(code) => code,
+            None => panic!(
+                "{} was killed ({:?})\n{}",
+                self.command,
+                self.status,
+                self.dump()
+            ),
+        }
+    }
+
+    /// Panics with the outputs unless the program exited with `expected`.
+    pub fn expect_code(&self, expected: i32) -> &Self {
+        assert_eq!(
+            self.code(),
+            expected,
+            "exit code of {}\n{}",
+            self.command,
+            self.dump()
+        );
+        self
+    }
+
+    /// Both outputs, for failure messages.
+    pub fn dump(&self) -> String {
+        format!(
+            "--- stdout:\n{}--- stderr:\n{}---",
+            self.stdout, self.stderr
+        )
+    }
+}
+
+/// Kills a process group when dropped, so that nothing a test started outlives it.
+struct GroupGuard(libc::pid_t);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with a negative pid signals only the process group we created for
+        // the child (its pgid is the child's pid); ESRCH when it has ended is fine.
+        unsafe {
+            libc::kill(-self.0, libc::SIGKILL);
+        }
+    }
+}
+
+/// Runs `cmd` with stdin closed, in its own process group, and collects its output. After
+/// [`TIMEOUT`] the whole group is killed and the test fails; when the program ends, anything
+/// left in its group (daemons it forked) is killed too.
+pub fn run(mut cmd: Command) -> Outcome {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let command = format!("{cmd:?}");
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command}: {e}"));
+    let guard = GroupGuard(child.id() as libc::pid_t);
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = err.read_to_end(&mut buf);
+        buf
+    });
+    let deadline = Instant::now() + TIMEOUT;
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                timed_out = true;
+                // SAFETY: see GroupGuard::drop.
+                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                break child.wait().expect("wait for the killed child");
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("waiting for {command}: {e}"),
+        }
+    };
+    drop(guard);
+    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    let outcome = Outcome {
+        command,
+        status,
+        stdout,
+        stderr,
+    };
+    assert!(
+        !timed_out,
+        "{} did not end within {TIMEOUT:?}\n{}",
+        outcome.command,
+        outcome.dump()
+    );
+    outcome
+}
+
+/// Environment variables that would change placement or runtimes' behaviour; every test
+/// starts from none of them and sets only what it means to.
+const PLACEMENT_VARS: [&str; 4] = ["GOSET_", "OMP_", "KMP_", "GOMP_"];
+
+/// A command for `program` with a clean placement environment: no inherited `LD_PRELOAD`,
+/// `GOSET_*`, `OMP_*`, `KMP_*` or `GOMP_*`.
+pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_remove("LD_PRELOAD");
+    for (key, _) in std::env::vars_os() {
+        let key_text = key.to_string_lossy();
+        if PLACEMENT_VARS.iter().any(|p| key_text.starts_with(p)) {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
+}
+
+/// `program` under the shim by hand: `LD_PRELOAD=libgoset.so GOSET_CPUS=<cpus>`.
+pub fn by_hand(program: impl AsRef<std::ffi::OsStr>, cpus: &str) -> Command {
+    let mut cmd = clean_command(program);
+    cmd.env("LD_PRELOAD", shim()).env("GOSET_CPUS", cpus);
+    cmd
+}
+
+/// `goset-run -n <n> --sample 0 --json <json> <extra...> -- <program>` (add the program's
+/// arguments to the returned command).
+pub fn goset_run(
+    n: usize,
+    json: &Path,
+    extra: &[&str],
+    program: impl AsRef<std::ffi::OsStr>,
+) -> Command {
+    let mut cmd = clean_command(goset_run_bin());
+    cmd.arg("-n")
+        .arg(n.to_string())
+        .args(["--sample", "0", "--json"])
+        .arg(json);
+    cmd.args(extra).arg("--").arg(program);
+    cmd
+}
+
+/// Serialises goset-run invocations inside one test binary: on 2 CPUs, two concurrent
+/// launchers would compete for the same CPUs.
+pub fn launcher_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `program args` under `goset-run -n <n>` and returns the outcome with the selection.
+pub fn run_under_goset(
+    n: usize,
+    extra: &[&str],
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Outcome, Selection) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("selection.json");
+    let mut cmd = goset_run(n, &json, extra, program);
+    cmd.args(args).envs(env.iter().copied());
+    let _serial = launcher_lock();
+    let outcome = run(cmd);
+    let selection = Selection::read(&json, &outcome);
+    assert_eq!(
+        selection.task_cpus.len(),
+        n,
+        "goset-run -n {n} selected {:?}",
+        selection.task_cpus
+    );
+    (outcome, selection)
+}
+
+/// The selection `goset-run -n <n> --sample 0 --dry-run` makes (deterministic: ranked by
+/// topology alone), so that a test can ask a runtime for the opposite placement.
+pub fn dry_run_selection(n: usize) -> Selection {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("selection.json");
+    let cmd = goset_run(n, &json, &["--dry-run"], "true");
+    let _serial = launcher_lock();
+    let outcome = run(cmd);
+    Selection::read(&json, &outcome)
+}

@@ -1,0 +1,84 @@
+//! Open MPI: `goset-run -n 2 -- mpirun -np 2 ./rank`. Each rank's main thread is on its own
+//! planned CPU; mpirun's threads and the MPI helper threads take no slot: they are confined to
+//! the reservation and run on the housekeeper CPU. On this 2-CPU machine the housekeeper shares
+//! a task CPU, so "no slot" shows as: helpers on the housekeeper only, never on the other CPU.
+//!
+//! By hand (without goset-run) the slot table need not be shared across exec, and mpirun
+//! execs its ranks, so MPI runs only under goset-run.
+
+mod common;
+use common::*;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn ranks_on_own_cpus_helpers_on_the_housekeeper_under_goset_run() {
+    let build = Build::new();
+    let Some(rank) = build.mpi("mpi_rank.c", "mpi_rank") else {
+        return;
+    };
+    let rank = rank.to_str().expect("UTF-8 temp path").to_string();
+    let mut args: Vec<&str> = Vec::new();
+    if is_root() {
+        args.extend(["--allow-run-as-root", "--oversubscribe"]);
+    }
+    // Shared memory and self only: no network needed.
+    args.extend(["--mca", "btl", "self,vader", "-np", "2", &rank]);
+    let mpirun = std::path::PathBuf::from("mpirun");
+    let (outcome, selection) = run_under_goset(2, &[], &mpirun, &args, &[]);
+    outcome.expect_code(0);
+    let reports = reports(&outcome);
+    let plan = &selection.task_cpus;
+    let reservation = selection.reservation();
+    let housekeeper = selection
+        .housekeeper
+        .expect("the selection names a housekeeper");
+
+    let ranks = with_role(&reports, "rank");
+    assert_eq!(ranks.len(), 2, "two ranks report\n{}", outcome.dump());
+    assert_distinct(ranks.iter().copied(), plan);
+
+    let rank_pids: Vec<u32> = ranks.iter().map(|r| r.pid).collect();
+    for t in with_role(&reports, "rank-thread") {
+        assert!(
+            rank_pids.contains(&t.pid),
+            "a thread of an unknown rank: {}",
+            t.line
+        );
+        assert!(
+            t.allowed.iter().all(|c| reservation.contains(c)),
+            "rank thread outside the reservation {reservation:?}: {}",
+            t.line
+        );
+        if t.tid != t.pid {
+            assert_eq!(
+                t.allowed,
+                vec![housekeeper],
+                "an MPI helper thread must run on the housekeeper only: {}",
+                t.line
+            );
+        }
+    }
+    let launcher = with_role(&reports, "launcher-thread");
+    assert!(
+        !launcher.is_empty(),
+        "the ranks listed mpirun's threads\n{}",
+        outcome.dump()
+    );
+    for t in launcher {
+        assert!(
+            t.allowed.iter().all(|c| reservation.contains(c)),
+            "mpirun thread outside the reservation {reservation:?}: {}",
+            t.line
+        );
+        assert_eq!(
+            t.allowed,
+            vec![housekeeper],
+            "mpirun's threads take no slot and run on the housekeeper: {}",
+            t.line
+        );
+    }
+}

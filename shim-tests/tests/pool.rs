@@ -1,0 +1,93 @@
+//! A thread pool that creates and ends 1000 threads: no two live threads share a CPU while a
+//! slot is free, so slots are released when threads end.
+
+mod common;
+use common::*;
+
+const COUNT: usize = 1000;
+
+/// Runs `pool COUNT width` checks: every thread on a planned CPU; with `width` 1 each pool
+/// thread is alone beside the main thread, so it must take the slot the main thread does not
+/// hold; with `width` 2 the two live pool threads (i-1 and i) must be on different CPUs.
+fn check(outcome: &Outcome, plan: &[usize], width: usize) {
+    outcome.expect_code(0);
+    let reports = reports(outcome);
+    assert_eq!(
+        reports.len(),
+        COUNT + 1,
+        "one report per thread\n{}",
+        outcome.command
+    );
+    let main_cpu = one(&reports, "main", 0).single_cpu();
+    assert_eq!(main_cpu, plan[0], "the main thread holds slot 0");
+    let mut cpus = vec![usize::MAX; COUNT];
+    for r in with_role(&reports, "pool") {
+        let cpu = assert_on_plan([r], plan)[0];
+        cpus[usize::try_from(r.id).expect("pool id")] = cpu;
+    }
+    assert!(
+        cpus.iter().all(|&c| c != usize::MAX),
+        "every pool thread reported once"
+    );
+    for i in 0..COUNT {
+        if width == 1 {
+            assert_ne!(
+                cpus[i], main_cpu,
+                "pool thread {i} stacked on the main thread's CPU while a slot was free"
+            );
+        } else if i > 0 {
+            assert_ne!(
+                cpus[i],
+                cpus[i - 1],
+                "pool threads {} and {i}, alive together, share CPU {}",
+                i - 1,
+                cpus[i]
+            );
+        }
+    }
+}
+
+fn by_hand_width(width: usize) {
+    let build = Build::new();
+    let Some(prog) = build.c("pool.c", "pool") else {
+        return;
+    };
+    let mut cmd = by_hand(&prog, "1,0");
+    cmd.args([COUNT.to_string(), width.to_string()]);
+    check(&run(cmd), &[1, 0], width);
+}
+
+fn under_goset_run_width(width: usize) {
+    let build = Build::new();
+    let Some(prog) = build.c("pool.c", "pool") else {
+        return;
+    };
+    let (outcome, selection) = run_under_goset(
+        2,
+        &[],
+        &prog,
+        &[&COUNT.to_string(), &width.to_string()],
+        &[],
+    );
+    check(&outcome, &selection.task_cpus, width);
+}
+
+#[test]
+fn two_alive_by_hand() {
+    by_hand_width(2);
+}
+
+#[test]
+fn one_alive_by_hand() {
+    by_hand_width(1);
+}
+
+#[test]
+fn two_alive_under_goset_run() {
+    under_goset_run_width(2);
+}
+
+#[test]
+fn one_alive_under_goset_run() {
+    under_goset_run_width(1);
+}
