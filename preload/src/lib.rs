@@ -1,1 +1,176 @@
-//! libgoset.so (under construction).
+//! libgoset.so: an `LD_PRELOAD` shim that puts every thread of a task on its own planned CPU,
+//! whatever its runtime does (pthreads, libgomp, libomp, Rust, MPI), and logs each decision.
+//!
+//! Table of contents:
+//! - [`config`]: where the plan comes from (`GOSET_PLAN`, `GOSET_CPUS`, the start mask) and the
+//!   atomic life cycle; any problem disables the shim with one warning;
+//! - [`process`]: the main thread's slot at start, after fork and exec; thread exit; the log helper;
+//! - [`create`]: `pthread_create`, which claims a slot and gives the thread its CPU at birth;
+//! - [`affinity`]: the affinity entry points, answered with the thread's own CPU;
+//! - [`placement`], [`role`]: placements and roles; [`thread`]: per-thread state;
+//! - [`attr`], [`log`], [`env`], [`real`], [`sys`]: attr copies, the JSON log, getenv,
+//!   the real libc functions, raw system calls.
+//!
+//! Every exported symbol is listed below; each hook is a thin `extern "C"` function that hands
+//! over to its module. Under `cargo test` nothing is exported, so tests do not interpose on
+//! themselves.
+
+pub mod affinity;
+pub mod attr;
+pub mod config;
+pub mod create;
+pub mod env;
+pub mod log;
+pub mod placement;
+pub mod process;
+pub mod real;
+pub mod role;
+pub mod sys;
+pub mod thread;
+
+use libc::{c_char, c_int, c_long, c_void, cpu_set_t, pid_t, pthread_attr_t, pthread_t, size_t};
+
+/// Hook: every new thread claims a slot and is born on its CPU.
+///
+/// # Safety
+/// As `pthread_create`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut pthread_t,
+    attr: *const pthread_attr_t,
+    routine: real::StartRoutine,
+    arg: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { create::create(thread, attr, routine, arg) }
+}
+
+/// Hook: passes through (the mask is replaced at `pthread_create`), and logs.
+///
+/// # Safety
+/// As `pthread_attr_setaffinity_np`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_attr_setaffinity_np(
+    attr: *mut pthread_attr_t,
+    size: size_t,
+    set: *const cpu_set_t,
+) -> c_int {
+    let Some(real) = real::pthread_attr_setaffinity_np() else {
+        return libc::ENOSYS;
+    };
+    // SAFETY: forwarded unchanged; then attr is initialised.
+    unsafe {
+        let ret = real(attr, size, set);
+        affinity::note_attr(attr, "pthread_attr_setaffinity_np");
+        ret
+    }
+}
+
+/// Hook: passes through (the mask is replaced at `pthread_create`), and logs.
+///
+/// # Safety
+/// As `pthread_setattr_default_np`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_setattr_default_np(attr: *const pthread_attr_t) -> c_int {
+    let Some(real) = real::pthread_setattr_default_np() else {
+        return libc::ENOSYS;
+    };
+    // SAFETY: forwarded unchanged; then attr is initialised.
+    unsafe {
+        let ret = real(attr);
+        affinity::note_attr(attr, "pthread_setattr_default_np");
+        ret
+    }
+}
+
+/// Hook: a thread's own request gets its CPU; another thread's, that thread's CPU.
+///
+/// # Safety
+/// As `pthread_setaffinity_np`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_setaffinity_np(
+    thread: pthread_t,
+    size: size_t,
+    set: *const cpu_set_t,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { affinity::pthread_set(thread, size, set) }
+}
+
+/// Hook: as `pthread_setaffinity_np`, by tid; tids outside the task pass through.
+///
+/// # Safety
+/// As `sched_setaffinity`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sched_setaffinity(
+    pid: pid_t,
+    size: size_t,
+    set: *const cpu_set_t,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    let ret = unsafe { affinity::sched_set(pid, size, set.cast(), "sched_setaffinity") };
+    finish(ret) as c_int
+}
+
+/// Hook: libc's `syscall`. Only `SYS_sched_setaffinity` (LLVM libomp's path) is handled; every
+/// other number goes straight to the kernel. Variadic in C; seven `long`s are ABI-compatible.
+///
+/// # Safety
+/// As `syscall`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn syscall(
+    n: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
+    if n == libc::SYS_sched_setaffinity {
+        // SAFETY: the caller's arguments, as sched_setaffinity's.
+        return finish(unsafe {
+            affinity::sched_set(a1 as i32, a2 as usize, a3 as *const u8, "syscall")
+        });
+    }
+    // SAFETY: the caller's system call, unchanged.
+    finish(unsafe { sys::syscall6(n, [a1, a2, a3, a4, a5, a6]) })
+}
+
+/// A raw result as libc returns it: -1 with errno on failure.
+fn finish(ret: i64) -> i64 {
+    match sys::error_of(ret) {
+        Some(e) => {
+            sys::set_errno(e);
+            -1
+        }
+        None => ret,
+    }
+}
+
+/// The constructor (`.init_array`, so it receives envp): initialise as early as libc allows, keeping the envp the loader gives.
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn on_load(_argc: c_int, _argv: *const *const c_char, envp: *const *const c_char) {
+    env::set_envp(envp);
+    if let Some(_guard) = thread::Guard::enter() {
+        let _ = config::get();
+    }
+}
+
+/// The exit handler: releases the main thread's slot (others release theirs in a key destructor).
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn on_unload() {
+    if let Some(_guard) = thread::Guard::enter() {
+        process::at_exit();
+    }
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static CONSTRUCTOR: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = on_load;
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".fini_array"]
+static DESTRUCTOR: extern "C" fn() = on_unload;

@@ -1,0 +1,176 @@
+//! `pthread_create`: the new thread is given its slot before it exists and is born on its CPU.
+//!
+//! Owns: the role decision for a new thread (launcher process, `skip` mask, helper library),
+//! the claim in the parent, the attr copy carrying the CPU mask, and the start-routine
+//! trampoline that records the placement in the thread and arranges its release.
+//! Must not: set the new thread's mask from the parent after it started; keep `Drop` values
+//! alive in the trampoline's frame (pthread_exit unwinds through it).
+
+use crate::attr::Attr;
+use crate::config::{self, Config};
+use crate::log::Event;
+use crate::placement::{self, Placement};
+use crate::real::{self, StartRoutine};
+use crate::role::{self, Role};
+use crate::{process, thread};
+use core::sync::atomic::{AtomicU64, Ordering};
+use goset_plan::CpuSet;
+use libc::{c_int, c_void, pthread_attr_t, pthread_t};
+
+/// What the trampoline needs; malloc'd by the parent, freed by the child.
+struct Start {
+    routine: StartRoutine,
+    arg: *mut c_void,
+    placement: Placement,
+    requested: Option<CpuSet>,
+}
+
+const CACHE_SIZE: usize = 64;
+const HELPER_BIT: u64 = 1 << 63;
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: AtomicU64 = AtomicU64::new(0);
+/// Start routines already looked up: `address | HELPER_BIT if helper`, direct-mapped, so that a
+/// pool creating threads with one routine pays for `dladdr` once.
+static ROUTINES: [AtomicU64; CACHE_SIZE] = [EMPTY; CACHE_SIZE];
+
+/// Whether `routine` lives in a runtime helper library (MPI, PMIx, libevent ...).
+fn in_helper_library(routine: StartRoutine) -> bool {
+    let addr = routine as usize as u64 & !HELPER_BIT;
+    let entry = &ROUTINES[(addr as usize >> 4) % CACHE_SIZE];
+    let known = entry.load(Ordering::Relaxed);
+    if known & !HELPER_BIT == addr {
+        return known & HELPER_BIT != 0;
+    }
+    let helper = look_up_library(routine);
+    entry.store(
+        addr | if helper { HELPER_BIT } else { 0 },
+        Ordering::Relaxed,
+    );
+    helper
+}
+
+fn look_up_library(routine: StartRoutine) -> bool {
+    let mut info = core::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: dladdr only reads the address and fills info.
+    if unsafe { libc::dladdr(routine as *const c_void, info.as_mut_ptr()) } == 0 {
+        return false;
+    }
+    // SAFETY: dladdr succeeded, so info is filled.
+    let name = unsafe { info.assume_init() }.dli_fname;
+    if name.is_null() {
+        return false;
+    }
+    // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
+    role::is_helper_library(unsafe { core::ffi::CStr::from_ptr(name) }.to_bytes())
+}
+
+fn decide(cfg: &Config, routine: StartRoutine) -> Placement {
+    if cfg.launcher {
+        return Placement::unslotted(Role::Launcher, cfg.plan.housekeeper);
+    }
+    let index = cfg.table.next_creation_index();
+    if role::is_skipped(cfg.plan.skip, index) || in_helper_library(routine) {
+        return Placement::unslotted(Role::Helper, cfg.plan.housekeeper);
+    }
+    placement::claim(cfg, Role::Worker, -process::pid())
+}
+
+/// The hook's body.
+///
+/// # Safety
+/// The arguments of `pthread_create`.
+pub unsafe fn create(
+    thread: *mut pthread_t,
+    attr: *const pthread_attr_t,
+    routine: StartRoutine,
+    arg: *mut c_void,
+) -> c_int {
+    let Some(real_create) = real::pthread_create() else {
+        return libc::EAGAIN;
+    };
+    let guard = thread::Guard::enter();
+    let cfg = match guard {
+        Some(_) => config::get(),
+        None => None,
+    };
+    let Some(cfg) = cfg else {
+        // SAFETY: the caller's arguments, unchanged.
+        return unsafe { real_create(thread, attr, routine, arg) };
+    };
+    // SAFETY: attr is NULL or initialised, as pthread_create requires.
+    let Some((mut copy, requested)) = (unsafe { Attr::copy_of(attr) }) else {
+        // SAFETY: as above.
+        return unsafe { real_create(thread, attr, routine, arg) };
+    };
+    let p = decide(cfg, routine);
+    // SAFETY: malloc of a plain struct; checked for NULL below.
+    let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
+    if start.is_null() || !copy.set_affinity(&p.birth_set(cfg)) {
+        placement::release(cfg, &p);
+        // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
+        unsafe {
+            libc::free(start.cast());
+            return real_create(thread, attr, routine, arg);
+        }
+    }
+    // SAFETY: start is a fresh allocation of the right size and alignment (malloc's).
+    unsafe {
+        start.write(Start {
+            routine,
+            arg,
+            placement: p,
+            requested,
+        })
+    };
+    // SAFETY: copy is an initialised attr; the trampoline takes ownership of start.
+    let ret = unsafe { real_create(thread, copy.as_ptr(), trampoline, start.cast()) };
+    if ret != 0 {
+        placement::release(cfg, &p);
+        // SAFETY: the thread was not created, so start is still ours.
+        unsafe { libc::free(start.cast()) };
+    }
+    ret
+}
+
+/// Runs in the new thread before its start routine: records the placement, logs it, frees
+/// the parent's note. Returns the routine and its argument.
+///
+/// # Safety
+/// `start` must be the `Start` that `create` allocated for this thread.
+unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
+    // SAFETY: start was written by create and is handed over to this thread alone.
+    let Start {
+        routine,
+        arg,
+        placement,
+        requested,
+    } = unsafe { start.read() };
+    // SAFETY: start came from malloc and is read out.
+    unsafe { libc::free(start.cast()) };
+    if let Some(cfg) = config::ready() {
+        if let Some(_guard) = thread::Guard::enter() {
+            let tid = thread::tid();
+            process::adopt_thread(cfg, tid, placement);
+            let born = placement.birth_set(cfg);
+            process::note(
+                cfg,
+                Event::Create,
+                "pthread_create",
+                tid,
+                requested.as_ref(),
+                &placement,
+                Some(&born),
+            );
+        }
+    }
+    (routine, arg)
+}
+
+/// The start routine every created thread runs: no `Drop` values live across the call, and
+/// `C-unwind` lets `pthread_exit` and cancellation unwind through it.
+extern "C-unwind" fn trampoline(start: *mut c_void) -> *mut c_void {
+    // SAFETY: pthread_create was given this trampoline with a Start from create.
+    let (routine, arg) = unsafe { arrive(start.cast()) };
+    // SAFETY: the caller's own start routine with its own argument.
+    unsafe { routine(arg) }
+}

@@ -1,0 +1,56 @@
+//! A tiny `getenv` over the environment the shim was started with.
+//!
+//! Owns: the environment pointer handed to the `.init_array` constructor (which exists even
+//! when `environ` is not yet set up), falling back to libc's `environ`. Must not: allocate or
+//! copy; the strings it returns live as long as the process.
+
+use core::sync::atomic::{AtomicPtr, Ordering};
+use libc::c_char;
+
+static ENVP: AtomicPtr<*const c_char> = AtomicPtr::new(core::ptr::null_mut());
+
+extern "C" {
+    static environ: *const *const c_char;
+}
+
+/// Remembers the environment given to the constructor.
+pub fn set_envp(envp: *const *const c_char) {
+    ENVP.store(envp as *mut _, Ordering::Release);
+}
+
+/// The value of `name`, without its `NAME=` prefix.
+pub fn get(name: &[u8]) -> Option<&'static [u8]> {
+    let mut envp = ENVP.load(Ordering::Acquire) as *const *const c_char;
+    if envp.is_null() {
+        // SAFETY: reading libc's environ pointer; it is either NULL or a NULL-terminated array.
+        envp = unsafe { environ };
+    }
+    if envp.is_null() {
+        return None;
+    }
+    let mut i = 0;
+    loop {
+        // SAFETY: envp is a NULL-terminated array of pointers, so entry i is readable until the
+        // terminator is met.
+        let entry = unsafe { *envp.add(i) };
+        if entry.is_null() {
+            return None;
+        }
+        // SAFETY: every entry is a NUL-terminated C string that lives as long as the process.
+        let bytes = unsafe { core::ffi::CStr::from_ptr(entry) }.to_bytes();
+        if bytes.len() > name.len() && bytes.starts_with(name) && bytes[name.len()] == b'=' {
+            return Some(&bytes[name.len() + 1..]);
+        }
+        i += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn finds_variables_in_environ() {
+        assert!(super::get(b"PATH").is_some_and(|p| !p.is_empty()));
+        assert_eq!(super::get(b"GOSET_SURELY_UNSET_VARIABLE"), None);
+        assert_eq!(super::get(b"PAT"), None);
+    }
+}

@@ -1,0 +1,244 @@
+//! A thread's placement (role, CPU, slot) and the slot-table operations that give and take it.
+//!
+//! Owns: claiming (fewest-live slot, via the shared table), releasing, adopting the record an
+//! exec'd process already holds, and reaping records of processes that died without running
+//! exit handlers. Must not: lock or allocate.
+//!
+//! Records are labelled, since a thread's tid is not known to the parent that claims for it:
+//! a main thread's record carries its tid (= pid), any other thread's carries `-pid`.
+
+use crate::config::Config;
+use crate::role::Role;
+use crate::sys::{self, Buf};
+use core::sync::atomic::{AtomicU64, Ordering};
+use goset_plan::slots::Claim;
+use goset_plan::CpuSet;
+
+/// Where a thread runs and what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// The thread's role.
+    pub role: Role,
+    /// Its CPU: the slot's, or the housekeeper for helpers; `None`: the reservation.
+    pub cpu: Option<usize>,
+    /// The slot held.
+    pub slot: Option<usize>,
+    /// The slot table record, for release.
+    pub record: Option<usize>,
+    /// Whether another live thread holds the slot too.
+    pub shared: bool,
+}
+
+fn field(v: Option<usize>) -> u64 {
+    v.map_or(0, |v| (v as u64 + 1) & 0xffff)
+}
+
+fn unfield(v: u64) -> Option<usize> {
+    let v = v & 0xffff;
+    (v != 0).then(|| v as usize - 1)
+}
+
+impl Placement {
+    /// Not placed.
+    pub const UNKNOWN: Placement = Placement {
+        role: Role::Unknown,
+        cpu: None,
+        slot: None,
+        record: None,
+        shared: false,
+    };
+
+    /// A placement without a slot.
+    pub fn unslotted(role: Role, cpu: Option<usize>) -> Placement {
+        Placement {
+            role,
+            cpu,
+            ..Placement::UNKNOWN
+        }
+    }
+
+    /// Packs into one word, for atomics and thread-locals (0 is [`Placement::UNKNOWN`]).
+    pub fn pack(&self) -> u64 {
+        field(self.cpu)
+            | field(self.slot) << 16
+            | field(self.record) << 32
+            | (self.role as u64) << 48
+            | (self.shared as u64) << 56
+    }
+
+    /// The inverse of [`Placement::pack`].
+    pub fn unpack(v: u64) -> Placement {
+        Placement {
+            cpu: unfield(v),
+            slot: unfield(v >> 16),
+            record: unfield(v >> 32),
+            role: Role::from_u8((v >> 48) as u8),
+            shared: (v >> 56) & 1 != 0,
+        }
+    }
+
+    /// The slot claim to release, if any.
+    pub fn claim(&self) -> Option<Claim> {
+        self.slot.map(|slot| Claim {
+            slot,
+            shared: self.shared,
+            record: self.record,
+        })
+    }
+
+    /// The mask this thread is born with.
+    pub fn birth_set(&self, cfg: &Config) -> CpuSet {
+        match self.cpu {
+            Some(cpu) => CpuSet::single(cpu),
+            None => cfg.helper_set(),
+        }
+    }
+
+    /// The mask applied when this thread asks for `requested`: its own CPU, or for helpers and
+    /// launcher threads the request clamped to the reservation.
+    pub fn answer(&self, cfg: &Config, requested: &CpuSet) -> CpuSet {
+        match self.cpu {
+            Some(cpu) if !self.role.is_clamped() => CpuSet::single(cpu),
+            _ => cfg.clamp(requested),
+        }
+    }
+}
+
+/// Claims the least-loaded slot for a thread labelled `label`.
+pub fn claim(cfg: &Config, role: Role, label: i32) -> Placement {
+    reap_if_full(cfg);
+    match cfg.table.claim(label) {
+        Some(c) => Placement {
+            role,
+            cpu: cfg.plan.cpu_of_slot(c.slot),
+            slot: Some(c.slot),
+            record: c.record,
+            shared: c.shared,
+        },
+        None => Placement::unslotted(role, None),
+    }
+}
+
+/// Gives back a placement's slot.
+pub fn release(cfg: &Config, p: &Placement) {
+    if let Some(c) = p.claim() {
+        cfg.table.release(&c);
+    }
+}
+
+/// The slot a process's main thread already holds (an exec'd process keeps its slot).
+pub fn adopt(cfg: &Config, pid: i32) -> Option<Placement> {
+    let (record, slot) = cfg.table.find(pid)?;
+    Some(Placement {
+        role: Role::Main,
+        cpu: cfg.plan.cpu_of_slot(slot),
+        slot: Some(slot),
+        record: Some(record),
+        shared: cfg.table.live(slot) > 1,
+    })
+}
+
+/// Releases every record labelled `label`; how many there were.
+pub fn release_label(cfg: &Config, label: i32) -> usize {
+    let mut n = 0;
+    while let Some((record, slot)) = cfg.table.find(label) {
+        cfg.table.release(&Claim {
+            slot,
+            shared: false,
+            record: Some(record),
+        });
+        n += 1;
+        if n > goset_plan::slots::MAX_RECORDS {
+            break;
+        }
+    }
+    n
+}
+
+/// Whether process `pid` is alive (not gone, not a zombie).
+fn alive(pid: i32) -> bool {
+    let mut path = Buf::<40>::new();
+    let _ = core::fmt::Write::write_fmt(&mut path, format_args!("/proc/{pid}/stat"));
+    let Some(c_path) = path.c_str() else {
+        return true;
+    };
+    let Ok(fd) = sys::open(c_path, libc::O_RDONLY | libc::O_CLOEXEC, 0) else {
+        return false;
+    };
+    let mut stat = [0u8; 512];
+    let n = sys::read_all(fd, &mut stat).unwrap_or(0);
+    sys::close(fd);
+    // "pid (comm) S ...": the state follows the last ')'.
+    let state = stat[..n]
+        .iter()
+        .rposition(|&c| c == b')')
+        .and_then(|at| stat.get(at + 2));
+    !matches!(state, Some(b'Z') | Some(b'X'))
+}
+
+static LAST_REAP_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Frees the records of processes that died without exit handlers (killed, `_exit`), when every
+/// slot is busy, at most every 100 ms per process.
+fn reap_if_full(cfg: &Config) {
+    let table = cfg.table;
+    if (0..table.slot_count()).any(|s| table.live(s) == 0) {
+        return;
+    }
+    let now = (sys::now() * 1000.0) as u64;
+    let last = LAST_REAP_MS.load(Ordering::Relaxed);
+    if now.saturating_sub(last) < 100
+        || LAST_REAP_MS
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    reap(cfg);
+}
+
+/// Frees the records of every dead process.
+pub fn reap(cfg: &Config) {
+    let mut seen = [0i32; 64];
+    let mut n = 0;
+    for (label, _) in cfg.table.records() {
+        let pid = label.unsigned_abs() as i32;
+        if pid == 0 || seen[..n].contains(&label) {
+            continue;
+        }
+        if n < seen.len() {
+            seen[n] = label;
+            n += 1;
+        }
+        if !alive(pid) {
+            release_label(cfg, label);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packs_and_unpacks() {
+        let p = Placement {
+            role: Role::Worker,
+            cpu: Some(1023),
+            slot: Some(0),
+            record: Some(4095),
+            shared: true,
+        };
+        assert_eq!(Placement::unpack(p.pack()), p);
+        assert_eq!(Placement::UNKNOWN.pack(), 0);
+        assert_eq!(Placement::unpack(0), Placement::UNKNOWN);
+        let h = Placement::unslotted(Role::Helper, None);
+        assert_eq!(Placement::unpack(h.pack()), h);
+    }
+
+    #[test]
+    fn a_live_process_is_alive() {
+        assert!(alive(sys::getpid()));
+        assert!(!alive(i32::MAX - 1));
+    }
+}

@@ -1,0 +1,216 @@
+//! Per-process life: placing the main thread at start, after fork and after exec; the pthread
+//! key whose destructor releases a thread's slot; exit; and the log helper every hook uses.
+//!
+//! Owns: the process's pid and its main thread's placement (atomics, so any thread may read
+//! them), the fork child handler and the exit handler. Must not: hold anything across fork
+//! (there are no locks), allocate on hook paths.
+
+use crate::config::Config;
+use crate::log::{self, Event, Record};
+use crate::placement::{self, Placement};
+use crate::role::Role;
+use crate::{sys, thread};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use goset_plan::CpuSet;
+use libc::c_void;
+
+static PID: AtomicI32 = AtomicI32::new(0);
+static MAIN: AtomicU64 = AtomicU64::new(0);
+static MAIN_THREAD: AtomicUsize = AtomicUsize::new(0);
+static ROOT: AtomicBool = AtomicBool::new(false);
+static KEY: AtomicU32 = AtomicU32::new(0);
+static KEY_OK: AtomicBool = AtomicBool::new(false);
+static HANDLERS: AtomicBool = AtomicBool::new(false);
+
+/// This process's pid, as of init or the last fork.
+pub fn pid() -> i32 {
+    PID.load(Ordering::Relaxed)
+}
+
+/// Records this process's pid (at init, before the configuration is marked ready).
+pub fn set_pid(pid: i32) {
+    PID.store(pid, Ordering::Relaxed);
+}
+
+/// The placement of this process's main thread.
+pub fn main_placement() -> Placement {
+    Placement::unpack(MAIN.load(Ordering::Acquire))
+}
+
+/// Whether `thread` is this process's main thread.
+pub fn is_main_thread(thread: libc::pthread_t) -> bool {
+    let main = MAIN_THREAD.load(Ordering::Relaxed);
+    main != 0 && main == thread as usize
+}
+
+/// Writes one log record about thread `tid`; `applied` is the mask actually set, if any.
+pub fn note(
+    cfg: &Config,
+    event: Event,
+    call: &str,
+    tid: i32,
+    requested: Option<&CpuSet>,
+    p: &Placement,
+    applied: Option<&CpuSet>,
+) {
+    if cfg.log_fd < 0 {
+        return;
+    }
+    let cpu = match applied {
+        Some(set) if set.count() == 1 => set.first(),
+        Some(_) => None,
+        None => p.cpu,
+    };
+    let comm = sys::thread_name();
+    let record = Record {
+        time: sys::now(),
+        pid: pid(),
+        tid,
+        comm: crate::role::until_nul(&comm),
+        exe: cfg.exe(),
+        event,
+        call,
+        requested,
+        cpu,
+        slot: p.slot,
+        role: p.role,
+        shared: p.shared,
+    };
+    log::emit(cfg.log_fd, &record);
+}
+
+/// Called once the configuration is ready (from init): places the main thread and installs
+/// the fork and thread-exit handlers.
+pub fn start(cfg: &'static Config, call: &str) {
+    ROOT.store(cfg.root, Ordering::Relaxed);
+    if !HANDLERS.swap(true, Ordering::AcqRel) {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: key is a valid out-pointer; the destructor is an extern "C" fn that never
+        // unwinds.
+        if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } == 0 {
+            KEY.store(key, Ordering::Relaxed);
+            KEY_OK.store(true, Ordering::Release);
+        }
+        // SAFETY: registering a child handler that is an extern "C" fn and never unwinds.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    }
+    place_main(cfg, call, true);
+}
+
+fn place_main(cfg: &Config, call: &str, fresh_image: bool) {
+    let pid = sys::getpid();
+    PID.store(pid, Ordering::Relaxed);
+    // SAFETY: pthread_self has no preconditions.
+    MAIN_THREAD.store(unsafe { libc::pthread_self() } as usize, Ordering::Relaxed);
+    let plan = &cfg.plan;
+    let p = if cfg.launcher {
+        Placement::unslotted(Role::Launcher, plan.housekeeper)
+    } else if ROOT.load(Ordering::Relaxed) && plan.main_on_housekeeper && plan.housekeeper.is_some()
+    {
+        Placement::unslotted(Role::Main, plan.housekeeper)
+    } else {
+        if fresh_image {
+            // Threads of this pid's previous image died at exec without releasing their slots.
+            placement::release_label(cfg, -pid);
+        }
+        placement::adopt(cfg, pid).unwrap_or_else(|| placement::claim(cfg, Role::Main, pid))
+    };
+    MAIN.store(p.pack(), Ordering::Release);
+    let set = p.birth_set(cfg);
+    let ret = sys::set_affinity(pid, &set);
+    if let Some(e) = sys::error_of(ret) {
+        log::warn_once(format_args!(
+            "cannot move the main thread to its CPU (errno {e})"
+        ));
+    }
+    note(cfg, Event::Init, call, pid, None, &p, Some(&set));
+}
+
+/// The calling thread's placement; a thread the shim did not see being born (created before
+/// init finished, or by raw clone) is placed now.
+pub fn current(cfg: &Config, call: &str) -> Placement {
+    let tid = thread::tid();
+    if tid == pid() {
+        return main_placement();
+    }
+    let p = thread::state();
+    if p.role != Role::Unknown {
+        return p;
+    }
+    let p = if cfg.launcher {
+        Placement::unslotted(Role::Launcher, cfg.plan.housekeeper)
+    } else {
+        placement::claim(cfg, Role::Worker, -pid())
+    };
+    adopt_thread(cfg, tid, p);
+    note(cfg, Event::Create, call, tid, None, &p, None);
+    p
+}
+
+/// Makes `p` the calling thread's placement and arranges its release when the thread ends.
+pub fn adopt_thread(_cfg: &Config, tid: i32, p: Placement) {
+    thread::set_state(p);
+    // SAFETY: pthread_self has no preconditions.
+    thread::register(tid, unsafe { libc::pthread_self() }, p);
+    if KEY_OK.load(Ordering::Acquire) {
+        // SAFETY: the key was created by pthread_key_create; a non-NULL value makes its
+        // destructor run when this thread ends (return, pthread_exit or cancellation).
+        unsafe {
+            libc::pthread_setspecific(KEY.load(Ordering::Relaxed), core::ptr::dangling::<c_void>())
+        };
+    }
+}
+
+/// The key destructor: runs in an ending thread (any way it ends); releases its slot.
+extern "C" fn on_thread_exit(_value: *mut c_void) {
+    let Some(cfg) = crate::config::ready() else {
+        return;
+    };
+    let Some(_guard) = thread::Guard::enter() else {
+        return;
+    };
+    let tid = thread::tid();
+    if tid == pid() {
+        // The main thread called pthread_exit.
+        release_main(cfg);
+        return;
+    }
+    let (p, entry) = thread::take_state();
+    thread::unregister(entry);
+    if p.role != Role::Unknown {
+        placement::release(cfg, &p);
+        note(cfg, Event::Exit, "exit", tid, None, &p, None);
+    }
+}
+
+fn release_main(cfg: &Config) {
+    let p = Placement::unpack(MAIN.swap(0, Ordering::AcqRel));
+    if p.role != Role::Unknown {
+        placement::release(cfg, &p);
+        note(cfg, Event::Exit, "exit", pid(), None, &p, None);
+    }
+}
+
+/// The exit handler: the main thread's slot, and those of threads that die with the process.
+pub fn at_exit() {
+    let Some(cfg) = crate::config::ready() else {
+        return;
+    };
+    if PID.load(Ordering::Relaxed) != sys::getpid() {
+        return;
+    }
+    release_main(cfg);
+    placement::release_label(cfg, -pid());
+}
+
+/// In a forked child: only the forking thread survives; it becomes the main thread and
+/// claims its own slot (a launcher's child stays unslotted until it execs).
+extern "C" fn after_fork_child() {
+    let Some(cfg) = crate::config::ready() else {
+        return;
+    };
+    thread::forget();
+    thread::clear_registry();
+    ROOT.store(false, Ordering::Relaxed);
+    place_main(cfg, "fork", false);
+}

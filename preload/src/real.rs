@@ -1,0 +1,61 @@
+//! The real libc functions behind the pthread hooks, found with `dlsym(RTLD_NEXT)` on first use.
+//!
+//! Owns: one cached pointer per wrapped pthread function. Must not: be used on the `syscall` or
+//! `sched_setaffinity` paths, which use raw system calls instead (dlsym may lock and allocate).
+
+use core::sync::atomic::{AtomicUsize, Ordering};
+use libc::{c_int, c_void, cpu_set_t, pthread_attr_t, pthread_t, size_t};
+
+/// A thread start routine; `C-unwind` so that `pthread_exit` may unwind through it.
+pub type StartRoutine = unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void;
+/// `pthread_create`.
+pub type CreateFn =
+    unsafe extern "C" fn(*mut pthread_t, *const pthread_attr_t, StartRoutine, *mut c_void) -> c_int;
+/// `pthread_attr_setaffinity_np`.
+pub type AttrAffinityFn =
+    unsafe extern "C" fn(*mut pthread_attr_t, size_t, *const cpu_set_t) -> c_int;
+/// `pthread_setattr_default_np`.
+pub type SetDefaultFn = unsafe extern "C" fn(*const pthread_attr_t) -> c_int;
+/// `pthread_setaffinity_np`.
+pub type SetAffinityFn = unsafe extern "C" fn(pthread_t, size_t, *const cpu_set_t) -> c_int;
+
+fn lookup(cache: &AtomicUsize, name: &[u8]) -> usize {
+    let cached = cache.load(Ordering::Acquire);
+    if cached != 0 {
+        return cached;
+    }
+    // SAFETY: name is a NUL-terminated symbol name; RTLD_NEXT finds the definition after ours.
+    let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    cache.store(found, Ordering::Release);
+    found
+}
+
+macro_rules! real {
+    ($fn_name:ident, $ty:ty, $sym:literal) => {
+        /// The real function, or `None` when libc does not have it.
+        pub fn $fn_name() -> Option<$ty> {
+            static CACHE: AtomicUsize = AtomicUsize::new(0);
+            let addr = lookup(&CACHE, $sym);
+            // SAFETY: a non-zero address from dlsym is the libc function of this name, whose C
+            // signature is the one given by the type.
+            (addr != 0).then(|| unsafe { core::mem::transmute::<usize, $ty>(addr) })
+        }
+    };
+}
+
+real!(pthread_create, CreateFn, b"pthread_create\0");
+real!(
+    pthread_attr_setaffinity_np,
+    AttrAffinityFn,
+    b"pthread_attr_setaffinity_np\0"
+);
+real!(
+    pthread_setattr_default_np,
+    SetDefaultFn,
+    b"pthread_setattr_default_np\0"
+);
+real!(
+    pthread_setaffinity_np,
+    SetAffinityFn,
+    b"pthread_setaffinity_np\0"
+);

@@ -1,0 +1,179 @@
+//! Who a thread is: the roles of the placement log and the pure rules that give them.
+//!
+//! Owns: the list of launcher programs (take no slot, stay on the housekeeper) and the list of
+//! runtime libraries whose threads are helpers. Must not: do I/O; callers pass the names in.
+
+/// A thread's role, as the placement log spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Role {
+    /// Not yet placed (a thread the shim did not see being created).
+    Unknown = 0,
+    /// A process's main thread.
+    Main = 1,
+    /// Any other compute thread.
+    Worker = 2,
+    /// A runtime helper thread (MPI progress, libevent ...) or one the plan's `skip` mask names.
+    Helper = 3,
+    /// A thread of a launcher process (`mpirun`, a shell ...).
+    Launcher = 4,
+}
+
+impl Role {
+    /// The log's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Unknown => "unknown",
+            Role::Main => "main",
+            Role::Worker => "worker",
+            Role::Helper => "helper",
+            Role::Launcher => "launcher",
+        }
+    }
+
+    /// The role stored as a byte.
+    pub fn from_u8(v: u8) -> Role {
+        match v {
+            1 => Role::Main,
+            2 => Role::Worker,
+            3 => Role::Helper,
+            4 => Role::Launcher,
+            _ => Role::Unknown,
+        }
+    }
+
+    /// Helpers and launcher threads have no CPU of their own: their requests are clamped.
+    pub fn is_clamped(self) -> bool {
+        matches!(self, Role::Helper | Role::Launcher)
+    }
+}
+
+/// Programs that only start others: they take no slot and run on the housekeeper CPU.
+pub const LAUNCHERS: &[&[u8]] = &[
+    b"mpirun",
+    b"mpiexec",
+    b"orterun",
+    b"orted",
+    b"prted",
+    b"prterun",
+    b"hydra_pmi_proxy",
+    b"mpiexec.hydra",
+    b"srun",
+    b"sh",
+    b"bash",
+    b"dash",
+    b"zsh",
+    b"ksh",
+    b"env",
+    b"time",
+    b"timeout",
+    b"nohup",
+    b"taskset",
+];
+
+/// Substrings of library file names whose threads are runtime helpers, not compute threads.
+pub const HELPER_LIBRARIES: &[&[u8]] = &[
+    b"libmpi",
+    b"libopen-pal",
+    b"libopen-rte",
+    b"libpmix",
+    b"libevent",
+    b"libfabric",
+    b"libucp",
+    b"libucs",
+    b"libuct",
+    b"libpsm",
+    b"libprrte",
+    b"libhwloc",
+];
+
+/// The last path component of `path`.
+pub fn basename(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&c| c == b'/') {
+        Some(at) => &path[at + 1..],
+        None => path,
+    }
+}
+
+/// `name` up to its first NUL (for fixed `comm` buffers).
+pub fn until_nul(name: &[u8]) -> &[u8] {
+    match name.iter().position(|&c| c == 0) {
+        Some(at) => &name[..at],
+        None => name,
+    }
+}
+
+/// Whether a process with executable path `exe` and name `comm` is a launcher.
+pub fn is_launcher(exe: &[u8], comm: &[u8]) -> bool {
+    let exe = basename(exe);
+    let comm = until_nul(comm);
+    LAUNCHERS.iter().any(|&l| l == exe || l == comm)
+}
+
+/// Whether a thread whose start routine lives in library file `path` is a runtime helper.
+pub fn is_helper_library(path: &[u8]) -> bool {
+    let name = basename(path);
+    HELPER_LIBRARIES
+        .iter()
+        .any(|lib| name.windows(lib.len()).any(|w| w == *lib))
+}
+
+/// Whether the plan's `skip` mask names creation index `index`.
+pub fn is_skipped(skip: u64, index: u32) -> bool {
+    index < 64 && skip & (1u64 << index) != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launchers_by_exe_or_comm() {
+        assert!(is_launcher(b"/usr/bin/orterun", b"mpirun\0\0\0"));
+        assert!(is_launcher(b"/usr/bin/dash", b"sh"));
+        assert!(is_launcher(b"/usr/bin/python3", b"env\0"));
+        assert!(is_launcher(b"/usr/bin/mpiexec.hydra", b"x"));
+        assert!(!is_launcher(b"/usr/bin/bashful", b"bashful"));
+        assert!(!is_launcher(b"/home/u/a.out", b"a.out"));
+        assert!(!is_launcher(b"", b""));
+    }
+
+    #[test]
+    fn helper_libraries_by_basename() {
+        assert!(is_helper_library(
+            b"/usr/lib/x86_64-linux-gnu/libopen-pal.so.40"
+        ));
+        assert!(is_helper_library(
+            b"/usr/lib/x86_64-linux-gnu/libevent_core-2.1.so.7"
+        ));
+        assert!(is_helper_library(b"/usr/lib/libmpich.so.12"));
+        assert!(is_helper_library(b"/opt/ucx/lib/libucs.so.0"));
+        assert!(!is_helper_library(
+            b"/usr/lib/x86_64-linux-gnu/libgomp.so.1"
+        ));
+        assert!(!is_helper_library(b"/usr/lib/libmpi/libgomp.so.1"));
+        assert!(!is_helper_library(b"./a.out"));
+    }
+
+    #[test]
+    fn skip_mask_by_creation_index() {
+        assert!(is_skipped(0b101, 0));
+        assert!(!is_skipped(0b101, 1));
+        assert!(is_skipped(0b101, 2));
+        assert!(!is_skipped(u64::MAX, 64));
+    }
+
+    #[test]
+    fn roles_round_trip() {
+        for r in [
+            Role::Unknown,
+            Role::Main,
+            Role::Worker,
+            Role::Helper,
+            Role::Launcher,
+        ] {
+            assert_eq!(Role::from_u8(r as u8), r);
+        }
+        assert!(Role::Helper.is_clamped() && !Role::Worker.is_clamped());
+    }
+}

@@ -1,0 +1,348 @@
+//! Raw system calls, so that hook paths never call back into libc's `syscall` (which this
+//! library replaces) and never allocate.
+//!
+//! Owns: the inline-asm syscall entry for x86_64 and aarch64, and thin typed wrappers for the
+//! few calls the shim makes. Must not: touch errno (callers decide), allocate, or panic.
+
+use core::arch::asm;
+use goset_plan::CpuSet;
+
+/// Issues system call `n` with six arguments; returns the kernel's raw result (`-errno` on
+/// failure).
+///
+/// # Safety
+/// The arguments must be valid for the call, as for libc's `syscall`.
+#[inline]
+pub unsafe fn syscall6(n: i64, a: [i64; 6]) -> i64 {
+    let ret: i64;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the x86_64 Linux syscall ABI: number in rax, arguments in rdi, rsi, rdx, r10,
+    // r8, r9; the kernel clobbers rcx and r11. The caller vouches for the arguments.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") n => ret,
+            in("rdi") a[0], in("rsi") a[1], in("rdx") a[2],
+            in("r10") a[3], in("r8") a[4], in("r9") a[5],
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: the aarch64 Linux syscall ABI: number in x8, arguments in x0..x5, result in x0.
+    // The caller vouches for the arguments.
+    unsafe {
+        asm!(
+            "svc 0",
+            in("x8") n,
+            inlateout("x0") a[0] => ret,
+            in("x1") a[1], in("x2") a[2], in("x3") a[3], in("x4") a[4], in("x5") a[5],
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// A raw result in the kernel's `-4095..-1` error range, as a positive errno.
+pub fn error_of(ret: i64) -> Option<i32> {
+    (-4095..0).contains(&ret).then_some(-ret as i32)
+}
+
+/// Sets the calling thread's errno.
+pub fn set_errno(e: i32) {
+    // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The calling thread's kernel thread id.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { syscall6(libc::SYS_gettid, [0; 6]) as i32 }
+}
+
+/// The calling process's id.
+pub fn getpid() -> i32 {
+    // SAFETY: getpid takes no arguments and cannot fail.
+    unsafe { syscall6(libc::SYS_getpid, [0; 6]) as i32 }
+}
+
+/// `sched_setaffinity(tid, mask)`; the raw result.
+///
+/// # Safety
+/// `mask` must be readable for `len` bytes.
+pub unsafe fn set_affinity_raw(tid: i32, len: usize, mask: *const u8) -> i64 {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        syscall6(
+            libc::SYS_sched_setaffinity,
+            [tid as i64, len as i64, mask as i64, 0, 0, 0],
+        )
+    }
+}
+
+/// Sets the affinity of `tid` (0: the caller) to `set`; the raw result.
+pub fn set_affinity(tid: i32, set: &CpuSet) -> i64 {
+    let (ptr, len) = set.as_raw();
+    // SAFETY: ptr/len describe a live CpuSet.
+    unsafe { set_affinity_raw(tid, len, ptr) }
+}
+
+/// The affinity mask of `tid` (0: the caller).
+pub fn get_affinity(tid: i32) -> Option<CpuSet> {
+    let mut set = CpuSet::new();
+    let len = core::mem::size_of::<CpuSet>();
+    // CpuSet is repr(C) in cpu_set_t layout; the pointer comes from a unique borrow.
+    let ptr = &mut set as *mut CpuSet as *mut u8;
+    // SAFETY: the kernel writes at most len bytes into the CpuSet we own.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_sched_getaffinity,
+            [tid as i64, len as i64, ptr as i64, 0, 0, 0],
+        )
+    };
+    if ret < 0 {
+        return None;
+    }
+    // The kernel wrote `ret` bytes; the rest stays zero.
+    Some(set)
+}
+
+/// `openat(AT_FDCWD, path, flags, mode)`; `path` must end with a NUL byte. The error is an errno.
+pub fn open(path: &[u8], flags: i32, mode: u32) -> Result<i32, i32> {
+    if path.last() != Some(&0) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: path is NUL-terminated and lives across the call.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_openat,
+            [
+                libc::AT_FDCWD as i64,
+                path.as_ptr() as i64,
+                flags as i64,
+                mode as i64,
+                0,
+                0,
+            ],
+        )
+    };
+    match error_of(ret) {
+        Some(e) => Err(e),
+        None => Ok(ret as i32),
+    }
+}
+
+/// Reads until `buf` is full or end of file; the number of bytes read.
+pub fn read_all(fd: i32, buf: &mut [u8]) -> Option<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the kernel writes at most buf.len() - done bytes past buf[done].
+        let ret = unsafe {
+            syscall6(
+                libc::SYS_read,
+                [
+                    fd as i64,
+                    buf[done..].as_mut_ptr() as i64,
+                    (buf.len() - done) as i64,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+        };
+        match ret {
+            0 => break,
+            r if r > 0 => done += r as usize,
+            r if error_of(r) == Some(libc::EINTR) => continue,
+            _ => return None,
+        }
+    }
+    Some(done)
+}
+
+/// One `write(2)` of all of `buf` (what O_APPEND makes atomic); errors are dropped.
+pub fn write(fd: i32, buf: &[u8]) {
+    loop {
+        // SAFETY: buf is readable for its length.
+        let ret = unsafe {
+            syscall6(
+                libc::SYS_write,
+                [fd as i64, buf.as_ptr() as i64, buf.len() as i64, 0, 0, 0],
+            )
+        };
+        if error_of(ret) != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// Closes `fd`.
+pub fn close(fd: i32) {
+    // SAFETY: closing an fd we opened.
+    unsafe { syscall6(libc::SYS_close, [fd as i64, 0, 0, 0, 0, 0]) };
+}
+
+/// Whether `path` (NUL-terminated) exists.
+pub fn exists(path: &[u8]) -> bool {
+    if path.last() != Some(&0) {
+        return false;
+    }
+    // SAFETY: path is NUL-terminated and lives across the call.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_faccessat,
+            [
+                libc::AT_FDCWD as i64,
+                path.as_ptr() as i64,
+                libc::F_OK as i64,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+    ret == 0
+}
+
+/// `readlink(path)` into `buf`; the length of the target.
+pub fn readlink(path: &[u8], buf: &mut [u8]) -> Option<usize> {
+    if path.last() != Some(&0) {
+        return None;
+    }
+    // SAFETY: path is NUL-terminated; the kernel writes at most buf.len() bytes.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_readlinkat,
+            [
+                libc::AT_FDCWD as i64,
+                path.as_ptr() as i64,
+                buf.as_mut_ptr() as i64,
+                buf.len() as i64,
+                0,
+                0,
+            ],
+        )
+    };
+    (ret >= 0).then_some(ret as usize)
+}
+
+/// The calling thread's name (`comm`), NUL-padded.
+pub fn thread_name() -> [u8; 16] {
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes into name.
+    unsafe {
+        syscall6(
+            libc::SYS_prctl,
+            [
+                libc::PR_GET_NAME as i64,
+                name.as_mut_ptr() as i64,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+    name
+}
+
+/// Unix time in seconds.
+pub fn now() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; it is the vDSO, async-signal-safe, not ours.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// A small fixed buffer that builds NUL-terminated paths and other text without allocating.
+pub struct Buf<const N: usize> {
+    bytes: [u8; N],
+    len: usize,
+    overflow: bool,
+}
+
+impl<const N: usize> Buf<N> {
+    /// An empty buffer.
+    pub const fn new() -> Self {
+        Buf {
+            bytes: [0; N],
+            len: 0,
+            overflow: false,
+        }
+    }
+
+    /// Appends bytes; remembers when they did not fit.
+    pub fn push(&mut self, s: &[u8]) -> &mut Self {
+        let room = N - self.len;
+        let n = s.len().min(room);
+        self.bytes[self.len..self.len + n].copy_from_slice(&s[..n]);
+        self.len += n;
+        self.overflow |= n < s.len();
+        self
+    }
+
+    /// The bytes written so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// The bytes with a NUL appended, or `None` if they did not fit.
+    pub fn c_str(&mut self) -> Option<&[u8]> {
+        if self.overflow || self.len >= N {
+            return None;
+        }
+        self.bytes[self.len] = 0;
+        Some(&self.bytes[..=self.len])
+    }
+
+    /// Whether everything written fitted.
+    pub fn fits(&self) -> bool {
+        !self.overflow
+    }
+}
+
+impl<const N: usize> Default for Buf<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> core::fmt::Write for Buf<N> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.push(s.as_bytes());
+        if self.overflow {
+            Err(core::fmt::Error)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_calls_work() {
+        assert_eq!(getpid(), std::process::id() as i32);
+        assert!(gettid() > 0);
+        assert!(get_affinity(0).is_some_and(|s| !s.is_empty()));
+        assert!(exists(b"/proc/self\0"));
+        assert!(!exists(b"/proc/self/no-such-file\0"));
+        assert_eq!(error_of(-2), Some(2));
+        assert_eq!(error_of(5), None);
+    }
+
+    #[test]
+    fn buf_tracks_overflow() {
+        let mut b = Buf::<8>::new();
+        b.push(b"/proc");
+        assert_eq!(b.c_str(), Some(&b"/proc\0"[..]));
+        b.push(b"/self");
+        assert!(!b.fits());
+        assert_eq!(b.c_str(), None);
+    }
+}
