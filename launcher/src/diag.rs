@@ -251,14 +251,6 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
     })
 }
 
-fn yes(b: bool) -> &'static str {
-    if b {
-        "y"
-    } else {
-        ""
-    }
-}
-
 /// The diagnostics report as text (for stderr, like every human table of goset).
 pub fn render(d: &Diagnostics) -> String {
     let s = &d.summary;
@@ -275,35 +267,26 @@ pub fn render(d: &Diagnostics) -> String {
             cpus
         ));
     }
-    let mut t = Table::new(
-        "CPUs",
-        &[
-            "cpu", "online", "core", "sibl", "package", "node", "isol", "nohz", "rcu", "governor",
-            "freq",
-        ],
-    );
-    for (c, st) in d.topology.cpus.iter().zip(&d.cpus) {
-        let id = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-        t.row(vec![
-            c.cpu.to_string(),
-            yes(c.online).into(),
-            id(c.core),
-            c.siblings
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            id(c.package),
-            c.node.map_or_else(|| "-".to_string(), |n| n.to_string()),
-            yes(st.isolated).into(),
-            yes(st.nohz_full).into(),
-            yes(st.rcu_nocbs).into(),
-            st.governor.clone().unwrap_or_else(|| "n/a".into()),
-            st.cur_freq_khz
-                .map_or_else(|| "n/a".into(), |k| format!("{:.2}GHz", k as f64 / 1e6)),
-        ]);
+    out.push_str(&crate::report::render_topology(&d.topology));
+    if d.cpus
+        .iter()
+        .any(|c| c.governor.is_some() || c.cur_freq_khz.is_some())
+    {
+        let mut t = Table::new("Frequency", &["cpu", "governor", "freq"]);
+        for st in &d.cpus {
+            t.row(vec![
+                st.cpu.to_string(),
+                st.governor.clone().unwrap_or_else(|| "n/a".into()),
+                st.cur_freq_khz
+                    .map_or_else(|| "n/a".into(), |k| format!("{:.2}GHz", k as f64 / 1e6)),
+            ]);
+        }
+        out.push_str(&t.render());
+    } else {
+        out.push_str(
+            "Frequency\n  n/a: no cpufreq in sysfs (scaling_governor, scaling_cur_freq)\n",
+        );
     }
-    out.push_str(&t.render());
     let iso = &d.topology.isolation;
     let param = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     out.push_str(&format!(

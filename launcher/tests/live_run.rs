@@ -112,34 +112,27 @@ fn exit_status_is_the_tasks() {
 
 #[test]
 fn sets_omp_num_threads_only_when_unset() {
-    let out = Command::new(common::bin("goset-run"))
-        .env_remove("OMP_NUM_THREADS")
-        .args([
-            "--sample",
-            "0",
-            "-n",
-            "2",
-            "--",
-            "sh",
-            "-c",
-            "echo $OMP_NUM_THREADS",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n");
-    let out = Command::new(common::bin("goset-run"))
-        .env("OMP_NUM_THREADS", "5")
-        .args([
-            "--sample",
-            "0",
-            "-n",
-            "2",
-            "--",
-            "sh",
-            "-c",
-            "echo $OMP_NUM_THREADS",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "5\n");
+    let omp_num_threads = |env: Option<&str>| {
+        let mut cmd = Command::new(common::bin("goset-run"));
+        match env {
+            Some(v) => cmd.env("OMP_NUM_THREADS", v),
+            None => cmd.env_remove("OMP_NUM_THREADS"),
+        };
+        let out = cmd
+            .args([
+                "--sample",
+                "0",
+                "-n",
+                "2",
+                "--",
+                "sh",
+                "-c",
+                "echo $OMP_NUM_THREADS",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(omp_num_threads(None), "2\n");
+    assert_eq!(omp_num_threads(Some("5")), "5\n");
 }

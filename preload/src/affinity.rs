@@ -73,8 +73,23 @@ fn answer(cfg: &Config, target: Target, requested: &CpuSet, call: &str) -> Optio
         // Our CPU is unusable (hot-unplugged, cgroup changed): let the request through.
         return None;
     }
-    process::note(cfg, Event::Set, call, tid, Some(requested), &p, Some(&set));
+    if !thread::repeats_last_set(fingerprint(tid, requested, &set)) {
+        process::note(cfg, Event::Set, call, tid, Some(requested), &p, Some(&set));
+    }
     Some(0)
+}
+
+/// FNV-1a over the target, the requested mask and the applied mask.
+fn fingerprint(tid: i32, requested: &CpuSet, applied: &CpuSet) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut mix = |b: u8| h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    tid.to_le_bytes().into_iter().for_each(&mut mix);
+    for set in [requested, applied] {
+        let (ptr, len) = set.as_raw();
+        // SAFETY: as_raw describes the live set's bytes.
+        unsafe { core::slice::from_raw_parts(ptr, len) }.iter().for_each(|&b| mix(b));
+    }
+    h | 1
 }
 
 /// `sched_setaffinity` and `syscall(SYS_sched_setaffinity, ...)`: the raw result.

@@ -13,6 +13,7 @@ thread_local! {
     static STATE: Cell<u64> = const { Cell::new(0) };
     static TID: Cell<i32> = const { Cell::new(0) };
     static ENTRY: Cell<usize> = const { Cell::new(usize::MAX) };
+    static LAST_SET: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Held while a hook runs: hooks re-entered from inside (or before init) call the real thing.
@@ -167,4 +168,11 @@ mod tests {
         unregister(entry);
         assert_eq!(find_tid(999_999), None);
     }
+}
+
+/// Whether a `set` decision with this fingerprint repeats the last one this thread logged. A
+/// runtime that re-applies the same mask in a loop makes one decision, so it gets one log line;
+/// the log write is most of an affinity call's cost under the shim.
+pub fn repeats_last_set(fingerprint: u64) -> bool {
+    LAST_SET.try_with(|c| c.replace(fingerprint) == fingerprint).unwrap_or(false)
 }
