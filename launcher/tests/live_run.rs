@@ -163,3 +163,38 @@ fn sets_omp_num_threads_only_when_unset() {
     assert_eq!(omp_num_threads(None), "2\n");
     assert_eq!(omp_num_threads(Some("5")), "5\n");
 }
+
+#[test]
+fn numa_binds_the_tasks_memory_to_the_node() {
+    let _serial = serial();
+    let first_policy = |numa: &str| {
+        let out = Command::new(common::bin("goset-run"))
+            .args([
+                "--quiet",
+                "--sample",
+                "0",
+                "-n",
+                "1",
+                "--numa",
+                numa,
+                "--",
+                "head",
+                "-1",
+                "/proc/self/numa_maps",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(first_policy("0"), "bind:0");
+    assert_eq!(first_policy("off"), "default");
+}
