@@ -91,8 +91,7 @@ impl Interrupts {
 
     /// Count of row `name` on `cpu`; `None` when the row or the CPU's column is absent.
     pub fn count(&self, name: &str, cpu: usize) -> Option<u64> {
-        let col = self.column(cpu)?;
-        Some(self.row(name)?.counts.get(col).copied().unwrap_or(0))
+        row_count(self, name, cpu)
     }
 
     /// Sum over steerable rows on `cpu` (`None`: no column).
@@ -106,14 +105,7 @@ impl Interrupts {
     }
 
     fn sum(&self, cpu: usize, keep: impl Fn(IrqKind) -> bool) -> Option<u64> {
-        let col = self.column(cpu)?;
-        Some(
-            self.rows
-                .iter()
-                .filter(|r| keep(r.kind))
-                .map(|r| r.counts.get(col).copied().unwrap_or(0))
-                .fold(0u64, u64::saturating_add),
-        )
+        column_sum(&self.cpus, cpu, self.rows.iter().filter(|r| keep(r.kind)))
     }
 }
 
@@ -122,24 +114,9 @@ impl Interrupts {
 /// `MIS` are skipped. Rows that carry no count are skipped. Fails only when the header does not
 /// name CPU columns.
 pub fn parse_interrupts(text: &str) -> Result<Interrupts, String> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let cpus = parse_header(lines.next().unwrap_or(""))?;
-    let mut rows = Vec::new();
-    for line in lines {
-        let Some((label, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let name = label.trim();
-        if name.is_empty()
-            || name.contains(char::is_whitespace)
-            || name.eq_ignore_ascii_case("ERR")
-            || name.eq_ignore_ascii_case("MIS")
-        {
-            continue;
-        }
-        let (counts, desc) = split_counts(rest, cpus.len());
-        if counts.is_empty() {
-            continue;
+    let (cpus, rows) = parse_table(text, |name, counts, desc| {
+        if name.eq_ignore_ascii_case("ERR") || name.eq_ignore_ascii_case("MIS") {
+            return None;
         }
         let kind = if name.bytes().all(|b| b.is_ascii_digit()) {
             if per_cpu_chip(desc) {
@@ -150,13 +127,13 @@ pub fn parse_interrupts(text: &str) -> Result<Interrupts, String> {
         } else {
             IrqKind::Named
         };
-        rows.push(IrqRow {
+        Some(IrqRow {
             name: name.to_string(),
             kind,
             counts,
             desc: desc.to_string(),
-        });
-    }
+        })
+    })?;
     Ok(Interrupts { cpus, rows })
 }
 
@@ -204,45 +181,24 @@ impl Softirqs {
 
     /// Count of softirq `name` on `cpu`.
     pub fn count(&self, name: &str, cpu: usize) -> Option<u64> {
-        let col = self.column(cpu)?;
-        let row = self.rows.iter().find(|r| r.name == name)?;
-        Some(row.counts.get(col).copied().unwrap_or(0))
+        row_count(self, name, cpu)
     }
 
     /// Sum over all softirq types on `cpu`.
     pub fn total(&self, cpu: usize) -> Option<u64> {
-        let col = self.column(cpu)?;
-        Some(
-            self.rows
-                .iter()
-                .map(|r| r.counts.get(col).copied().unwrap_or(0))
-                .fold(0u64, u64::saturating_add),
-        )
+        column_sum(&self.cpus, cpu, &self.rows)
     }
 }
 
 /// Parses `/proc/softirqs`: a header of CPU columns, then `NAME: counts` rows. Fails only when
 /// the header does not name CPU columns.
 pub fn parse_softirqs(text: &str) -> Result<Softirqs, String> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let cpus = parse_header(lines.next().unwrap_or(""))?;
-    let mut rows = Vec::new();
-    for line in lines {
-        let Some((label, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let name = label.trim();
-        if name.is_empty() || name.contains(char::is_whitespace) {
-            continue;
-        }
-        let (counts, _) = split_counts(rest, cpus.len());
-        if !counts.is_empty() {
-            rows.push(CounterRow {
-                name: name.to_string(),
-                counts,
-            });
-        }
-    }
+    let (cpus, rows) = parse_table(text, |name, counts, _| {
+        Some(CounterRow {
+            name: name.to_string(),
+            counts,
+        })
+    })?;
     Ok(Softirqs { cpus, rows })
 }
 
@@ -370,7 +326,138 @@ pub fn parse_stat(text: &str) -> Result<Stat, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Shared parsing helpers
+// Per-CPU counter tables: what /proc/interrupts and /proc/softirqs have in common
+
+/// A row of a per-CPU counter table ([`IrqRow`], [`CounterRow`]).
+trait TableRow {
+    /// The label before the colon.
+    fn name(&self) -> &str;
+    /// Count per column; may be shorter than the header.
+    fn counts(&self) -> &[u64];
+    /// The count in column `col`; columns past the end of the row count 0.
+    fn at(&self, col: usize) -> u64 {
+        self.counts().get(col).copied().unwrap_or(0)
+    }
+}
+
+impl TableRow for IrqRow {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+}
+
+impl TableRow for CounterRow {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+}
+
+/// A parsed per-CPU counter table ([`Interrupts`], [`Softirqs`]).
+trait Table {
+    type Row: TableRow;
+    /// The CPU number of each column.
+    fn cpus(&self) -> &[usize];
+    /// The rows in file order.
+    fn rows(&self) -> &[Self::Row];
+}
+
+impl Table for Interrupts {
+    type Row = IrqRow;
+    fn cpus(&self) -> &[usize] {
+        &self.cpus
+    }
+    fn rows(&self) -> &[IrqRow] {
+        &self.rows
+    }
+}
+
+impl Table for Softirqs {
+    type Row = CounterRow;
+    fn cpus(&self) -> &[usize] {
+        &self.cpus
+    }
+    fn rows(&self) -> &[CounterRow] {
+        &self.rows
+    }
+}
+
+/// Parses a per-CPU counter table: a header naming CPU columns (blank lines before it are
+/// skipped), then `NAME: counts... rest` rows. Lines without a colon, with an empty or spaced
+/// name, or that carry no count are skipped; of the others, `row(name, counts, rest)` makes the
+/// row or, returning `None`, skips it. Fails only when the header does not name CPU columns.
+fn parse_table<R>(
+    text: &str,
+    mut row: impl FnMut(&str, Vec<u64>, &str) -> Option<R>,
+) -> Result<(Vec<usize>, Vec<R>), String> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let cpus = parse_header(lines.next().unwrap_or(""))?;
+    let mut rows = Vec::new();
+    for line in lines {
+        let Some((label, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let name = label.trim();
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            continue;
+        }
+        let (counts, rest) = split_counts(rest, cpus.len());
+        if counts.is_empty() {
+            continue;
+        }
+        rows.extend(row(name, counts, rest));
+    }
+    Ok((cpus, rows))
+}
+
+/// Count of the row named `name` on `cpu`; `None` when the row or the CPU's column is absent.
+fn row_count<T: Table>(table: &T, name: &str, cpu: usize) -> Option<u64> {
+    let col = column_of(table.cpus(), cpu)?;
+    Some(table.rows().iter().find(|r| r.name() == name)?.at(col))
+}
+
+/// Sum of `rows` in the column of `cpu` (`None`: no column), saturating.
+fn column_sum<'r, R: TableRow + 'r>(
+    cpus: &[usize],
+    cpu: usize,
+    rows: impl IntoIterator<Item = &'r R>,
+) -> Option<u64> {
+    let col = column_of(cpus, cpu)?;
+    Some(
+        rows.into_iter()
+            .map(|r| r.at(col))
+            .fold(0u64, u64::saturating_add),
+    )
+}
+
+/// For each CPU with a column in both tables that `wanted` keeps, and each row of `after`,
+/// calls `add(noise, row, d)` with the CPU's entry of `out` and `d` the row's growth since
+/// `before`: a row absent before (an IRQ allocated during the window) counts from 0, and one
+/// that went backwards gives 0.
+fn row_deltas<T: Table>(
+    before: &T,
+    after: &T,
+    wanted: impl Fn(usize) -> bool,
+    out: &mut BTreeMap<usize, CpuNoise>,
+    mut add: impl FnMut(&mut CpuNoise, &T::Row, u64),
+) {
+    let old: HashMap<&str, &T::Row> = before.rows().iter().map(|r| (r.name(), r)).collect();
+    for (acol, &cpu) in after.cpus().iter().enumerate() {
+        let Some(bcol) = column_of(before.cpus(), cpu).filter(|_| wanted(cpu)) else {
+            continue;
+        };
+        let n = out.entry(cpu).or_default();
+        for row in after.rows() {
+            let was = old.get(row.name()).map_or(0, |r| r.at(bcol));
+            add(n, row, row.at(acol).saturating_sub(was));
+        }
+    }
+}
 
 /// CPU numbers of a header line `CPU0 CPU1 ...`.
 fn parse_header(line: &str) -> Result<Vec<usize>, String> {
@@ -634,49 +721,20 @@ fn delta_inner(
     let mut out: BTreeMap<usize, CpuNoise> = BTreeMap::new();
 
     if let (Some(b), Some(a)) = (&before.interrupts, &after.interrupts) {
-        let old: HashMap<&str, &IrqRow> = b.rows.iter().map(|r| (r.name.as_str(), r)).collect();
-        for (acol, &cpu) in a.cpus.iter().enumerate() {
-            let Some(bcol) = b.column(cpu).filter(|_| wanted(cpu)) else {
-                continue;
-            };
-            let n = out.entry(cpu).or_default();
-            for row in &a.rows {
-                let now = row.counts.get(acol).copied().unwrap_or(0);
-                // A row absent before is an IRQ allocated during the window: its counts are new.
-                let was = old
-                    .get(row.name.as_str())
-                    .and_then(|r| r.counts.get(bcol).copied())
-                    .unwrap_or(0);
-                let d = now.saturating_sub(was);
-                match row.kind {
-                    IrqKind::Device => n.irq_steerable = n.irq_steerable.saturating_add(d),
-                    IrqKind::PerCpu | IrqKind::Named => {
-                        n.irq_nonsteerable = n.irq_nonsteerable.saturating_add(d);
-                        n.rows.insert(row.name.clone(), d);
-                    }
-                }
+        row_deltas(b, a, wanted, &mut out, |n, row, d| match row.kind {
+            IrqKind::Device => n.irq_steerable = n.irq_steerable.saturating_add(d),
+            IrqKind::PerCpu | IrqKind::Named => {
+                n.irq_nonsteerable = n.irq_nonsteerable.saturating_add(d);
+                n.rows.insert(row.name.clone(), d);
             }
-        }
+        });
     }
 
     if let (Some(b), Some(a)) = (&before.softirqs, &after.softirqs) {
-        let old: HashMap<&str, &CounterRow> = b.rows.iter().map(|r| (r.name.as_str(), r)).collect();
-        for (acol, &cpu) in a.cpus.iter().enumerate() {
-            let Some(bcol) = b.column(cpu).filter(|_| wanted(cpu)) else {
-                continue;
-            };
-            let n = out.entry(cpu).or_default();
-            for row in &a.rows {
-                let now = row.counts.get(acol).copied().unwrap_or(0);
-                let was = old
-                    .get(row.name.as_str())
-                    .and_then(|r| r.counts.get(bcol).copied())
-                    .unwrap_or(0);
-                let d = now.saturating_sub(was);
-                n.softirq = n.softirq.saturating_add(d);
-                n.softirqs.insert(row.name.clone(), d);
-            }
-        }
+        row_deltas(b, a, wanted, &mut out, |n, row, d| {
+            n.softirq = n.softirq.saturating_add(d);
+            n.softirqs.insert(row.name.clone(), d);
+        });
     }
 
     if let (Some(b), Some(a)) = (&before.stat, &after.stat) {
