@@ -5,13 +5,27 @@
 #include "report.h"
 #include <pthread.h>
 
-static void other_cpu(cpu_set_t *set, int *want) {
-    *want = (sched_getcpu() + 1) % cpu_count();
-    CPU_ZERO(set);
-    CPU_SET(*want, set);
+static int by_sched(const cpu_set_t *set) {
+    return sched_setaffinity(0, sizeof *set, set);
 }
 
-static void report_pin(const char *role, long id, const char *call, int rc, int want) {
+static int by_pthread(const cpu_set_t *set) {
+    return pthread_setaffinity_np(pthread_self(), sizeof *set, set);
+}
+
+static int by_syscall(const cpu_set_t *set) {
+    return (int)syscall(SYS_sched_setaffinity, 0, sizeof *set, set);
+}
+
+/* Works, asks `pin` to move this thread to the CPU after the one it is on, and reports. */
+static void pin_elsewhere(const char *role, long id, const char *call,
+                          int (*pin)(const cpu_set_t *)) {
+    busy_work();
+    int want = (sched_getcpu() + 1) % cpu_count();
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(want, &set);
+    int rc = pin(&set);
     char extra[128];
     snprintf(extra, sizeof extra, "call=%s rc=%d asked=%d", call, rc, want);
     report_self(role, id, extra);
@@ -19,33 +33,18 @@ static void report_pin(const char *role, long id, const char *call, int rc, int 
 
 static void *with_pthread(void *arg) {
     (void)arg;
-    busy_work();
-    cpu_set_t set;
-    int want;
-    other_cpu(&set, &want);
-    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-    report_pin("worker", 1, "pthread_setaffinity_np", rc, want);
+    pin_elsewhere("worker", 1, "pthread_setaffinity_np", by_pthread);
     return NULL;
 }
 
 static void *with_syscall(void *arg) {
     (void)arg;
-    busy_work();
-    cpu_set_t set;
-    int want;
-    other_cpu(&set, &want);
-    int rc = (int)syscall(SYS_sched_setaffinity, 0, sizeof set, &set);
-    report_pin("worker", 2, "syscall", rc, want);
+    pin_elsewhere("worker", 2, "syscall", by_syscall);
     return NULL;
 }
 
 int main(void) {
-    busy_work();
-    cpu_set_t set;
-    int want;
-    other_cpu(&set, &want);
-    int rc = sched_setaffinity(0, sizeof set, &set);
-    report_pin("main", 0, "sched_setaffinity", rc, want);
+    pin_elsewhere("main", 0, "sched_setaffinity", by_sched);
     void *(*bodies[2])(void *) = {with_pthread, with_syscall};
     for (int i = 0; i < 2; i++) {
         pthread_t t;

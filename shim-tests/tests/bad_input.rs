@@ -11,11 +11,10 @@ use std::path::Path;
 /// Runs `pthreads 1 3` with `env` and an optional starting mask, and checks that it ran as
 /// without the shim.
 fn runs_normally(env: &[(&str, &dyn AsRef<std::ffi::OsStr>)], start_mask: Option<usize>) {
-    let build = Build::new();
-    let Some(prog) = build.c("pthreads.c", "pthreads") else {
+    let Some(prog) = Program::c("pthreads.c") else {
         return;
     };
-    let mut cmd = clean_command(&prog);
+    let mut cmd = clean_command(prog.path());
     cmd.env("LD_PRELOAD", shim()).args(["1", "3"]);
     for (key, value) in env {
         cmd.env(key, value);
@@ -145,13 +144,12 @@ fn goset_cpus_garbage() {
 #[test]
 fn bad_plan_with_libgomp_binding() {
     // libgomp pins the main thread from its constructor, before the shim has read the plan.
-    let build = Build::new();
-    let Some(prog) = build.gomp("omp.c", "omp") else {
+    let Some(prog) = Program::gomp("omp.c") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
     let dir = write_plan_dir(tmp.path(), "garbage", b"not a plan\n");
-    let mut cmd = clean_command(&prog);
+    let mut cmd = clean_command(prog.path());
     cmd.env("LD_PRELOAD", shim())
         .env("GOSET_PLAN", &dir)
         .env("OMP_NUM_THREADS", "2")

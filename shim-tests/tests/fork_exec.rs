@@ -8,66 +8,28 @@
 mod common;
 use common::*;
 
-#[test]
-fn forked_child_takes_the_free_slot_by_hand() {
-    let build = Build::new();
-    let Some(prog) = build.c("fork_exec.c", "fork_exec") else {
-        return;
-    };
-    let mut cmd = by_hand(&prog, "1,0");
-    cmd.arg("fork");
-    let outcome = run(cmd);
-    outcome.expect_code(0);
-    let reports = reports(&outcome);
-    assert_eq!(
-        reports.len(),
-        3,
-        "parent, child main and child worker report\n{}",
-        outcome.dump()
-    );
-    let parent = one(&reports, "parent", 0);
-    let child = one(&reports, "child-main", 0);
-    let worker = one(&reports, "child-worker", 1);
-    assert_ne!(parent.pid, child.pid, "the child is another process");
-    assert_eq!(
-        parent.single_cpu(),
-        1,
-        "the parent's main thread holds slot 0: {}",
-        parent.line
-    );
-    assert_eq!(
-        child.single_cpu(),
-        0,
-        "the forked child's main thread claims the free slot 1: {}",
-        child.line
-    );
-    assert_even([parent, child, worker], &[1, 0]);
+/// The roles the child's two threads report under, and how it came to be, for messages.
+struct Child {
+    main: (&'static str, i64),
+    worker: (&'static str, i64),
+    how: &'static str,
 }
 
-#[test]
-fn exec_child_takes_the_free_slot_under_goset_run() {
-    let build = Build::new();
-    let Some(prog) = build.c("fork_exec.c", "fork_exec") else {
-        return;
-    };
-    let Some(child) = build.c("pthreads.c", "pthreads") else {
-        return;
-    };
-    let child = child.to_str().expect("UTF-8 temp path").to_string();
-    // The exec'd child has a main thread and one worker and exits with 3.
-    let (outcome, selection) = run_under_goset(2, &[], &prog, &["exec", &child, "1", "3"], &[]);
-    outcome.expect_code(3);
-    let plan = &selection.task_cpus;
-    let reports = reports(&outcome);
+/// One run of `fork_exec`: the parent's main thread on slot 0, the child's main thread (another
+/// process) on the free slot 1, the child's worker in the child, all spread over the plan.
+fn check(run: &Run, code: i32, child: Child) {
+    run.outcome.expect_code(code);
+    let plan = &run.plan;
+    let reports = run.reports();
     assert_eq!(
         reports.len(),
         3,
         "parent, child main and child worker report\n{}",
-        outcome.dump()
+        run.outcome.dump()
     );
     let parent = one(&reports, "parent", 0);
-    let child_main = one(&reports, "main", 0);
-    let worker = one(&reports, "worker", 0);
+    let child_main = one(&reports, child.main.0, child.main.1);
+    let worker = one(&reports, child.worker.0, child.worker.1);
     assert_ne!(parent.pid, child_main.pid, "the child is another process");
     assert_eq!(child_main.pid, worker.pid);
     assert_eq!(
@@ -79,8 +41,39 @@ fn exec_child_takes_the_free_slot_under_goset_run() {
     assert_eq!(
         child_main.single_cpu(),
         plan[1],
-        "the exec'd child's main thread takes the free slot 1: {}",
+        "the {} child's main thread takes the free slot 1: {}",
+        child.how,
         child_main.line
     );
     assert_even([parent, child_main, worker], plan);
+}
+
+#[test]
+fn forked_child_takes_the_free_slot_by_hand() {
+    let Some(prog) = Program::c("fork_exec.c") else {
+        return;
+    };
+    let run = prog.run(Mode::ByHand("1,0"), &["fork"], &[]);
+    let child = Child {
+        main: ("child-main", 0),
+        worker: ("child-worker", 1),
+        how: "forked",
+    };
+    check(&run, 0, child);
+}
+
+#[test]
+fn exec_child_takes_the_free_slot_under_goset_run() {
+    let (Some(prog), Some(pthreads)) = (Program::c("fork_exec.c"), Program::c("pthreads.c")) else {
+        return;
+    };
+    // The exec'd child is `pthreads 1 3`: a main thread and one worker; it exits with 3.
+    let args = ["exec", pthreads.path_str(), "1", "3"];
+    let run = prog.run(Mode::goset_run(2), &args, &[]);
+    let child = Child {
+        main: ("main", 0),
+        worker: ("worker", 0),
+        how: "exec'd",
+    };
+    check(&run, 3, child);
 }

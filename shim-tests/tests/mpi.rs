@@ -16,17 +16,15 @@ fn is_root() -> bool {
 
 #[test]
 fn ranks_on_own_cpus_helpers_on_the_housekeeper_under_goset_run() {
-    let build = Build::new();
-    let Some(rank) = build.mpi("mpi_rank.c", "mpi_rank") else {
+    let Some(rank) = Program::mpi("mpi_rank.c") else {
         return;
     };
-    let rank = rank.to_str().expect("UTF-8 temp path").to_string();
     let mut args: Vec<&str> = Vec::new();
     if is_root() {
         args.extend(["--allow-run-as-root", "--oversubscribe"]);
     }
     // Shared memory and self only: no network needed.
-    args.extend(["--mca", "btl", "self,vader", "-np", "2", &rank]);
+    args.extend(["--mca", "btl", "self,vader", "-np", "2", rank.path_str()]);
     let mpirun = std::path::PathBuf::from("mpirun");
     let (outcome, selection) = run_under_goset(2, &[], &mpirun, &args, &[]);
     outcome.expect_code(0);

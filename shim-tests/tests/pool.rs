@@ -47,47 +47,30 @@ fn check(outcome: &Outcome, plan: &[usize], width: usize) {
     }
 }
 
-fn by_hand_width(width: usize) {
-    let build = Build::new();
-    let Some(prog) = build.c("pool.c", "pool") else {
-        return;
-    };
-    let mut cmd = by_hand(&prog, "1,0");
-    cmd.args([COUNT.to_string(), width.to_string()]);
-    check(&run(cmd), &[1, 0], width);
-}
-
-fn under_goset_run_width(width: usize) {
-    let build = Build::new();
-    let Some(prog) = build.c("pool.c", "pool") else {
-        return;
-    };
-    let (outcome, selection) = run_under_goset(
-        2,
-        &[],
-        &prog,
-        &[&COUNT.to_string(), &width.to_string()],
-        &[],
-    );
-    check(&outcome, &selection.task_cpus, width);
+/// Runs `pool COUNT width` the way `mode` says and checks it.
+fn pool(mode: Mode, width: usize) {
+    if let Some(prog) = Program::c("pool.c") {
+        let run = prog.run(mode, &[&COUNT.to_string(), &width.to_string()], &[]);
+        check(&run.outcome, &run.plan, width);
+    }
 }
 
 #[test]
 fn two_alive_by_hand() {
-    by_hand_width(2);
+    pool(Mode::ByHand("1,0"), 2);
 }
 
 #[test]
 fn one_alive_by_hand() {
-    by_hand_width(1);
+    pool(Mode::ByHand("1,0"), 1);
 }
 
 #[test]
 fn two_alive_under_goset_run() {
-    under_goset_run_width(2);
+    pool(Mode::goset_run(2), 2);
 }
 
 #[test]
 fn one_alive_under_goset_run() {
-    under_goset_run_width(1);
+    pool(Mode::goset_run(2), 1);
 }

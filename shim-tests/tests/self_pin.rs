@@ -24,13 +24,7 @@ fn check(outcome: &Outcome, plan: &[usize]) {
     ] {
         let r = one(&reports, role, id);
         assert_eq!(r.field("call"), call);
-        assert_eq!(r.field("rc"), "0", "{call} must return success: {}", r.line);
-        assert_ne!(
-            r.field("asked").parse::<usize>().ok(),
-            Some(expected),
-            "the thread was not on its planned CPU before the call (so it asked for that one): {}",
-            r.line
-        );
+        assert_asked_elsewhere(r, call, expected);
         assert_eq!(
             r.single_cpu(),
             expected,
@@ -40,42 +34,32 @@ fn check(outcome: &Outcome, plan: &[usize]) {
     }
 }
 
+/// Runs `self_pin` the way `mode` says and checks it.
+fn self_pin(mode: Mode) {
+    if let Some(prog) = Program::c("self_pin.c") {
+        let run = prog.run(mode, &[], &[]);
+        check(&run.outcome, &run.plan);
+    }
+}
+
 #[test]
 fn pins_to_a_cpu_outside_the_plan_by_hand() {
-    let build = Build::new();
-    let Some(prog) = build.c("self_pin.c", "self_pin") else {
-        return;
-    };
     // Plan = CPU 1 only; the program asks for CPU 0.
-    check(&run(by_hand(&prog, "1")), &[1]);
+    self_pin(Mode::ByHand("1"));
 }
 
 #[test]
 fn pins_to_another_slots_cpu_by_hand() {
-    let build = Build::new();
-    let Some(prog) = build.c("self_pin.c", "self_pin") else {
-        return;
-    };
-    check(&run(by_hand(&prog, "0,1")), &[0, 1]);
+    self_pin(Mode::ByHand("0,1"));
 }
 
 #[test]
 fn pins_to_the_housekeeper_under_goset_run_n1() {
-    let build = Build::new();
-    let Some(prog) = build.c("self_pin.c", "self_pin") else {
-        return;
-    };
     // -n 1 on two CPUs: the other CPU is the housekeeper, in the reservation but no slot.
-    let (outcome, selection) = run_under_goset(1, &[], &prog, &[], &[]);
-    check(&outcome, &selection.task_cpus);
+    self_pin(Mode::goset_run(1));
 }
 
 #[test]
 fn pins_to_another_slots_cpu_under_goset_run() {
-    let build = Build::new();
-    let Some(prog) = build.c("self_pin.c", "self_pin") else {
-        return;
-    };
-    let (outcome, selection) = run_under_goset(2, &[], &prog, &[], &[]);
-    check(&outcome, &selection.task_cpus);
+    self_pin(Mode::goset_run(2));
 }

@@ -1,14 +1,21 @@
 //! Helpers shared by the end-to-end tests: the built `goset-run` and `libgoset.so`, compilers for
-//! the target programs in `programs/`, a watchdog runner, and parsers for what the programs
-//! report. The tests compare reports against the plan (`GOSET_CPUS` by hand, the `--json`
+//! the target programs in `programs/`, a watchdog runner, parsers for what the programs
+//! report, and the runs and checks that several test files share ([`Program`], [`Mode`],
+//! [`checks`]). The tests compare reports against the plan (`GOSET_CPUS` by hand, the `--json`
 //! selection under goset-run), never against the shim's own log.
 #![allow(dead_code)]
 
+pub mod checks;
 pub mod plan;
+pub mod program;
 pub mod report;
 pub mod tools;
 
+// Not every test file makes these checks.
+#[allow(unused_imports)]
+pub use checks::*;
 pub use plan::*;
+pub use program::*;
 pub use report::*;
 pub use tools::*;
 
