@@ -5,9 +5,11 @@
 
 use crate::cli::RunOptions;
 use crate::error::{Error, Result};
-use crate::fsroot::FsRoot;
+use crate::fsroot::{FsRoot, ReadError};
+use crate::housekeeper::outcome::TelemetryReport;
+use crate::housekeeper::{Housekeeper, Settings, ThreadReport};
 use crate::noise::{self, Noise};
-use crate::placement::{self, ThreadPlacement};
+use crate::placement;
 use crate::report::{self, SelectionReport};
 use crate::rundir::{self, RunDir};
 use crate::select;
@@ -27,10 +29,13 @@ pub struct JsonReport<'a> {
     pub selection: &'a SelectionReport,
     /// How the task ran; absent with `--dry-run`.
     pub run: Option<RunSummary>,
-    /// Where each thread was placed, from the placement log.
-    pub threads: Vec<ThreadPlacement>,
+    /// Where each thread was placed (the placement log) and what it did (the housekeeper).
+    pub threads: Vec<ThreadReport>,
+    /// Per task CPU counters over the run and the housekeeper's cost; absent with `--dry-run`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<TelemetryReport>,
     /// Files that could not be read, once each.
-    pub errors: Vec<crate::fsroot::ReadError>,
+    pub errors: Vec<ReadError>,
 }
 
 /// The Run section.
@@ -108,6 +113,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
                     selection: &sel_report,
                     run: None,
                     threads: Vec::new(),
+                    telemetry: None,
                     errors,
                 },
             )?;
@@ -167,11 +173,27 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         env,
     };
 
+    let root = FsRoot::default();
+    let settings = Settings {
+        task_cpus: selection.task_cpus.clone(),
+        housekeeper: selection.housekeeper,
+        interval: opts.interval,
+        policy: Default::default(),
+    };
+    let table = slot_table(run_dir.as_ref(), selection.task_cpus.len())?;
+    let mut hk = Housekeeper::new(
+        &root,
+        settings,
+        table,
+        run_dir.as_ref().map(|d| d.log_path()),
+    );
     let started = Instant::now();
     let task = Task::start(&launch)?;
+    hk.attach(task.pid());
     pin_self(selection.housekeeper);
-    let (ending, rusage) = task.wait(opts.interval, || {});
+    let (ending, rusage) = task.wait(opts.interval, || hk.poll());
     let wall_s = started.elapsed().as_secs_f64();
+    let outcome = hk.finish();
 
     let cpu_s = rusage.user_s + rusage.system_s;
     let summary = RunSummary {
@@ -193,19 +215,29 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         .as_ref()
         .map(|d| placement::read(d.log_path()))
         .unwrap_or_default();
-    let threads = log.threads();
+    let threads = outcome.thread_reports(&log);
+    let telemetry = outcome.telemetry(&threads);
+    let mut errors = errors;
+    for e in &outcome.errors {
+        if !errors.contains(e) {
+            errors.push(e.clone());
+        }
+    }
     if !opts.quiet {
+        use report::telemetry as tele;
         let threads_table = if threads.is_empty() {
             String::new()
         } else {
-            report::render_threads(&threads)
+            tele::render_threads(&threads)
         };
         eprint!(
-            "{}{}{}{}",
+            "{}{}{}{}{}{}",
             report::banner(),
             report::render_selection(&sel_report),
+            tele::render_telemetry(&telemetry),
             threads_table,
-            report::render_run(&summary)
+            tele::render_run(&summary, &telemetry),
+            tele::render_errors(&errors),
         );
     }
     if let Some(path) = &opts.json {
@@ -215,12 +247,35 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
                 selection: &sel_report,
                 run: Some(summary.clone()),
                 threads,
+                telemetry: Some(telemetry),
                 errors,
             },
         )?;
     }
     drop(run_dir);
     Ok(ending.exit_code())
+}
+
+/// The slot table shared with the shim (the run directory's `slots` file), or a private one
+/// when there is no shim, so that the housekeeper still hands out slots without overlap.
+fn slot_table(run_dir: Option<&RunDir>, slots: usize) -> Result<&'static goset_plan::SlotTable> {
+    use std::os::fd::AsRawFd;
+    let Some(dir) = run_dir else {
+        let table = goset_plan::slots::map(None)
+            .ok_or_else(|| Error::System("cannot map a slot table".into()))?;
+        table.init(slots);
+        return Ok(table);
+    };
+    let path = dir.path().join(goset_plan::plan::SLOTS_FILE);
+    let fail = |e: std::io::Error| Error::System(format!("cannot map {}: {e}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(fail)?;
+    // The mapping outlives the descriptor.
+    goset_plan::slots::map(Some(file.as_raw_fd()))
+        .ok_or_else(|| fail(std::io::Error::last_os_error()))
 }
 
 /// Moves the launcher onto the housekeeper CPU, away from the task's CPUs.

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod diag;
 pub mod error;
 pub mod fsroot;
+pub mod housekeeper;
 pub mod launch;
 pub mod noise;
 pub mod placement;

@@ -3,6 +3,7 @@
 //! Renderers are pure: they turn values into strings. [`crate::launch`] decides where they go.
 
 pub mod table;
+pub mod telemetry;
 
 use crate::noise::Noise;
 use crate::select::Selection;
@@ -187,40 +188,6 @@ pub fn banner() -> &'static str {
     "----------------- GOSET -----------------\n"
 }
 
-/// The Run table.
-pub fn render_run(run: &crate::launch::RunSummary) -> String {
-    let mut t = Table::new("Run", &["task", "", "sched", ""]);
-    let exit = match run.signal {
-        Some(sig) => format!("signal {sig}"),
-        None => run.exit.to_string(),
-    };
-    t.row(vec![
-        "wall".into(),
-        format!("{:.3}s", run.wall_s),
-        "ctxsw vol".into(),
-        run.rusage.voluntary_ctxsw.to_string(),
-    ]);
-    t.row(vec![
-        "util".into(),
-        format!("{:.0}%", run.util_pct),
-        "ctxsw invol".into(),
-        run.rusage.involuntary_ctxsw.to_string(),
-    ]);
-    t.row(vec![
-        "exit".into(),
-        exit,
-        "max rss".into(),
-        format!("{}KiB", run.rusage.max_rss_kib),
-    ]);
-    t.row(vec![
-        "user".into(),
-        format!("{:.3}s", run.rusage.user_s),
-        "sys".into(),
-        format!("{:.3}s", run.rusage.system_s),
-    ]);
-    t.render()
-}
-
 /// The Topology table: one row per possible CPU.
 pub fn render_topology(topo: &Topology) -> String {
     let mut t = Table::new(
@@ -249,32 +216,4 @@ pub fn render_topology(topo: &Topology) -> String {
         ]);
     }
     t.render()
-}
-
-/// The Threads table: where the shim (or the housekeeper) put each thread.
-pub fn render_threads(threads: &[crate::placement::ThreadPlacement]) -> String {
-    let mut t = Table::new(
-        "Threads",
-        &[
-            "tid", "pid", "comm", "role", "slot", "cpu", "shared", "sets", "by",
-        ],
-    );
-    for th in threads {
-        t.row(vec![
-            th.tid.to_string(),
-            th.pid.to_string(),
-            th.comm.clone(),
-            th.role.clone(),
-            th.slot.map_or_else(|| "-".into(), |s| s.to_string()),
-            th.cpu.map_or_else(|| "-".into(), |c| c.to_string()),
-            yes_no(th.shared),
-            th.set_calls.to_string(),
-            th.placed_by.clone(),
-        ]);
-    }
-    t.render()
-}
-
-fn yes_no(b: bool) -> String {
-    if b { "yes" } else { "" }.to_string()
 }

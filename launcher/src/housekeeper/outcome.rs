@@ -1,0 +1,234 @@
+//! What a run's housekeeping adds up to: the Telemetry rows, one entry per thread (the
+//! placement log's view joined with what `/proc` said), and the housekeeper's own cost.
+//!
+//! Owns: the JSON shapes of `telemetry` and of the enriched `threads` entries. Pure: built from
+//! values, no I/O.
+
+use super::placer::{role_of, Owned, Spot};
+use super::telemetry::CpuTelemetry;
+use super::{Settings, Tracked};
+use crate::fsroot::ReadError;
+use crate::placement::{Log, Record, ThreadPlacement};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Everything the housekeeper gathered.
+pub struct Outcome {
+    /// The plan it worked with.
+    pub settings: Settings,
+    /// Polls made.
+    pub polls: u64,
+    /// Seconds from the first snapshot to the end.
+    pub wall_s: f64,
+    /// CPU seconds the launcher used while the task ran (polling, placing).
+    pub cpu_s: f64,
+    /// One row per task CPU.
+    pub cpus: Vec<CpuTelemetry>,
+    /// The `all` row.
+    pub all: CpuTelemetry,
+    /// Threads seen in `/proc`.
+    pub threads: BTreeMap<i32, Tracked>,
+    /// Tids in order of first sight.
+    pub order: Vec<i32>,
+    /// Threads the housekeeper placed.
+    pub owned: BTreeMap<i32, Owned>,
+    /// The records it wrote (the report's source for them when there is no log file).
+    pub records: Vec<Record>,
+    /// Failed or unsupported reads, once each.
+    pub errors: Vec<ReadError>,
+}
+
+/// The housekeeper's own line in the JSON `telemetry`.
+#[derive(Debug, Clone, Serialize)]
+pub struct HousekeeperCost {
+    /// Its CPU.
+    pub cpu: usize,
+    /// CPU seconds it used while the task ran.
+    pub cpu_s: f64,
+    /// Of one CPU, in percent, over the run.
+    pub cpu_pct: f64,
+    /// Threads it placed itself.
+    pub placed: usize,
+}
+
+/// The JSON `telemetry` object.
+#[derive(Debug, Clone, Serialize)]
+pub struct TelemetryReport {
+    /// Poll interval, ms.
+    pub interval_ms: u64,
+    /// Polls made.
+    pub polls: u64,
+    /// Seconds between the first and the last CPU snapshot.
+    pub window_s: f64,
+    /// One row per task CPU, in slot order.
+    pub cpus: Vec<CpuTelemetry>,
+    /// Summed over the task CPUs.
+    pub all: CpuTelemetry,
+    /// What the housekeeper cost.
+    pub housekeeper: HousekeeperCost,
+    /// Totals over the threads (null where a thread's counter is unknown).
+    pub totals: Totals,
+}
+
+/// Sums over every thread seen.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Totals {
+    /// Threads seen in `/proc`.
+    pub threads: usize,
+    /// Sum of `se.nr_migrations`.
+    pub migrations: Option<u64>,
+    /// Sum of run-queue wait, seconds.
+    pub run_delay_s: Option<f64>,
+    /// Threads seen outside their assigned CPU.
+    pub drift: usize,
+}
+
+/// One thread in the report: the placement log's fields (JSON keys unchanged) and what the
+/// housekeeper measured. Counters are over the thread's life up to the last poll that read it;
+/// `null` when it was never read (it lived less than one interval) or the file is missing.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ThreadReport {
+    /// The log's view (`tid`, `pid`, `comm`, `role`, `slot`, `cpu`, `shared`, `set_calls`,
+    /// `exited`, `placed_by`).
+    #[serde(flatten)]
+    pub placement: ThreadPlacement,
+    /// CPUs it was seen running on.
+    pub seen_on: Vec<usize>,
+    /// `se.nr_migrations`.
+    pub migrations: Option<u64>,
+    /// Voluntary context switches.
+    pub voluntary_ctxsw: Option<u64>,
+    /// Involuntary context switches.
+    pub involuntary_ctxsw: Option<u64>,
+    /// Time waiting on a run queue, seconds.
+    pub run_delay_s: Option<f64>,
+    /// CPU time, seconds.
+    pub cpu_s: Option<f64>,
+    /// Seen outside the CPU assigned to it; `null` when it had no single CPU or was not read.
+    pub drift: Option<bool>,
+    /// Polls that read it.
+    pub polls: u32,
+}
+
+fn measured(p: ThreadPlacement, t: Option<&Tracked>) -> ThreadReport {
+    let Some(t) = t else {
+        return ThreadReport {
+            placement: p,
+            seen_on: Vec::new(),
+            migrations: None,
+            voluntary_ctxsw: None,
+            involuntary_ctxsw: None,
+            run_delay_s: None,
+            cpu_s: None,
+            drift: None,
+            polls: 0,
+        };
+    };
+    let cpu_s = match (t.sched, &t.stat) {
+        (Some(s), _) => Some(s.runtime_ns as f64 / 1e9),
+        (None, Some(st)) => Some(st.cpu_ticks as f64 / crate::noise::USER_HZ as f64),
+        _ => None,
+    };
+    ThreadReport {
+        seen_on: t.seen_on.iter().copied().collect(),
+        migrations: t.switches.and_then(|s| s.migrations),
+        voluntary_ctxsw: t.switches.map(|s| s.voluntary),
+        involuntary_ctxsw: t.switches.map(|s| s.involuntary),
+        run_delay_s: t.sched.map(|s| s.run_delay_ns as f64 / 1e9),
+        cpu_s,
+        drift: p.cpu.map(|_| t.drift_polls > 0),
+        polls: t.polls,
+        placement: ThreadPlacement {
+            exited: p.exited || t.ended,
+            ..p
+        },
+    }
+}
+
+impl Outcome {
+    /// One entry per thread: those of the placement log (`log`, which holds the housekeeper's
+    /// records when it had a file) in log order, then threads only `/proc` saw, in order of
+    /// first sight. A thread the housekeeper placed shows where it put it last.
+    pub fn thread_reports(&self, log: &Log) -> Vec<ThreadReport> {
+        let mut placements = log.threads();
+        if log
+            .records
+            .iter()
+            .all(|r| r.placed_by.as_deref() != Some("housekeeper"))
+        {
+            let own = Log {
+                records: self.records.clone(),
+                bad_lines: 0,
+            };
+            for p in own.threads() {
+                if !placements.iter().any(|q| q.tid == p.tid) {
+                    placements.push(p);
+                }
+            }
+        }
+        for p in placements.iter_mut() {
+            if let Some(o) = self.owned.get(&p.tid) {
+                p.role = role_of(o.spot).to_string();
+                p.slot = match o.spot {
+                    Spot::Slot(s) => Some(s),
+                    Spot::Housekeeper => None,
+                };
+                p.cpu = Some(o.cpu);
+                p.placed_by = "housekeeper".into();
+            }
+        }
+        let mut out: Vec<ThreadReport> = Vec::new();
+        for p in placements {
+            let t = self.threads.get(&p.tid).filter(|t| t.pid == p.pid);
+            out.push(measured(p, t));
+        }
+        for tid in &self.order {
+            if out.iter().any(|r| r.placement.tid == *tid) {
+                continue;
+            }
+            let t = &self.threads[tid];
+            let p = ThreadPlacement {
+                tid: *tid,
+                pid: t.pid,
+                comm: t.stat.as_ref().map(|s| s.comm.clone()).unwrap_or_default(),
+                role: "-".into(),
+                slot: None,
+                cpu: None,
+                shared: false,
+                set_calls: 0,
+                exited: t.ended,
+                placed_by: "none".into(),
+            };
+            out.push(measured(p, Some(t)));
+        }
+        out
+    }
+
+    /// The JSON `telemetry` object; `threads` are the entries from [`Outcome::thread_reports`].
+    pub fn telemetry(&self, threads: &[ThreadReport]) -> TelemetryReport {
+        let seen: Vec<&ThreadReport> = threads.iter().filter(|t| t.polls > 0).collect();
+        TelemetryReport {
+            interval_ms: self.settings.interval.as_millis() as u64,
+            polls: self.polls,
+            window_s: self.wall_s,
+            cpus: self.cpus.clone(),
+            all: self.all.clone(),
+            housekeeper: HousekeeperCost {
+                cpu: self.settings.housekeeper,
+                cpu_s: self.cpu_s,
+                cpu_pct: if self.wall_s > 0.0 {
+                    100.0 * self.cpu_s / self.wall_s
+                } else {
+                    0.0
+                },
+                placed: self.owned.len(),
+            },
+            totals: Totals {
+                threads: seen.len(),
+                migrations: seen.iter().map(|t| t.migrations).sum(),
+                run_delay_s: seen.iter().map(|t| t.run_delay_s).sum(),
+                drift: seen.iter().filter(|t| t.drift == Some(true)).count(),
+            },
+        }
+    }
+}

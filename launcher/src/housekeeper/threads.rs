@@ -1,0 +1,338 @@
+//! Per-thread `/proc` reading: parsers for the four per-thread files and a reader that keeps
+//! them open between polls.
+//!
+//! Owns: parsing `/proc/<pid>/task/<tid>/{stat,schedstat,sched,status}` and `children`, and
+//! reading them cheaply (`pread` at offset 0 on a file kept open, so a poll is one syscall per
+//! file, not open + read + close). Must not: decide placement or print.
+//!
+//! Why these files are silent: each is generated from fields of the thread's `task_struct`
+//! (`se.sum_exec_runtime`, `sched_info.run_delay`, `nvcsw`, `se.nr_migrations`, `task_cpu()`)
+//! that the reading CPU loads directly; none of them asks the CPU the thread runs on for
+//! anything (no `smp_call_function`, no remote run-queue lock). Files that would, and are never
+//! read: `/proc/<pid>/stack` and `wchan` (stack walks), `/dev/cpu/*/msr`, perf counters of a
+//! running thread, and `clock_gettime` on another thread's CPU-time clock (it locks the remote
+//! run queue to bring the running time up to date).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+/// What `/proc/<pid>/task/<tid>/stat` says (field numbers as in proc(5)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stat {
+    /// Field 2, without the parentheses.
+    pub comm: String,
+    /// Field 3: `R`, `S`, `D`, `Z`, ...
+    pub state: char,
+    /// Field 4: the parent's process id.
+    pub ppid: i32,
+    /// Fields 14 + 15: user and system time in clock ticks (`USER_HZ`).
+    pub cpu_ticks: u64,
+    /// Field 22: start time in clock ticks after boot.
+    pub start_ticks: u64,
+    /// Field 39: the CPU the thread last ran on.
+    pub processor: Option<usize>,
+}
+
+/// Parses a `stat` line. The name may hold spaces and parentheses, so the fields are counted
+/// from the last `)`.
+pub fn parse_stat(text: &str) -> Option<Stat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] is field 3.
+    let field = |n: usize| rest.get(n - 3).copied();
+    let num = |n: usize| field(n).and_then(|v| v.parse::<u64>().ok());
+    Some(Stat {
+        comm,
+        state: field(3)?.chars().next()?,
+        ppid: field(4)?.parse().ok()?,
+        cpu_ticks: num(14)?.saturating_add(num(15)?),
+        start_ticks: num(22)?,
+        processor: num(39).map(|c| c as usize),
+    })
+}
+
+/// `/proc/<pid>/task/<tid>/schedstat`: three numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedStat {
+    /// Time on a CPU, ns.
+    pub runtime_ns: u64,
+    /// Time runnable but waiting on a run queue, ns.
+    pub run_delay_ns: u64,
+    /// Times it was scheduled in.
+    pub timeslices: u64,
+}
+
+/// Parses `schedstat`.
+pub fn parse_schedstat(text: &str) -> Option<SchedStat> {
+    let mut it = text.split_whitespace().map(|w| w.parse::<u64>().ok());
+    Some(SchedStat {
+        runtime_ns: it.next()??,
+        run_delay_ns: it.next()??,
+        timeslices: it.next()??,
+    })
+}
+
+/// Counters of `/proc/<pid>/task/<tid>/sched` (needs `CONFIG_SCHED_DEBUG`) or, for the
+/// switches alone, of `status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Switches {
+    /// `se.nr_migrations`; `None` from `status`, which does not have it.
+    pub migrations: Option<u64>,
+    /// Voluntary context switches (the thread blocked).
+    pub voluntary: u64,
+    /// Involuntary context switches (it was preempted).
+    pub involuntary: u64,
+}
+
+fn key_value(line: &str) -> Option<(&str, u64)> {
+    let (k, v) = line.split_once(':')?;
+    Some((k.trim(), v.trim().parse().ok()?))
+}
+
+/// Parses `sched`: `key : value` lines. Only the three wanted lines are split (the file has
+/// some thirty; this runs for every thread that ran, every poll).
+pub fn parse_sched(text: &str) -> Option<Switches> {
+    let (mut mig, mut vol, mut invol) = (None, None, None);
+    for line in text.lines() {
+        let slot = match line.as_bytes().first() {
+            Some(b's') if line.starts_with("se.nr_migrations") => &mut mig,
+            Some(b'n') if line.starts_with("nr_voluntary_switches") => &mut vol,
+            Some(b'n') if line.starts_with("nr_involuntary_switches") => &mut invol,
+            _ => continue,
+        };
+        *slot = key_value(line).map(|(_, v)| v);
+    }
+    Some(Switches {
+        migrations: Some(mig?),
+        voluntary: vol?,
+        involuntary: invol?,
+    })
+}
+
+/// Parses the context switch lines of `status` (the fallback without `sched`).
+pub fn parse_status_switches(text: &str) -> Option<Switches> {
+    let (mut vol, mut invol) = (None, None);
+    for (k, v) in text.lines().filter_map(key_value) {
+        match k {
+            "voluntary_ctxt_switches" => vol = Some(v),
+            "nonvoluntary_ctxt_switches" => invol = Some(v),
+            _ => {}
+        }
+    }
+    Some(Switches {
+        migrations: None,
+        voluntary: vol?,
+        involuntary: invol?,
+    })
+}
+
+/// Parses `children`: process ids separated by spaces.
+pub fn parse_children(text: &str) -> Vec<i32> {
+    text.split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+/// How a read ended.
+#[derive(Debug)]
+pub enum Read<'a> {
+    /// The file's text (borrowed from the handle's buffer when it is valid UTF-8).
+    Text(std::borrow::Cow<'a, str>),
+    /// The thread (or process) is gone: not an error, it ended.
+    Gone,
+    /// The file does not exist for a live thread (a kernel option is off).
+    Missing,
+    /// Another failure, with the reason.
+    Failed(String),
+}
+
+/// One per-thread file, opened on first use and re-read with `pread` at offset 0: a `/proc`
+/// file regenerates its text on every read from offset 0, so keeping it open saves the path
+/// walk of every poll. When the process runs out of descriptors it reads by path instead.
+/// The buffer is kept too, so a poll allocates nothing for a thread it reads.
+#[derive(Debug)]
+pub struct Handle {
+    path: PathBuf,
+    file: Option<File>,
+    buf: Vec<u8>,
+}
+
+impl Handle {
+    /// A handle for `path` (a real path, under the fsroot).
+    pub fn new(path: PathBuf) -> Handle {
+        Handle {
+            path,
+            file: None,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Reads the whole file.
+    pub fn read(&mut self) -> Read<'_> {
+        if self.file.is_none() {
+            match File::open(&self.path) {
+                Ok(f) => self.file = Some(f),
+                Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
+                    return match std::fs::read(&self.path) {
+                        Ok(b) if b.is_empty() => Read::Gone,
+                        Ok(b) => Read::Text(String::from_utf8_lossy(&b).into_owned().into()),
+                        Err(e) => classify(e, &self.path),
+                    };
+                }
+                Err(e) => return classify(e, &self.path),
+            }
+        }
+        let file = self.file.as_ref().expect("opened above");
+        if self.buf.len() < 1024 {
+            self.buf.resize(1024, 0);
+        }
+        let mut len = 0;
+        let result = loop {
+            if len == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            match file.read_at(&mut self.buf[len..], len as u64) {
+                Ok(0) => break Ok(()),
+                // A short read is the whole file: a /proc file is generated whole on each
+                // read and handed out as far as the buffer goes. Asking again at the end
+                // would generate it all a second time just to learn that nothing is left.
+                Ok(n) if len + n < self.buf.len() => {
+                    len += n;
+                    break Ok(());
+                }
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        match result {
+            // A thread that ended reads as empty or fails with ESRCH.
+            Ok(()) if len == 0 => Read::Gone,
+            Ok(()) => Read::Text(String::from_utf8_lossy(&self.buf[..len])),
+            Err(e) => classify(e, &self.path),
+        }
+    }
+}
+
+fn classify(e: io::Error, path: &std::path::Path) -> Read<'static> {
+    match e.raw_os_error() {
+        Some(libc::ESRCH) => Read::Gone,
+        Some(libc::ENOENT) => {
+            // The thread's directory still there: the file itself does not exist.
+            if path.parent().is_some_and(|d| d.exists()) {
+                Read::Missing
+            } else {
+                Read::Gone
+            }
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => Read::Failed("permission denied".into()),
+        _ => Read::Failed(e.to_string()),
+    }
+}
+
+/// The files of one thread.
+#[derive(Debug)]
+pub struct ThreadFiles {
+    /// `stat`.
+    pub stat: Handle,
+    /// `schedstat`.
+    pub schedstat: Handle,
+    /// `sched`.
+    pub sched: Handle,
+    /// `status` (only read when `sched` is missing).
+    pub status: Handle,
+    /// `children`.
+    pub children: Handle,
+}
+
+impl ThreadFiles {
+    /// The files of thread `tid` of process `pid` under `root`.
+    pub fn new(root: &crate::fsroot::FsRoot, pid: i32, tid: i32) -> ThreadFiles {
+        let p = |f: &str| Handle::new(root.path(&format!("/proc/{pid}/task/{tid}/{f}")));
+        ThreadFiles {
+            stat: p("stat"),
+            schedstat: p("schedstat"),
+            sched: p("sched"),
+            status: p("status"),
+            children: p("children"),
+        }
+    }
+}
+
+/// The name of a per-thread file in the Errors table: one line for all threads.
+pub fn pattern(file: &str) -> String {
+    format!("/proc/<pid>/task/<tid>/{file}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Captured on this machine (kernel 6.18) from a busy thread.
+    const STAT: &str = "4242 (we ird) (x)) R 4200 4242 4200 34816 4242 4194304 105 0 0 0 \
+        250 17 0 0 20 0 2 0 101234 5726208 344 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 \
+        17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+
+    #[test]
+    fn parses_stat_with_a_hostile_name() {
+        let s = parse_stat(STAT).unwrap();
+        assert_eq!(s.comm, "we ird) (x)");
+        assert_eq!((s.state, s.ppid), ('R', 4200));
+        assert_eq!(
+            (s.cpu_ticks, s.start_ticks, s.processor),
+            (267, 101234, Some(1))
+        );
+        assert!(parse_stat("12 (x) R").is_none());
+    }
+
+    #[test]
+    fn parses_schedstat_sched_status_children() {
+        assert_eq!(
+            parse_schedstat("108453 110485 2\n"),
+            Some(SchedStat {
+                runtime_ns: 108453,
+                run_delay_ns: 110485,
+                timeslices: 2
+            })
+        );
+        let sched = "cat (19811, #threads: 1)\n---------\n\
+            se.sum_exec_runtime                          :             0.685226\n\
+            se.nr_migrations                             :                    3\n\
+            nr_switches                                  :                    9\n\
+            nr_voluntary_switches                        :                    7\n\
+            nr_involuntary_switches                      :                    2\n";
+        let s = parse_sched(sched).unwrap();
+        assert_eq!((s.migrations, s.voluntary, s.involuntary), (Some(3), 7, 2));
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t4\n";
+        let s = parse_status_switches(status).unwrap();
+        assert_eq!((s.migrations, s.voluntary, s.involuntary), (None, 12, 4));
+        assert_eq!(parse_children("19830 19831 \n"), vec![19830, 19831]);
+        assert!(parse_children("").is_empty());
+    }
+
+    #[test]
+    fn reads_own_files_and_sees_a_gone_thread() {
+        let root = crate::fsroot::FsRoot::default();
+        let pid = std::process::id() as i32;
+        let mut f = ThreadFiles::new(&root, pid, pid);
+        for _ in 0..2 {
+            let Read::Text(t) = f.stat.read() else {
+                panic!("stat")
+            };
+            assert_eq!(
+                parse_stat(&t).unwrap().ppid,
+                nix::unistd::getppid().as_raw()
+            );
+            assert!(matches!(f.schedstat.read(), Read::Text(_)));
+        }
+        let tid = std::thread::spawn(|| nix::unistd::gettid().as_raw())
+            .join()
+            .unwrap();
+        let mut gone = ThreadFiles::new(&root, pid, tid);
+        assert!(matches!(gone.stat.read(), Read::Gone));
+    }
+}
