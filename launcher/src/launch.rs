@@ -99,9 +99,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let sel_report = report::selection_report(&topo, &noise, &selection);
     let errors = errors_of(&topo, &noise);
     if opts.dry_run {
-        if !opts.quiet {
+        let errors_table = report::telemetry::render_errors(&errors);
+        if opts.quiet {
+            eprint!("{errors_table}");
+        } else {
             eprint!(
-                "{}{}",
+                "{}{}{errors_table}",
                 report::banner(),
                 report::render_selection(&sel_report)
             );
@@ -239,6 +242,8 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             tele::render_run(&summary, &telemetry),
             tele::render_errors(&errors),
         );
+    } else {
+        eprint!("{}", report::telemetry::render_errors(&errors));
     }
     if let Some(path) = &opts.json {
         write_json(
