@@ -87,7 +87,9 @@ fn fingerprint(tid: i32, requested: &CpuSet, applied: &CpuSet) -> u64 {
     for set in [requested, applied] {
         let (ptr, len) = set.as_raw();
         // SAFETY: as_raw describes the live set's bytes.
-        unsafe { core::slice::from_raw_parts(ptr, len) }.iter().for_each(|&b| mix(b));
+        unsafe { core::slice::from_raw_parts(ptr, len) }
+            .iter()
+            .for_each(|&b| mix(b));
     }
     h | 1
 }

@@ -144,6 +144,15 @@ pub fn clear_registry() {
     USED.store(0, Ordering::Release);
 }
 
+/// Whether a `set` decision with this fingerprint repeats the last one this thread logged. A
+/// runtime that re-applies the same mask in a loop makes one decision, so it gets one log line;
+/// the log write is most of an affinity call's cost under the shim.
+pub fn repeats_last_set(fingerprint: u64) -> bool {
+    LAST_SET
+        .try_with(|c| c.replace(fingerprint) == fingerprint)
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,11 +177,4 @@ mod tests {
         unregister(entry);
         assert_eq!(find_tid(999_999), None);
     }
-}
-
-/// Whether a `set` decision with this fingerprint repeats the last one this thread logged. A
-/// runtime that re-applies the same mask in a loop makes one decision, so it gets one log line;
-/// the log write is most of an affinity call's cost under the shim.
-pub fn repeats_last_set(fingerprint: u64) -> bool {
-    LAST_SET.try_with(|c| c.replace(fingerprint) == fingerprint).unwrap_or(false)
 }
