@@ -132,6 +132,30 @@ impl SlotTable {
         }
     }
 
+    /// Releases every record labelled `tid`, each only if it still holds what this call read,
+    /// so that processes reaping the same dead thread's record concurrently free it once (and
+    /// never a record that was reused in between). Returns how many this call freed.
+    pub fn release_all(&self, tid: i32) -> usize {
+        let mut freed = 0;
+        for r in self.records_in_use() {
+            let v = r.load(Ordering::Acquire);
+            if v == 0 || (v >> 32) as u32 != tid as u32 {
+                continue;
+            }
+            if r.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                let slot = (v & 0xffff_ffff) as usize - 1;
+                if let Some(live) = self.live.get(slot) {
+                    let _ = live
+                        .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |l| l.checked_sub(1));
+                }
+                freed += 1;
+            }
+        }
+        freed
+    }
+
     /// Every `(tid, slot)` currently recorded.
     pub fn records(&self) -> impl Iterator<Item = (i32, usize)> + '_ {
         self.records_in_use().iter().filter_map(|r| {
@@ -208,6 +232,25 @@ mod tests {
         assert_eq!((d.slot, d.shared), (1, false));
         assert_eq!(t.find(12).map(|f| f.1), Some(0));
         assert_eq!(t.find(11), None);
+    }
+
+    #[test]
+    fn concurrent_reapers_free_a_record_once() {
+        let t = std::sync::Arc::new(*table(1));
+        for _ in 0..3 {
+            t.claim(-42).unwrap();
+        }
+        let survivor = t.claim(7).unwrap();
+        let reapers: Vec<_> = (0..4)
+            .map(|_| {
+                let t = t.clone();
+                std::thread::spawn(move || t.release_all(-42))
+            })
+            .collect();
+        let freed: usize = reapers.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(freed, 3);
+        assert_eq!(t.live(0), 1, "only the survivor's claim is left");
+        assert_eq!(t.find(7).map(|f| f.1), Some(survivor.slot));
     }
 
     #[test]

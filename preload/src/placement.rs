@@ -138,23 +138,6 @@ pub fn adopt(cfg: &Config, pid: i32) -> Option<Placement> {
     })
 }
 
-/// Releases every record labelled `label`; how many there were.
-pub fn release_label(cfg: &Config, label: i32) -> usize {
-    let mut n = 0;
-    while let Some((record, slot)) = cfg.table.find(label) {
-        cfg.table.release(&Claim {
-            slot,
-            shared: false,
-            record: Some(record),
-        });
-        n += 1;
-        if n > goset_plan::slots::MAX_RECORDS {
-            break;
-        }
-    }
-    n
-}
-
 /// Whether process `pid` is alive (not gone, not a zombie).
 fn alive(pid: i32) -> bool {
     let mut path = Buf::<40>::new();
@@ -211,7 +194,7 @@ pub fn reap(cfg: &Config) {
             n += 1;
         }
         if !alive(pid) {
-            release_label(cfg, label);
+            cfg.table.release_all(label);
         }
     }
 }

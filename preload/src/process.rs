@@ -111,7 +111,7 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool) {
     } else {
         if fresh_image {
             // Threads of this pid's previous image died at exec without releasing their slots.
-            placement::release_label(cfg, -pid);
+            cfg.table.release_all(-pid);
         }
         placement::adopt(cfg, pid).unwrap_or_else(|| placement::claim(cfg, Role::Main, pid))
     };
@@ -200,7 +200,7 @@ pub fn at_exit() {
         return;
     }
     release_main(cfg);
-    placement::release_label(cfg, -pid());
+    cfg.table.release_all(-pid());
 }
 
 /// In a forked child: only the forking thread survives; it becomes the main thread and
