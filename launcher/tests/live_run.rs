@@ -26,6 +26,20 @@ impl Drop for BusyLoop {
     }
 }
 
+/// Runs goset-run with `args` and asserts that it succeeded.
+fn goset_run_ok(args: &[&str]) -> std::process::Output {
+    let out = Command::new(common::bin("goset-run"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn online_cpus() -> usize {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     let mut n = 0;
@@ -54,16 +68,8 @@ fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
     let mut judged = false;
     for _ in 0..20 {
         let json = tempfile::NamedTempFile::new().unwrap();
-        let out = Command::new(common::bin("goset-run"))
-            .args(["-n", "1", "--dry-run", "--json"])
-            .arg(json.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let json_path = json.path().to_str().unwrap();
+        let out = goset_run_ok(&["-n", "1", "--dry-run", "--json", json_path]);
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
         let busy = |cpu: u64| {
@@ -85,22 +91,14 @@ fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
     }
     assert!(judged, "CPU 1 was never idle enough to judge the ranking");
 
-    let out = Command::new(common::bin("goset-run"))
-        .args([
-            "-n",
-            "1",
-            "--",
-            "sh",
-            "-c",
-            "grep Cpus_allowed_list /proc/self/status",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = goset_run_ok(&[
+        "-n",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "grep Cpus_allowed_list /proc/self/status",
+    ]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "Cpus_allowed_list:\t1\n"
@@ -168,27 +166,19 @@ fn sets_omp_num_threads_only_when_unset() {
 fn numa_binds_the_tasks_memory_to_the_node() {
     let _serial = serial();
     let first_policy = |numa: &str| {
-        let out = Command::new(common::bin("goset-run"))
-            .args([
-                "--quiet",
-                "--sample",
-                "0",
-                "-n",
-                "1",
-                "--numa",
-                numa,
-                "--",
-                "head",
-                "-1",
-                "/proc/self/numa_maps",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = goset_run_ok(&[
+            "--quiet",
+            "--sample",
+            "0",
+            "-n",
+            "1",
+            "--numa",
+            numa,
+            "--",
+            "head",
+            "-1",
+            "/proc/self/numa_maps",
+        ]);
         String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
             .nth(1)
