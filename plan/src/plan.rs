@@ -1,17 +1,24 @@
 //! The plan file: what the launcher decided, in a form the shim reads without allocating.
 //!
 //! The launcher writes `<run dir>/plan`; the shim finds the directory in `GOSET_PLAN`. One
-//! `key value` pair a line, `#` starts a comment, unknown keys are ignored so that newer
+//! `key value` pair a line; a line whose first non-blank character is `#` is a comment (a `#`
+//! elsewhere is part of the value, as in a log path); unknown keys are ignored so that newer
 //! launchers can add keys:
 //!
 //! ```text
 //! goset-plan 1
-//! cpus 3,1,2            # task CPUs in slot order: slot 0 first
-//! housekeeper 0         # optional
-//! reservation 0-3       # every CPU the task may use (task CPUs and the housekeeper)
-//! skip 0x1              # optional: thread creation indexes that take no slot (likwid-pin's -s)
-//! main_on_housekeeper 0 # optional: the first process's main thread runs on the housekeeper
-//! log /tmp/place.log    # optional: where the placement log goes
+//! # task CPUs in slot order: slot 0 first
+//! cpus 3,1,2
+//! # optional
+//! housekeeper 0
+//! # every CPU the task may use (task CPUs and the housekeeper)
+//! reservation 0-3
+//! # optional: thread creation indexes that take no slot (likwid-pin's -s)
+//! skip 0x1
+//! # optional: the first process's main thread runs on the housekeeper
+//! main_on_housekeeper 0
+//! # optional: where the placement log goes
+//! log /tmp/place.log
 //! ```
 
 use crate::cpulist::{self, CpuListError};
@@ -152,12 +159,8 @@ impl Plan {
         let mut plan = Plan::default();
         let mut reservation_given = false;
         for raw in lines {
-            let line = match raw.iter().position(|&c| c == b'#') {
-                Some(at) => &raw[..at],
-                None => raw,
-            }
-            .trim_ascii();
-            if line.is_empty() {
+            let line = raw.trim_ascii();
+            if line.is_empty() || line.starts_with(b"#") {
                 continue;
             }
             let (key, value) = match line.iter().position(|&c| c == b' ') {
@@ -232,9 +235,11 @@ impl Plan {
         (self.log_len > 0).then(|| &self.log[..self.log_len])
     }
 
-    /// Sets the log path (launcher side); false when it is too long.
+    /// Sets the log path (launcher side). False, and nothing set, for a path the plan cannot
+    /// carry as it is: too long, holding a newline, or with blanks at either end (the parser
+    /// trims them).
     pub fn set_log_path(&mut self, path: &[u8]) -> bool {
-        if path.len() >= MAX_PATH || path.contains(&b'\n') {
+        if path.len() >= MAX_PATH || path.contains(&b'\n') || path.trim_ascii() != path {
             return false;
         }
         self.log[..path.len()].copy_from_slice(path);
@@ -322,11 +327,15 @@ mod tests {
 
     #[test]
     fn defaults_reservation_to_cpus_and_housekeeper() {
-        let plan =
-            Plan::parse(b"goset-plan 1\ncpus 4,2 # comment\nhousekeeper 7\nfuture x\n").unwrap();
+        let plan = Plan::parse(
+            b"goset-plan 1\n  # comment\ncpus 4,2\nhousekeeper 7\nfuture x\nlog /tmp/a#b.log\n",
+        )
+        .unwrap();
         assert_eq!(plan.reservation.to_string(), "2,4,7");
         assert_eq!(plan.cpu_of_slot(0), Some(4));
         assert_eq!(plan.cpu_of_slot(2), None);
+        assert_eq!(plan.log_path(), Some(&b"/tmp/a#b.log"[..]));
+        assert!(!plan.clone().set_log_path(b"/tmp/x "));
     }
 
     #[test]
