@@ -30,6 +30,18 @@ const SINGLE_DASH_LONG: &[&str] = &[
     "fence",
 ];
 
+/// Flags without a value, which the Go goset also wrote `-flag=true` / `-flag=false`.
+const BOOLEAN: &[&str] = &[
+    "dry-run",
+    "quiet",
+    "main-on-housekeeper",
+    "help",
+    "version",
+    "cgroup",
+    "steer",
+    "fence",
+];
+
 /// The Go goset's isolation flags, which this version does not have yet: named in a clear
 /// usage error instead of clap's "unexpected argument".
 const NOT_YET: &[&str] = &["cgroup", "steer", "fence"];
@@ -151,8 +163,9 @@ pub enum GosetCommand {
     },
 }
 
-/// Rewrites the Go goset's spellings into clap's: `-include X` → `--include X`,
-/// `-fence=true` → `--fence`, `-fence=false` → dropped. Arguments after `--` are untouched.
+/// Rewrites the Go goset's spellings into clap's: `-include X` → `--include X`, and for flags
+/// without a value `-quiet=true` → `--quiet`, `-quiet=false` → dropped. Arguments after `--`
+/// are untouched; a value option keeps its value as written (`--json=false` names a file).
 pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     let mut out = Vec::new();
     let mut passthrough = false;
@@ -175,12 +188,15 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
             let name = rest.split('=').next()?;
             SINGLE_DASH_LONG.contains(&name).then_some(rest)
         });
-        match long.map(|l| l.split_once('=').unwrap_or((l, ""))) {
-            Some((name, "true")) => out.push(format!("--{name}").into()),
-            Some((_, "false")) => {}
-            Some((name, "")) => out.push(format!("--{name}").into()),
+        let Some(long) = long else {
+            out.push(arg);
+            continue;
+        };
+        match long.split_once('=') {
+            Some((name, "true")) if BOOLEAN.contains(&name) => out.push(format!("--{name}").into()),
+            Some((name, "false")) if BOOLEAN.contains(&name) => {}
             Some((name, value)) => out.push(format!("--{name}={value}").into()),
-            None => out.push(arg),
+            None => out.push(format!("--{long}").into()),
         }
     }
     out
@@ -198,9 +214,21 @@ pub fn exit_on_clap_error(err: clap::Error, program: &str) -> ! {
             let rendered = err.render().to_string();
             let first = rendered.lines().next().unwrap_or("bad arguments");
             let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("{program}: {first} (see --help)");
+            crate::output::to_stderr(&format!("{program}: {first} (see --help)\n"));
             std::process::exit(2)
         }
+    }
+}
+
+/// The root of `/proc` and `/sys`: `/` unless `--fsroot` (or `GOSET_FSROOT`) names a directory.
+pub fn fsroot(dir: Option<&std::path::Path>) -> Result<crate::fsroot::FsRoot> {
+    match dir {
+        None => Ok(crate::fsroot::FsRoot::default()),
+        Some(d) if d.is_dir() => Ok(crate::fsroot::FsRoot::new(d)),
+        Some(d) => Err(Error::Usage(format!(
+            "--fsroot {}: not a directory (it must hold a dump's proc/ and sys/)",
+            d.display()
+        ))),
     }
 }
 
@@ -226,7 +254,7 @@ pub struct RunOptions {
     /// Errors only.
     pub quiet: bool,
     /// Root of /proc and /sys.
-    pub fsroot: Option<PathBuf>,
+    pub fsroot: crate::fsroot::FsRoot,
     /// The task's argv.
     pub command: Vec<OsString>,
 }
@@ -287,10 +315,12 @@ impl RunArgs {
                 "no command given: put it after -- (or use --dry-run)".into(),
             ));
         }
-        if self.fsroot.is_some() && !self.dry_run {
-            return Err(Error::Usage(
-                "--fsroot reads a dump of another machine: use it with --dry-run".into(),
-            ));
+        let root = fsroot(self.fsroot.as_deref())?;
+        if !root.is_live() && !self.dry_run {
+            return Err(Error::Usage(format!(
+                "--fsroot (or GOSET_FSROOT) {}: a dump of another machine works only with --dry-run",
+                root.dir().display()
+            )));
         }
         Ok(RunOptions {
             select: SelectOptions {
@@ -302,7 +332,6 @@ impl RunArgs {
                 include: cpulist_arg("include", &self.include)?,
                 exclude: cpulist_arg("exclude", &self.exclude)?,
                 numa: numa_arg(&self.numa)?,
-                fence: false,
             },
             sample: Duration::from_millis(self.sample),
             interval: Duration::from_millis(self.interval),
@@ -312,7 +341,7 @@ impl RunArgs {
             json: self.json.clone(),
             log: self.log.clone(),
             quiet: self.quiet,
-            fsroot: self.fsroot.clone(),
+            fsroot: root,
             command: self.command.clone(),
         })
     }
@@ -356,6 +385,10 @@ mod tests {
             ]
         );
         assert_eq!(norm(&["goset", "-quiet=false", "-x"]), ["goset", "-x"]);
+        assert_eq!(
+            norm(&["goset", "--json=false", "-json="]),
+            ["goset", "--json=false", "--json="]
+        );
     }
 
     fn parse(args: &[&str]) -> std::result::Result<RunOptions, String> {
@@ -406,6 +439,15 @@ mod tests {
         );
         assert!(parse(&["goset-run", "--skip", "zz", "--", "x"]).is_err());
         assert!(parse(&["goset-run", "--fsroot", "/tmp", "--", "x"]).is_err());
+        assert!(
+            parse(&["goset-run", "--fsroot", "/", "--", "x"]).is_ok(),
+            "/ is the live machine"
+        );
+        assert!(
+            parse(&["goset-run", "--fsroot", "/etc/passwd", "--dry-run"])
+                .unwrap_err()
+                .starts_with("--fsroot /etc/passwd: not a directory")
+        );
         assert!(parse(&["goset-run", "-steer", "--", "x"])
             .unwrap_err()
             .starts_with("--steer: not available"));

@@ -331,8 +331,8 @@ pub fn render(d: &Diagnostics) -> String {
     out
 }
 
-fn root_of(fsroot: &Option<PathBuf>) -> FsRoot {
-    fsroot.as_deref().map_or_else(FsRoot::default, FsRoot::new)
+fn root_of(fsroot: &Option<PathBuf>) -> Result<FsRoot> {
+    crate::cli::fsroot(fsroot.as_deref())
 }
 
 fn print_json(value: &impl Serialize, dest: Option<&Path>) -> Result<()> {
@@ -340,10 +340,8 @@ fn print_json(value: &impl Serialize, dest: Option<&Path>) -> Result<()> {
     match dest {
         Some(path) if path.as_os_str() != "-" => std::fs::write(path, text)
             .map_err(|e| Error::System(format!("cannot write {}: {e}", path.display()))),
-        _ => {
-            print!("{text}");
-            Ok(())
-        }
+        _ => crate::output::to_stdout(&text)
+            .map_err(|e| Error::System(format!("cannot write to stdout: {e}"))),
     }
 }
 
@@ -354,20 +352,24 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     let cli = GosetCli::try_parse_from(args)
         .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, "goset"));
     let result = match &cli.command {
-        Some(GosetCommand::Topology { json, fsroot }) => Topology::read(&root_of(fsroot))
-            .map_err(|e| Error::System(format!("cannot read the topology: {e}")))
+        Some(GosetCommand::Topology { json, fsroot }) => root_of(fsroot)
+            .and_then(|root| {
+                Topology::read(&root)
+                    .map_err(|e| Error::System(format!("cannot read the topology: {e}")))
+            })
             .and_then(|t| {
                 if *json {
                     return print_json(&t, None);
                 }
-                eprint!("{}", crate::report::render_topology(&t));
+                crate::output::to_stderr(&crate::report::render_topology(&t));
                 Ok(())
             }),
-        None if cli.run.command.is_empty() && !cli.run.dry_run => gather(&root_of(&cli.run.fsroot))
+        None if cli.run.command.is_empty() && !cli.run.dry_run => root_of(&cli.run.fsroot)
+            .and_then(|root| gather(&root))
             .and_then(|d| match &cli.run.json {
                 Some(path) => print_json(&d, Some(path)),
                 None => {
-                    eprint!("{}", render(&d));
+                    crate::output::to_stderr(&render(&d));
                     Ok(())
                 }
             }),
@@ -376,7 +378,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("goset: {e}");
+            crate::output::to_stderr(&format!("goset: {e}\n"));
             e.exit_code()
         }
     }

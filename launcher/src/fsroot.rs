@@ -46,6 +46,11 @@ impl FsRoot {
         self.0 == Path::new("/")
     }
 
+    /// The directory that stands for `/`.
+    pub fn dir(&self) -> &Path {
+        &self.0
+    }
+
     /// The real path of `abs` (a path such as `/proc/stat`) under this root.
     pub fn path(&self, abs: &str) -> PathBuf {
         self.0.join(abs.trim_start_matches('/'))

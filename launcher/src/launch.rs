@@ -9,6 +9,7 @@ use crate::fsroot::{FsRoot, ReadError};
 use crate::housekeeper::outcome::TelemetryReport;
 use crate::housekeeper::{Housekeeper, Settings, ThreadReport};
 use crate::noise::{self, Noise};
+use crate::output;
 use crate::placement;
 use crate::report::{self, SelectionReport};
 use crate::rundir::{self, RunDir};
@@ -57,13 +58,10 @@ pub struct RunSummary {
 
 /// Reads the machine and selects; shared by the dry run and the real one.
 fn select_cpus(opts: &RunOptions) -> Result<(Topology, Noise, select::Selection)> {
-    let root = opts
-        .fsroot
-        .as_deref()
-        .map_or_else(FsRoot::default, FsRoot::new);
-    let topo = Topology::read(&root)
+    let root = &opts.fsroot;
+    let topo = Topology::read(root)
         .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
-    let noise = noise::sample(&root, opts.sample);
+    let noise = noise::sample(root, opts.sample);
     let scores: BTreeMap<usize, f64> = noise
         .cpus
         .iter()
@@ -73,58 +71,67 @@ fn select_cpus(opts: &RunOptions) -> Result<(Topology, Noise, select::Selection)
     Ok((topo, noise, selection))
 }
 
-fn write_json(path: &Path, report: &JsonReport) -> Result<()> {
-    let text = serde_json::to_string_pretty(report).expect("report serialises") + "\n";
-    if path == Path::new("-") {
-        print!("{text}");
-        return Ok(());
-    }
-    std::fs::write(path, text)
-        .map_err(|e| Error::System(format!("cannot write --json {}: {e}", path.display())))
+/// Where `--json` goes, opened before anything runs so that a bad path is a usage error and
+/// not a lost report after the task ran.
+enum JsonSink {
+    None,
+    Stdout,
+    File(std::fs::File, std::path::PathBuf),
 }
 
-fn errors_of(topo: &Topology, noise: &Noise) -> Vec<crate::fsroot::ReadError> {
-    let mut errors = topo.errors.clone();
-    for e in &noise.errors {
-        if !errors.contains(e) {
-            errors.push(e.clone());
+impl JsonSink {
+    fn open(path: Option<&Path>) -> Result<JsonSink> {
+        match path {
+            None => Ok(JsonSink::None),
+            Some(p) if p == Path::new("-") => Ok(JsonSink::Stdout),
+            Some(p) => std::fs::File::create(p)
+                .map(|f| JsonSink::File(f, p.to_path_buf()))
+                .map_err(|e| Error::Usage(format!("--json {}: cannot create: {e}", p.display()))),
         }
     }
+
+    /// Writes the report; a failure is reported on stderr and does not change the exit code.
+    fn write(self, program: &str, report: &JsonReport) {
+        use std::io::Write;
+        let text = serde_json::to_string_pretty(report).expect("report serialises") + "\n";
+        let (result, name) = match self {
+            JsonSink::None => return,
+            JsonSink::Stdout => (output::to_stdout(&text), "-".into()),
+            JsonSink::File(mut f, path) => {
+                (f.write_all(text.as_bytes()), path.display().to_string())
+            }
+        };
+        if let Err(e) = result {
+            output::to_stderr(&format!("{program}: cannot write --json {name}: {e}\n"));
+        }
+    }
+}
+
+fn errors_of(topo: &Topology, noise: &Noise) -> Vec<ReadError> {
+    let mut errors = topo.errors.clone();
+    merge_errors(&mut errors, &noise.errors);
     errors
 }
 
-/// Runs `goset-run` with validated options; returns the exit code.
-pub fn run(opts: &RunOptions) -> Result<i32> {
-    let (topo, noise, selection) = select_cpus(opts)?;
-    let sel_report = report::selection_report(&topo, &noise, &selection);
-    let errors = errors_of(&topo, &noise);
-    if opts.dry_run {
-        let errors_table = report::telemetry::render_errors(&errors);
-        if opts.quiet {
-            eprint!("{errors_table}");
-        } else {
-            eprint!(
-                "{}{}{errors_table}",
-                report::banner(),
-                report::render_selection(&sel_report)
-            );
+fn merge_errors(into: &mut Vec<ReadError>, more: &[ReadError]) {
+    for e in more {
+        if !into.contains(e) {
+            into.push(e.clone());
         }
-        if let Some(path) = &opts.json {
-            write_json(
-                path,
-                &JsonReport {
-                    selection: &sel_report,
-                    run: None,
-                    threads: Vec::new(),
-                    telemetry: None,
-                    errors,
-                },
-            )?;
-        }
-        return Ok(0);
     }
+}
 
+/// Everything the task is started with.
+struct Prepared {
+    launch: Launch,
+    run_dir: Option<RunDir>,
+    shim: bool,
+}
+
+/// Resolves the command, writes the plan and the run directory, builds the task's environment.
+fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared> {
     crate::task::resolve_command(&opts.command[0])?;
+    let shim = rundir::find_shim()?;
     let task_set: CpuSet = selection.task_cpus.iter().copied().collect();
     let mut reservation = task_set;
     reservation.insert(selection.housekeeper);
@@ -142,27 +149,27 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     plan.skip = opts.skip;
     plan.main_on_housekeeper = opts.main_on_housekeeper;
 
-    let shim = rundir::find_shim();
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
     let run_dir = match &shim {
-        Some(_) => Some(RunDir::create(&plan, opts.log.as_deref())?),
+        Some(lib) => {
+            let dir = RunDir::create(&plan, opts.log.as_deref())?;
+            let mut preload = lib.as_os_str().to_owned();
+            if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+                preload.push(":");
+                preload.push(old);
+            }
+            env.push(("LD_PRELOAD".into(), preload));
+            env.push(("GOSET_PLAN".into(), dir.path().into()));
+            Some(dir)
+        }
         None => {
-            eprintln!(
-                "goset-run: libgoset.so not found beside goset-run (set {}): threads share the task's mask",
+            output::to_stderr(&format!(
+                "goset-run: libgoset.so not found beside goset-run (set {}): threads share the task's mask\n",
                 rundir::LIB_ENV
-            );
+            ));
             None
         }
     };
-    let mut env: Vec<(OsString, OsString)> = Vec::new();
-    if let (Some(lib), Some(dir)) = (&shim, &run_dir) {
-        let mut preload = lib.as_os_str().to_owned();
-        if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-            preload.push(":");
-            preload.push(old);
-        }
-        env.push(("LD_PRELOAD".into(), preload));
-        env.push(("GOSET_PLAN".into(), dir.path().into()));
-    }
     if std::env::var_os("OMP_NUM_THREADS").is_none() {
         env.push((
             "OMP_NUM_THREADS".into(),
@@ -174,24 +181,44 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         cpus: task_set,
         node: selection.node,
         env,
+        // The plan names the log; a GOSET_LOG left in the environment would override it and
+        // hide the task's threads from the report.
+        env_remove: vec!["GOSET_LOG".into(), "GOSET_CPUS".into()],
     };
+    Ok(Prepared {
+        launch,
+        shim: shim.is_some(),
+        run_dir,
+    })
+}
 
-    let root = FsRoot::default();
+/// What the run produced.
+struct Executed {
+    summary: RunSummary,
+    threads: Vec<ThreadReport>,
+    telemetry: TelemetryReport,
+    errors: Vec<ReadError>,
+    exit_code: i32,
+}
+
+/// Starts the task, keeps house until it ends, and adds up the run.
+fn execute(
+    opts: &RunOptions,
+    selection: &select::Selection,
+    prepared: &Prepared,
+) -> Result<Executed> {
     let settings = Settings {
         task_cpus: selection.task_cpus.clone(),
         housekeeper: selection.housekeeper,
         interval: opts.interval,
         policy: Default::default(),
     };
-    let table = slot_table(run_dir.as_ref(), selection.task_cpus.len())?;
-    let mut hk = Housekeeper::new(
-        &root,
-        settings,
-        table,
-        run_dir.as_ref().map(|d| d.log_path()),
-    );
+    let run_dir = prepared.run_dir.as_ref();
+    let table = slot_table(run_dir, selection.task_cpus.len())?;
+    let root = FsRoot::default();
+    let mut hk = Housekeeper::new(&root, settings, table, run_dir.map(|d| d.log_path()));
     let started = Instant::now();
-    let task = Task::start(&launch)?;
+    let task = Task::start(&prepared.launch)?;
     hk.attach(task.pid());
     pin_self(selection.housekeeper);
     let (ending, rusage) = task.wait(opts.interval, || hk.poll());
@@ -212,53 +239,82 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             Ending::Exited(_) => None,
         },
         rusage,
-        shim: shim.is_some(),
+        shim: prepared.shim,
     };
     let log = run_dir
-        .as_ref()
         .map(|d| placement::read(d.log_path()))
         .unwrap_or_default();
     let threads = outcome.thread_reports(&log);
     let telemetry = outcome.telemetry(&threads);
-    let mut errors = errors;
-    for e in &outcome.errors {
-        if !errors.contains(e) {
-            errors.push(e.clone());
+    Ok(Executed {
+        summary,
+        threads,
+        telemetry,
+        errors: outcome.errors,
+        exit_code: ending.exit_code(),
+    })
+}
+
+/// Runs `goset-run` with validated options; returns the exit code.
+pub fn run(opts: &RunOptions) -> Result<i32> {
+    let (topo, noise, selection) = select_cpus(opts)?;
+    let sel_report = report::selection_report(&topo, &noise, &selection);
+    let mut errors = errors_of(&topo, &noise);
+    let json = JsonSink::open(opts.json.as_deref())?;
+    if opts.dry_run {
+        let errors_table = report::telemetry::render_errors(&errors);
+        if opts.quiet {
+            output::to_stderr(&errors_table);
+        } else {
+            output::to_stderr(&format!(
+                "{}{}{errors_table}",
+                report::banner(),
+                report::render_selection(&sel_report)
+            ));
         }
+        let report = JsonReport {
+            selection: &sel_report,
+            run: None,
+            threads: Vec::new(),
+            telemetry: None,
+            errors,
+        };
+        json.write("goset-run", &report);
+        return Ok(0);
     }
-    if !opts.quiet {
+
+    let prepared = prepare(opts, &selection)?;
+    let run = execute(opts, &selection, &prepared)?;
+    merge_errors(&mut errors, &run.errors);
+    let errors_table = report::telemetry::render_errors(&errors);
+    if opts.quiet {
+        output::to_stderr(&errors_table);
+    } else {
         use report::telemetry as tele;
-        let threads_table = if threads.is_empty() {
+        let threads_table = if run.threads.is_empty() {
             String::new()
         } else {
-            tele::render_threads(&threads)
+            tele::render_threads(&run.threads)
         };
-        eprint!(
-            "{}{}{}{}{}{}",
+        output::to_stderr(&format!(
+            "{}{}{}{}{}{errors_table}",
             report::banner(),
             report::render_selection(&sel_report),
-            tele::render_telemetry(&telemetry),
+            tele::render_telemetry(&run.telemetry),
             threads_table,
-            tele::render_run(&summary, &telemetry),
-            tele::render_errors(&errors),
-        );
-    } else {
-        eprint!("{}", report::telemetry::render_errors(&errors));
+            tele::render_run(&run.summary, &run.telemetry),
+        ));
     }
-    if let Some(path) = &opts.json {
-        write_json(
-            path,
-            &JsonReport {
-                selection: &sel_report,
-                run: Some(summary.clone()),
-                threads,
-                telemetry: Some(telemetry),
-                errors,
-            },
-        )?;
-    }
-    drop(run_dir);
-    Ok(ending.exit_code())
+    let report = JsonReport {
+        selection: &sel_report,
+        run: Some(run.summary),
+        threads: run.threads,
+        telemetry: Some(run.telemetry),
+        errors,
+    };
+    json.write("goset-run", &report);
+    drop(prepared);
+    Ok(run.exit_code)
 }
 
 /// The slot table shared with the shim (the run directory's `slots` file), or a private one
@@ -303,7 +359,7 @@ pub fn main_with_args(program: &str, args: impl IntoIterator<Item = OsString>) -
 /// Validates and runs parsed run flags, printing any error as one line.
 pub fn run_args(program: &str, args: &crate::cli::RunArgs) -> i32 {
     args.validate().and_then(|o| run(&o)).unwrap_or_else(|e| {
-        eprintln!("{program}: {e}");
+        output::to_stderr(&format!("{program}: {e}\n"));
         e.exit_code()
     })
 }

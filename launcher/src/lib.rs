@@ -8,6 +8,7 @@ pub mod fsroot;
 pub mod housekeeper;
 pub mod launch;
 pub mod noise;
+pub mod output;
 pub mod placement;
 pub mod report;
 pub mod rundir;

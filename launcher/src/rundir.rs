@@ -31,6 +31,28 @@ fn base_dir() -> PathBuf {
     }
 }
 
+/// Makes sure `base` is a directory of ours that nobody else can write to: the plan in it tells
+/// the shim where to append its log, so another user must not be able to plant one (`/tmp` is
+/// shared). Created 0700 (0755 for root's `/run/goset`, so tasks that drop privileges can read it).
+fn private_base(base: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let mode = if uid == 0 { 0o755 } else { 0o700 };
+    if let Err(e) = std::fs::DirBuilder::new().mode(mode).create(base) {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(e);
+        }
+    }
+    let meta = std::fs::symlink_metadata(base)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return Err(std::io::Error::other(format!(
+            "not a directory owned by uid {uid} and writable only by it; remove it or set XDG_RUNTIME_DIR"
+        )));
+    }
+    Ok(())
+}
+
 impl RunDir {
     /// Creates a fresh run directory and writes `plan` (with the log path set) and `slots`.
     /// `log` is where the placement log goes; `None` keeps it inside the directory.
@@ -39,7 +61,7 @@ impl RunDir {
         let fail = |what: &str, path: &Path, e: std::io::Error| {
             Error::System(format!("cannot create {what} {}: {e}", path.display()))
         };
-        std::fs::create_dir_all(&base).map_err(|e| fail("run directory", &base, e))?;
+        private_base(&base).map_err(|e| fail("run directory", &base, e))?;
         let dir = base.join(std::process::id().to_string());
         // A directory left by a crashed launcher with our pid holds nothing of value.
         let _ = std::fs::remove_dir_all(&dir);
@@ -88,13 +110,23 @@ impl Drop for RunDir {
 }
 
 /// Finds `libgoset.so`: `$GOSET_LIB`, else beside the running binary, else in `../lib/`.
-pub fn find_shim() -> Option<PathBuf> {
+/// `None` when it is not installed; a `GOSET_LIB` that names no file is a usage error.
+pub fn find_shim() -> Result<Option<PathBuf>> {
     if let Some(p) = std::env::var_os(LIB_ENV) {
-        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+        let path = PathBuf::from(p);
+        if !path.is_file() {
+            return Err(Error::Usage(format!(
+                "{LIB_ENV}={}: no such file (it must name libgoset.so)",
+                path.display()
+            )));
+        }
+        return Ok(Some(path));
     }
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?;
-    [dir.join("libgoset.so"), dir.join("../lib/libgoset.so")]
+    let Some(exe) = std::env::current_exe().ok() else {
+        return Ok(None);
+    };
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    Ok([dir.join("libgoset.so"), dir.join("../lib/libgoset.so")]
         .into_iter()
-        .find(|p| p.is_file())
+        .find(|p| p.is_file()))
 }

@@ -55,8 +55,6 @@ pub struct Options {
     pub exclude: Vec<usize>,
     /// NUMA constraint.
     pub numa: NumaChoice,
-    /// Book the task CPUs' SMT siblings idle (they host neither task nor housekeeper).
-    pub fence: bool,
 }
 
 /// The decision.
@@ -68,8 +66,6 @@ pub struct Selection {
     pub housekeeper: usize,
     /// No CPU was left: the housekeeper shares a task CPU.
     pub housekeeper_shared: bool,
-    /// SMT siblings of task CPUs booked idle (`--fence`).
-    pub fenced: Vec<usize>,
     /// The NUMA node the task is bound to.
     pub node: Option<usize>,
     /// Core cost of every candidate CPU (its own noise plus its siblings').
@@ -81,6 +77,8 @@ pub struct Selection {
 /// Why no selection is possible. Every variant is a usage error (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SelectError {
+    /// Every online, allowed CPU is excluded (or the launcher may use none).
+    NoCandidates,
     /// `-n` is 0 or larger than the candidates.
     CountOutOfRange { requested: usize, available: usize },
     /// `--numa N` names a node the machine does not have (or that has no CPU).
@@ -108,6 +106,9 @@ fn list(cpus: &[usize]) -> String {
 impl fmt::Display for SelectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            SelectError::NoCandidates => f.write_str(
+                "no candidate CPUs: every online CPU that goset-run may use is excluded",
+            ),
             SelectError::CountOutOfRange { requested, available } => write!(
                 f,
                 "-n {requested}: must be between 1 and {available} (the candidate CPUs: online, allowed and not excluded)"
@@ -153,6 +154,9 @@ pub fn plan(
         .into_iter()
         .filter(|c| !excluded.contains(c))
         .collect();
+    if usable.is_empty() {
+        return Err(SelectError::NoCandidates);
+    }
     let (node, candidates) = restrict_to_node(topo, &usable, opts)?;
 
     let outside: Vec<usize> = opts
@@ -221,20 +225,11 @@ pub fn plan(
 
     let task_set: BTreeSet<usize> = task_cpus.iter().copied().collect();
     let task_cores: BTreeSet<usize> = task_cpus.iter().flat_map(|&c| siblings(c)).collect();
-    let fenced: Vec<usize> = if opts.fence {
-        task_cores
-            .iter()
-            .copied()
-            .filter(|c| !task_set.contains(c) && usable.contains(c))
-            .collect()
-    } else {
-        Vec::new()
-    };
     let quiet_flags = |c: usize| topo.cpu(c).is_some_and(|i| i.isolated || i.nohz_full);
     let housekeeper = usable
         .iter()
         .copied()
-        .filter(|c| !task_set.contains(c) && !fenced.contains(c))
+        .filter(|c| !task_set.contains(c))
         .min_by(|&a, &b| {
             let key = |c: usize| (task_cores.contains(&c), quiet_flags(c));
             key(a)
@@ -250,7 +245,6 @@ pub fn plan(
         task_cpus,
         housekeeper,
         housekeeper_shared,
-        fenced,
         node,
         core_cost,
         ranking,
@@ -486,6 +480,21 @@ mod tests {
     }
 
     #[test]
+    fn excluding_everything_says_so() {
+        let topo = machine(2, 1, 1);
+        let err = plan(
+            &topo,
+            &quiet(),
+            &Options {
+                exclude: vec![0, 1],
+                ..opts(1)
+            },
+        )
+        .unwrap_err();
+        assert_eq!(err, SelectError::NoCandidates);
+    }
+
+    #[test]
     fn excluded_cpus_serve_neither_task_nor_housekeeper() {
         let topo = machine(4, 1, 1);
         let sel = plan(
@@ -528,23 +537,6 @@ mod tests {
             (all.housekeeper, all.housekeeper_shared),
             (*all.task_cpus.last().unwrap(), true)
         );
-    }
-
-    #[test]
-    fn fence_books_siblings_idle() {
-        let topo = machine(3, 2, 1);
-        let sel = plan(
-            &topo,
-            &quiet(),
-            &Options {
-                fence: true,
-                ..opts(2)
-            },
-        )
-        .unwrap();
-        assert_eq!(sel.task_cpus, vec![1, 2]);
-        assert_eq!(sel.fenced, vec![4, 5]);
-        assert_eq!(sel.housekeeper, 0);
     }
 
     #[test]

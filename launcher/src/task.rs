@@ -21,6 +21,8 @@ pub struct Launch {
     pub node: Option<usize>,
     /// Extra environment.
     pub env: Vec<(OsString, OsString)>,
+    /// Variables removed from the inherited environment.
+    pub env_remove: Vec<OsString>,
 }
 
 /// How the task ended.
@@ -164,6 +166,9 @@ impl Task {
             .split_first()
             .ok_or_else(|| Error::Usage("no command given".into()))?;
         let mut cmd = std::process::Command::new(program);
+        for name in &launch.env_remove {
+            cmd.env_remove(name);
+        }
         cmd.args(args).envs(launch.env.iter().map(|(k, v)| (k, v)));
         let cpus = launch.cpus;
         let node = launch.node;

@@ -55,21 +55,16 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-#[test]
-fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
-    if online_cpus() < 2 {
-        eprintln!("skipped: needs 2 online CPUs");
-        return;
-    }
-    let _serial = serial();
-    let _busy = BusyLoop::on(0);
-    // The machine may be shared: a window in which something else also kept CPU 1 busy says
-    // nothing about the ranking, so sample again (each window is 250 ms) until CPU 1 was idle.
-    let mut judged = false;
+/// Runs goset-run with `args` plus `--json`, until a sampling window in which CPU 0 was busy
+/// (the busy loop) and CPU 1 idle: only such a window says something about the ranking, and the
+/// machine may be shared. Returns that run's stdout and JSON report.
+fn run_in_a_clean_window(args: &[&str]) -> (String, serde_json::Value) {
     for _ in 0..20 {
         let json = tempfile::NamedTempFile::new().unwrap();
         let json_path = json.path().to_str().unwrap();
-        let out = goset_run_ok(&["-n", "1", "--dry-run", "--json", json_path]);
+        let mut all = vec!["--json", json_path];
+        all.extend_from_slice(args);
+        let out = goset_run_ok(&all);
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
         let busy = |cpu: u64| {
@@ -79,19 +74,27 @@ fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
         };
         assert!(busy(0) > 50.0, "the busy loop did not show on CPU 0: {v}");
         if busy(1) < 25.0 {
-            assert_eq!(
-                v["selection"]["task_cpus"],
-                serde_json::json!([1]),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            judged = true;
-            break;
+            return (String::from_utf8_lossy(&out.stdout).into_owned(), v);
         }
     }
-    assert!(judged, "CPU 1 was never idle enough to judge the ranking");
+    panic!("CPU 1 was never idle enough to judge the ranking");
+}
 
-    let out = goset_run_ok(&[
+#[test]
+fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
+    if online_cpus() < 2 {
+        eprintln!("skipped: needs 2 online CPUs");
+        return;
+    }
+    let _serial = serial();
+    let _busy = BusyLoop::on(0);
+    let (_, dry) = run_in_a_clean_window(&["-n", "1", "--dry-run"]);
+    assert_eq!(
+        dry["selection"]["task_cpus"],
+        serde_json::json!([1]),
+        "{dry}"
+    );
+    let (stdout, run) = run_in_a_clean_window(&[
         "-n",
         "1",
         "--",
@@ -100,9 +103,11 @@ fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
         "grep Cpus_allowed_list /proc/self/status",
     ]);
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "Cpus_allowed_list:\t1\n"
+        run["selection"]["task_cpus"],
+        serde_json::json!([1]),
+        "{run}"
     );
+    assert_eq!(stdout, "Cpus_allowed_list:\t1\n");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use table::Table;
 pub struct SelectionRow {
     /// CPU number.
     pub cpu: usize,
-    /// `*` task, `&` housekeeper, `*&` both (shared), `!` fenced sibling, blank otherwise.
+    /// `*` task, `&` housekeeper, `*&` both (shared), blank otherwise.
     pub sel: String,
     /// Slot index for task CPUs.
     pub slot: Option<usize>,
@@ -78,7 +78,6 @@ pub fn selection_report(topo: &Topology, noise: &Noise, sel: &Selection) -> Sele
                 (true, true) => "*&",
                 (true, false) => "*",
                 (false, true) => "&",
-                _ if sel.fenced.contains(&cpu) => "!",
                 _ => "",
             };
             SelectionRow {
