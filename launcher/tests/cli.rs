@@ -123,3 +123,117 @@ fn a_dry_run_never_starts_the_command() {
     assert!(!marker.exists());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Selection"));
 }
+
+#[test]
+fn bad_input_is_refused_before_the_task_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    let refused = |extra: &[&str], env: &[(&str, &str)], want: &str| {
+        let mut cmd = Command::new(common::bin("goset-run"));
+        cmd.args(["-q", "--sample", "0"]).args(extra).args(touch);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?} {env:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.lines().any(|l| l.starts_with(want)), "{extra:?}: {err}");
+        assert!(!marker.exists(), "{extra:?} {env:?} ran the task");
+    };
+    refused(
+        &["--json", "/nonexistent-dir/r.json"],
+        &[],
+        "goset-run: --json /nonexistent-dir/r.json: cannot create",
+    );
+    refused(
+        &[],
+        &[("GOSET_LIB", "/nonexistent.so")],
+        "goset-run: GOSET_LIB=/nonexistent.so: no such file",
+    );
+    refused(
+        &["--fsroot", "/etc/passwd"],
+        &[],
+        "goset-run: --fsroot /etc/passwd: not a directory",
+    );
+    refused(
+        &["-fence=true"],
+        &[],
+        "goset-run: --fence: not available in this version",
+    );
+    let out = Command::new(common::bin("goset-run"))
+        .env("GOSET_FSROOT", "/")
+        .args(["-q", "--sample", "0"])
+        .args(touch)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "GOSET_FSROOT=/ is the live machine");
+    assert!(marker.exists());
+}
+
+#[test]
+fn a_kept_log_may_have_any_name_and_goset_log_does_not_divert_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("place #1.log");
+    let other = dir.path().join("other.log");
+    let out = Command::new(common::bin("goset-run"))
+        .env("GOSET_LOG", &other)
+        .args([
+            "-q",
+            "--sample",
+            "0",
+            "--log",
+            log.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["event"], "init");
+    assert!(
+        !other.exists(),
+        "GOSET_LOG from the environment took the log"
+    );
+}
+
+#[test]
+fn a_reader_that_goes_away_is_not_a_crash() {
+    // 256 CPUs make ~100 KB of JSON, more than a pipe holds, so goset meets the closed pipe.
+    let root = common::fixture_root("256ppc-8n8s4t");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{}' topology --json --fsroot '{}' | head -c 1 >/dev/null",
+            common::bin("goset").display(),
+            root.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(common::bin("goset-run"))
+        .args(["--sample", "0", "--", "sh", "-c", "exit 5"])
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "a full stderr must not change the task's status"
+    );
+}
