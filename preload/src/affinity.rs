@@ -4,8 +4,11 @@
 //!
 //! Owns: the answer to "thread T asks for mask M": a compute thread gets its own CPU (and
 //! success, never EINVAL: libomp aborts on errors); helpers and launcher threads get M clamped
-//! to the reservation; threads outside the task are left alone. Must not: call libc's
-//! `syscall` or `sched_setaffinity` (raw syscalls only), allocate, or lock.
+//! to the reservation; threads outside the task are left alone. The caller's mask is copied
+//! with `process_vm_readv`, so that a bad pointer gets the kernel's EFAULT (the call is passed
+//! through) rather than a fault in the shim; a vfork child's calls pass through, since the
+//! cached pid, tid and placements it sees are its parent's. Must not: call libc's `syscall` or
+//! `sched_setaffinity` (raw syscalls only), dereference the caller's mask, allocate, or lock.
 
 use crate::config::{self, Config};
 use crate::log::Event;
@@ -65,8 +68,7 @@ fn answer(cfg: &Config, target: Target, requested: &CpuSet, call: &str) -> Optio
         ),
         Target::Foreign => return None,
     };
-    // The caller itself is addressed as 0: right even in a vfork child, whose cached tid is
-    // its parent's.
+    // The caller itself is addressed as 0.
     let who = if tid == thread::tid() { 0 } else { tid };
     let ret = sys::set_affinity(who, &set);
     if ret < 0 {
@@ -94,10 +96,41 @@ fn fingerprint(tid: i32, requested: &CpuSet, applied: &CpuSet) -> u64 {
     h | 1
 }
 
+/// Bytes of a caller's mask the shim looks at: a [`CpuSet`]'s worth (1024 CPUs).
+const MASK_BYTES: usize = core::mem::size_of::<CpuSet>();
+
+/// The caller's `len`-byte mask at `mask`, copied without dereferencing it, or `None` when the
+/// kernel would answer EFAULT: the call is then passed through so that the caller gets that
+/// answer. `me` is the raw pid of this process.
+///
+/// # Safety
+/// None for a bad pointer while `process_vm_readv` works; where it is unavailable (a seccomp
+/// filter that returns an errno for it) the mask is read directly, so it must be readable.
+unsafe fn copy_request(me: i32, mask: *const u8, len: usize) -> Option<CpuSet> {
+    let want = len.min(MASK_BYTES);
+    let mut bytes = [0u8; MASK_BYTES];
+    let got = match sys::read_own(me, mask, &mut bytes[..want]) {
+        Ok(n) if n == want => want,
+        Ok(_) | Err(libc::EFAULT) => {
+            // The kernel reads only its own mask size of a longer mask, so a mask whose tail
+            // runs into unmapped memory may still be fine for it.
+            let need = sys::kernel_mask_bytes().unwrap_or(want).min(want);
+            if need == want || sys::read_own(me, mask, &mut bytes[..need]) != Ok(need) {
+                return None;
+            }
+            need
+        }
+        // SAFETY: the caller vouches for the mask when process_vm_readv cannot check it.
+        Err(_) => return Some(unsafe { CpuSet::from_raw(mask, len) }),
+    };
+    // SAFETY: bytes holds `got` bytes, all copied above.
+    Some(unsafe { CpuSet::from_raw(bytes.as_ptr(), got) })
+}
+
 /// `sched_setaffinity` and `syscall(SYS_sched_setaffinity, ...)`: the raw result.
 ///
 /// # Safety
-/// `mask` must be readable for `len` bytes (or the kernel will say EFAULT).
+/// The arguments of `sched_setaffinity`; a bad `mask` gets EFAULT (see [`copy_request`]).
 pub unsafe fn sched_set(pid: i32, len: usize, mask: *const u8, call: &str) -> i64 {
     // SAFETY: the caller's arguments, unchanged.
     let pass = || unsafe { sys::set_affinity_raw(pid, len, mask) };
@@ -110,8 +143,13 @@ pub unsafe fn sched_set(pid: i32, len: usize, mask: *const u8, call: &str) -> i6
     let Some(cfg) = config::get() else {
         return pass();
     };
-    // SAFETY: mask is readable for len bytes (caller).
-    let requested = unsafe { CpuSet::from_raw(mask, len) };
+    let Some(me) = process::own_pid() else {
+        return pass();
+    };
+    // SAFETY: as this function's contract.
+    let Some(requested) = (unsafe { copy_request(me, mask, len) }) else {
+        return pass();
+    };
     let target = of_tid(cfg, pid, call);
     answer(cfg, target, &requested, call).unwrap_or_else(pass)
 }
@@ -119,7 +157,7 @@ pub unsafe fn sched_set(pid: i32, len: usize, mask: *const u8, call: &str) -> i6
 /// `pthread_setaffinity_np`: an error number, as pthread functions return.
 ///
 /// # Safety
-/// The arguments of `pthread_setaffinity_np`.
+/// The arguments of `pthread_setaffinity_np`; a bad `mask` gets the real function's EFAULT.
 pub unsafe fn pthread_set(thread: pthread_t, len: usize, mask: *const libc::cpu_set_t) -> c_int {
     let pass = || match real::pthread_setaffinity_np() {
         // SAFETY: the caller's arguments, unchanged.
@@ -135,8 +173,13 @@ pub unsafe fn pthread_set(thread: pthread_t, len: usize, mask: *const libc::cpu_
     let Some(cfg) = config::get() else {
         return pass();
     };
-    // SAFETY: mask is readable for len bytes (caller).
-    let requested = unsafe { CpuSet::from_raw(mask.cast(), len) };
+    let Some(me) = process::own_pid() else {
+        return pass();
+    };
+    // SAFETY: as this function's contract.
+    let Some(requested) = (unsafe { copy_request(me, mask.cast(), len) }) else {
+        return pass();
+    };
     let call = "pthread_setaffinity_np";
     // SAFETY: pthread_self and pthread_equal have no preconditions.
     let target = if unsafe { libc::pthread_equal(thread, libc::pthread_self()) } != 0 {
@@ -164,7 +207,8 @@ pub unsafe fn pthread_set(thread: pthread_t, len: usize, mask: *const libc::cpu_
     }
 }
 
-/// Logs an attr mask (it is replaced at `pthread_create`).
+/// Logs an attr mask (it is replaced at `pthread_create`), with what the calling thread holds
+/// (nothing is claimed for a thread the shim has not placed: this is only a log line).
 ///
 /// # Safety
 /// `attr` must be an initialised attribute object.
@@ -173,12 +217,12 @@ pub unsafe fn note_attr(attr: *const pthread_attr_t, call: &str) {
         return;
     };
     let Some(cfg) = config::get() else { return };
-    if attr.is_null() || cfg.log_fd < 0 {
+    if attr.is_null() || cfg.log_fd < 0 || process::own_pid().is_none() {
         return;
     }
     // SAFETY: attr is initialised (caller).
     let requested = unsafe { crate::attr::affinity_of(attr) };
-    let p = process::current(cfg, call);
+    let p = process::recorded();
     process::note(
         cfg,
         Event::Set,
@@ -188,4 +232,68 @@ pub unsafe fn note_attr(attr: *const pthread_attr_t, call: &str) {
         &p,
         Some(&CpuSet::new()),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_a_readable_mask() {
+        let set: CpuSet = [0, 9, 1023].into_iter().collect();
+        let (ptr, len) = set.as_raw();
+        // SAFETY: ptr/len describe a live CpuSet.
+        assert_eq!(unsafe { copy_request(sys::getpid(), ptr, len) }, Some(set));
+        // A short mask: the rest is empty; a longer one: only a CpuSet's worth is looked at.
+        let short = [0x06u8];
+        // SAFETY: one readable byte.
+        let got = unsafe { copy_request(sys::getpid(), short.as_ptr(), 1) };
+        assert_eq!(got, Some([1, 2].into_iter().collect()));
+        let long = [0xffu8; 2 * MASK_BYTES];
+        // SAFETY: readable for its length.
+        let got = unsafe { copy_request(sys::getpid(), long.as_ptr(), long.len()) };
+        assert_eq!(got.map(|s| s.count()), Some(goset_plan::MAX_CPUS));
+    }
+
+    #[test]
+    fn a_bad_mask_is_left_to_the_kernel() {
+        // SAFETY: process_vm_readv checks the pointer; nothing is dereferenced.
+        assert_eq!(
+            unsafe { copy_request(sys::getpid(), 0x10 as *const u8, 128) },
+            None
+        );
+    }
+
+    #[test]
+    fn a_mask_ending_in_unmapped_memory_is_read_as_the_kernel_reads_it() {
+        let kernel = sys::kernel_mask_bytes().unwrap();
+        // SAFETY: a private two-page mapping whose second page is made inaccessible; the
+        // masks end at its first page's end, and it is unmapped at the end.
+        unsafe {
+            let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+            let map = libc::mmap(
+                core::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(map, libc::MAP_FAILED);
+            let second = map.cast::<u8>().add(page);
+            assert_eq!(libc::mprotect(second.cast(), page, libc::PROT_NONE), 0);
+            // All the kernel reads is there: it accepts the mask, and so does the copy.
+            let mask = second.sub(kernel);
+            *mask = 0x02;
+            let got = copy_request(sys::getpid(), mask, MASK_BYTES);
+            assert_eq!(got, Some(CpuSet::single(1)));
+            // Less than the kernel reads: it refuses (so this changes nothing), and the copy
+            // says so.
+            let mask = second.sub(kernel - 8);
+            let bare = sys::set_affinity_raw(0, MASK_BYTES, mask);
+            assert_eq!(sys::error_of(bare), Some(libc::EFAULT));
+            assert_eq!(copy_request(sys::getpid(), mask, MASK_BYTES), None);
+            libc::munmap(map, 2 * page);
+        }
+    }
 }

@@ -2,13 +2,15 @@
 //!
 //! Owns: the role decision for a new thread (launcher process, `skip` mask, helper library),
 //! the claim in the parent, the attr copy carrying the CPU mask, and the start-routine
-//! trampoline that records the placement in the thread and arranges its release.
+//! trampoline that records the placement in the thread and arranges its release. When glibc
+//! cannot apply the birth mask (EINVAL: the CPU went offline, the cpuset changed), the thread
+//! is created as the caller asked, unplaced, with one warning: the runtime must not fail.
 //! Must not: set the new thread's mask from the parent after it started; keep `Drop` values
 //! alive in the trampoline's frame (pthread_exit unwinds through it).
 
 use crate::attr::Attr;
 use crate::config::{self, Config};
-use crate::log::Event;
+use crate::log::{self, Event};
 use crate::placement::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
@@ -124,12 +126,34 @@ pub unsafe fn create(
     };
     // SAFETY: copy is an initialised attr; the trampoline takes ownership of start.
     let ret = unsafe { real_create(thread, copy.as_ptr(), trampoline, start.cast()) };
-    if ret != 0 {
-        placement::release(cfg, &p);
-        // SAFETY: the thread was not created, so start is still ours.
-        unsafe { libc::free(start.cast()) };
+    if ret == 0 {
+        return 0;
     }
-    ret
+    placement::release(cfg, &p);
+    // SAFETY: on failure the trampoline never ran: glibc (2.34+) applies the attr mask after
+    // clone, and if that fails it makes the stopped thread exit before its start routine and
+    // waits for it before returning. So start is still ours.
+    unsafe { libc::free(start.cast()) };
+    if ret != libc::EINVAL {
+        // EAGAIN, EPERM ...: the program's own failure.
+        return ret;
+    }
+    // EINVAL is what glibc returns when the birth mask cannot be applied (the CPU went offline,
+    // the cpuset changed); it is also the answer to a bad attr of the caller's. Create the
+    // thread as the caller asked: unplaced, and the caller's own error comes back unchanged.
+    // SAFETY: the caller's arguments, unchanged.
+    let retry = unsafe { real_create(thread, attr, routine, arg) };
+    if retry == 0 {
+        match p.cpu {
+            Some(cpu) => log::warn_once(format_args!(
+                "cannot create a thread on CPU {cpu} (errno {ret}); it runs unplaced"
+            )),
+            None => log::warn_once(format_args!(
+                "cannot create a thread on the reservation (errno {ret}); it runs unplaced"
+            )),
+        }
+    }
+    retry
 }
 
 /// Runs in the new thread before its start routine: records the placement, logs it, frees

@@ -10,7 +10,7 @@
 use crate::config::Config;
 use crate::role::Role;
 use crate::sys::{self, Buf};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use goset_plan::slots::Claim;
 use goset_plan::CpuSet;
 
@@ -180,23 +180,88 @@ fn reap_if_full(cfg: &Config) {
     reap(cfg);
 }
 
-/// Frees the records of every dead process.
+/// Distinct processes one reap looks at: one `/proc` read each.
+const REAP_PIDS: usize = 1024;
+/// Where the next reap starts, as a position among the records in use (approximate, since
+/// records come and go), after a reap that met more processes than it could track.
+static REAP_FROM: AtomicUsize = AtomicUsize::new(0);
+
+/// A fixed open-addressing set of pids (4 KiB, on the stack) with whether each is alive.
+struct PidSet {
+    /// `pid` (alive), `-pid` (dead) or 0 (free).
+    cells: [i32; REAP_PIDS],
+    len: usize,
+}
+
+impl PidSet {
+    fn new() -> PidSet {
+        PidSet {
+            cells: [0; REAP_PIDS],
+            len: 0,
+        }
+    }
+
+    fn home(pid: i32) -> usize {
+        (pid as u32).wrapping_mul(0x9e37_79b9) as usize % REAP_PIDS
+    }
+
+    /// Whether `pid` (> 0) is alive, as recorded; `None` when it is not in the set.
+    fn get(&self, pid: i32) -> Option<bool> {
+        let mut at = Self::home(pid);
+        for _ in 0..REAP_PIDS {
+            match self.cells[at] {
+                0 => return None,
+                c if c.unsigned_abs() == pid as u32 => return Some(c > 0),
+                _ => at = (at + 1) % REAP_PIDS,
+            }
+        }
+        None
+    }
+
+    /// Records `pid` (> 0, not yet in the set); false when the set is full (kept at 3/4, so
+    /// probes stay short).
+    fn insert(&mut self, pid: i32, alive: bool) -> bool {
+        if self.len >= REAP_PIDS / 4 * 3 {
+            return false;
+        }
+        let mut at = Self::home(pid);
+        while self.cells[at] != 0 {
+            at = (at + 1) % REAP_PIDS;
+        }
+        self.cells[at] = if alive { pid } else { -pid };
+        self.len += 1;
+        true
+    }
+}
+
+/// Frees the records of every dead process: one `/proc` read per distinct process. Past the
+/// processes one round can track, the round stops and the next starts where it stopped.
 pub fn reap(cfg: &Config) {
-    let mut seen = [0i32; 64];
-    let mut n = 0;
-    for (label, _) in cfg.table.records() {
+    let mut seen = PidSet::new();
+    let from = REAP_FROM.load(Ordering::Relaxed);
+    let records = cfg.table.records().enumerate();
+    let wrapped = cfg.table.records().enumerate().take(from);
+    for (at, (label, _)) in records.skip(from).chain(wrapped) {
         let pid = label.unsigned_abs() as i32;
-        if pid == 0 || seen[..n].contains(&label) {
+        if pid <= 0 {
             continue;
         }
-        if n < seen.len() {
-            seen[n] = label;
-            n += 1;
-        }
-        if !alive(pid) {
+        let live = match seen.get(pid) {
+            Some(live) => live,
+            None => {
+                let live = alive(pid);
+                if !seen.insert(pid, live) {
+                    REAP_FROM.store(at, Ordering::Relaxed);
+                    return;
+                }
+                live
+            }
+        };
+        if !live {
             cfg.table.release_all(label);
         }
     }
+    REAP_FROM.store(0, Ordering::Relaxed);
 }
 
 #[cfg(test)]
@@ -217,6 +282,24 @@ mod tests {
         assert_eq!(Placement::unpack(0), Placement::UNKNOWN);
         let h = Placement::unslotted(Role::Helper, None);
         assert_eq!(Placement::unpack(h.pack()), h);
+    }
+
+    #[test]
+    fn pid_set_dedupes_until_full() {
+        let mut set = PidSet::new();
+        assert_eq!(set.get(7), None);
+        assert!(set.insert(7, true));
+        assert!(set.insert(7 + REAP_PIDS as i32, false));
+        assert_eq!(set.get(7), Some(true));
+        assert_eq!(set.get(7 + REAP_PIDS as i32), Some(false));
+        let mut pid = 100;
+        while set.insert(pid, pid % 2 == 0) {
+            pid += 1;
+        }
+        assert_eq!(set.len, REAP_PIDS / 4 * 3);
+        assert!((100..pid).all(|p| set.get(p) == Some(p % 2 == 0)));
+        assert_eq!(set.get(pid), None);
+        assert_eq!(set.get(i32::MAX), None);
     }
 
     #[test]

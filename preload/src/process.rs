@@ -27,6 +27,14 @@ pub fn pid() -> i32 {
     PID.load(Ordering::Relaxed)
 }
 
+/// The raw pid when this process is the one the cached state describes; `None` in a vfork
+/// child (it shares its parent's memory and thread-locals, so the cached pid, tid and
+/// placements are the parent's) or a child forked behind libc's back (no fork handler ran).
+pub fn own_pid() -> Option<i32> {
+    let me = sys::getpid();
+    (me == pid()).then_some(me)
+}
+
 /// Records this process's pid (at init, before the configuration is marked ready).
 pub fn set_pid(pid: i32) {
     PID.store(pid, Ordering::Relaxed);
@@ -116,6 +124,11 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool) {
         placement::adopt(cfg, pid).unwrap_or_else(|| placement::claim(cfg, Role::Main, pid))
     };
     MAIN.store(p.pack(), Ordering::Release);
+    if sys::gettid() == pid {
+        // So that a main thread that calls pthread_exit releases its slot (the destructor's
+        // main-thread branch); exit releases it otherwise. Either takes it from MAIN, once.
+        arm_exit_key();
+    }
     let set = p.birth_set(cfg);
     let ret = sys::set_affinity(pid, &set);
     if let Some(e) = sys::error_of(ret) {
@@ -126,15 +139,22 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool) {
     note(cfg, Event::Init, call, pid, None, &p, Some(&set));
 }
 
+/// The calling thread's placement as recorded: [`Placement::UNKNOWN`] for a thread the shim
+/// has not placed. Claims nothing.
+pub fn recorded() -> Placement {
+    if thread::tid() == pid() {
+        main_placement()
+    } else {
+        thread::state()
+    }
+}
+
 /// The calling thread's placement; a thread the shim did not see being born (created before
 /// init finished, or by raw clone) is placed now.
 pub fn current(cfg: &Config, call: &str) -> Placement {
     let tid = thread::tid();
-    if tid == pid() {
-        return main_placement();
-    }
-    let p = thread::state();
-    if p.role != Role::Unknown {
+    let p = recorded();
+    if tid == pid() || p.role != Role::Unknown {
         return p;
     }
     let p = if cfg.launcher {
@@ -152,6 +172,11 @@ pub fn adopt_thread(_cfg: &Config, tid: i32, p: Placement) {
     thread::set_state(p);
     // SAFETY: pthread_self has no preconditions.
     thread::register(tid, unsafe { libc::pthread_self() }, p);
+    arm_exit_key();
+}
+
+/// Makes the key destructor run when the calling thread ends.
+fn arm_exit_key() {
     if KEY_OK.load(Ordering::Acquire) {
         // SAFETY: the key was created by pthread_key_create; a non-NULL value makes its
         // destructor run when this thread ends (return, pthread_exit or cancellation).
@@ -183,6 +208,8 @@ extern "C" fn on_thread_exit(_value: *mut c_void) {
     }
 }
 
+/// Releases the main thread's slot; idempotent (the placement is taken from `MAIN`), so the
+/// key destructor after `pthread_exit` and the exit handler never both release it.
 fn release_main(cfg: &Config) {
     let p = Placement::unpack(MAIN.swap(0, Ordering::AcqRel));
     if p.role != Role::Unknown {

@@ -80,6 +80,44 @@ pub unsafe fn set_affinity_raw(tid: i32, len: usize, mask: *const u8) -> i64 {
     }
 }
 
+/// Copies `out.len()` bytes at `src` in this process (`pid`, the raw getpid) into `out` with
+/// `process_vm_readv`, so that a bad pointer is an error instead of a fault. The number of
+/// bytes copied (fewer than asked when `src` runs into unmapped memory), or the errno: EFAULT
+/// when nothing at `src` is readable, something else (ENOSYS, EPERM under seccomp) when the
+/// call itself is unavailable.
+pub fn read_own(pid: i32, src: *const u8, out: &mut [u8]) -> Result<usize, i32> {
+    if out.is_empty() {
+        return Ok(0);
+    }
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: out.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: src as *mut libc::c_void,
+        iov_len: out.len(),
+    };
+    // SAFETY: the kernel writes at most out.len() bytes into out (local) and only reads the
+    // remote range, checking it itself; both iovecs live across the call.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_process_vm_readv,
+            [
+                pid as i64,
+                &local as *const libc::iovec as i64,
+                1,
+                &remote as *const libc::iovec as i64,
+                1,
+                0,
+            ],
+        )
+    };
+    match error_of(ret) {
+        Some(e) => Err(e),
+        None => Ok(ret as usize),
+    }
+}
+
 /// Sets the affinity of `tid` (0: the caller) to `set`; the raw result.
 pub fn set_affinity(tid: i32, set: &CpuSet) -> i64 {
     let (ptr, len) = set.as_raw();
@@ -105,6 +143,22 @@ pub fn get_affinity(tid: i32) -> Option<CpuSet> {
     }
     // The kernel wrote `ret` bytes; the rest stays zero.
     Some(set)
+}
+
+/// The kernel's affinity mask size in bytes (`cpumask_size()`, at most a [`CpuSet`]): what
+/// `sched_getaffinity` copies out, and the most `sched_setaffinity` reads of a caller's mask.
+pub fn kernel_mask_bytes() -> Option<usize> {
+    let mut set = CpuSet::new();
+    let len = core::mem::size_of::<CpuSet>();
+    let ptr = &mut set as *mut CpuSet as *mut u8;
+    // SAFETY: the kernel writes at most len bytes into the CpuSet we own.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_sched_getaffinity,
+            [0, len as i64, ptr as i64, 0, 0, 0],
+        )
+    };
+    (ret > 0).then_some(ret as usize)
 }
 
 /// `openat(AT_FDCWD, path, flags, mode)`; `path` must end with a NUL byte. The error is an errno.
@@ -334,6 +388,21 @@ mod tests {
         assert!(!exists(b"/proc/self/no-such-file\0"));
         assert_eq!(error_of(-2), Some(2));
         assert_eq!(error_of(5), None);
+        let k = kernel_mask_bytes().unwrap();
+        assert!(k > 0 && k <= core::mem::size_of::<CpuSet>() && k.is_multiple_of(8));
+    }
+
+    #[test]
+    fn read_own_copies_and_reports_bad_memory() {
+        let src = [7u8, 8, 9];
+        let mut out = [0u8; 3];
+        assert_eq!(read_own(getpid(), src.as_ptr(), &mut out), Ok(3));
+        assert_eq!(out, src);
+        assert_eq!(
+            read_own(getpid(), 0x10 as *const u8, &mut out),
+            Err(libc::EFAULT)
+        );
+        assert_eq!(read_own(getpid(), core::ptr::null(), &mut []), Ok(0));
     }
 
     #[test]
