@@ -6,8 +6,8 @@
 //! (`sample` in `mod.rs`).
 
 use super::{
-    parse_interrupts, parse_softirqs, parse_stat, CpuTimes, Interrupts, Softirqs, Stat, INTERRUPTS,
-    SOFTIRQS, STAT,
+    parse_interrupts, parse_softirqs, parse_stat, Interrupts, Softirqs, Stat, INTERRUPTS, SOFTIRQS,
+    STAT,
 };
 use crate::fsroot::{FsRoot, ReadError};
 use std::collections::BTreeSet;
@@ -75,26 +75,6 @@ impl Snapshot {
             set.extend(s.cpus.keys().copied());
         }
         set
-    }
-
-    /// Cumulative steerable IRQs of `cpu` (`None`: no data).
-    pub fn irq_steerable(&self, cpu: usize) -> Option<u64> {
-        self.interrupts.as_ref()?.steerable(cpu)
-    }
-
-    /// Cumulative non-steerable IRQs of `cpu` (`None`: no data).
-    pub fn irq_nonsteerable(&self, cpu: usize) -> Option<u64> {
-        self.interrupts.as_ref()?.nonsteerable(cpu)
-    }
-
-    /// Cumulative softirqs of `cpu`, all types (`None`: no data).
-    pub fn softirq(&self, cpu: usize) -> Option<u64> {
-        self.softirqs.as_ref()?.total(cpu)
-    }
-
-    /// `/proc/stat` times of `cpu` (`None`: no data).
-    pub fn times(&self, cpu: usize) -> Option<&CpuTimes> {
-        self.stat.as_ref()?.cpus.get(&cpu)
     }
 }
 
