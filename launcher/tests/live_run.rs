@@ -193,3 +193,40 @@ fn numa_binds_the_tasks_memory_to_the_node() {
     assert_eq!(first_policy("0"), "bind:0");
     assert_eq!(first_policy("off"), "default");
 }
+
+#[test]
+fn goset_run_inside_a_goset_task_is_not_placed_by_the_outer_shim() {
+    if online_cpus() < 2 {
+        eprintln!("skipped: needs 2 online CPUs");
+        return;
+    }
+    let _serial = serial();
+    let inner = common::bin("goset-run");
+    let inner = inner.to_str().unwrap();
+    // Were the outer shim to place the inner goset-run as a worker, it would see one CPU and
+    // refuse -n 2.
+    let out = goset_run_ok(&[
+        "-q",
+        "--sample",
+        "0",
+        "-n",
+        "2",
+        "--",
+        inner,
+        "-q",
+        "--sample",
+        "0",
+        "-n",
+        "2",
+        "--",
+        "grep",
+        "Cpus_allowed_list",
+        "/proc/self/status",
+    ]);
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        line == "Cpus_allowed_list:\t0\n" || line == "Cpus_allowed_list:\t1\n",
+        "{line:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

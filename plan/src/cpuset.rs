@@ -1,5 +1,9 @@
 //! A fixed-size CPU bit set with the layout of glibc's `cpu_set_t` (1024 CPUs).
 
+// `from_raw` and `as_raw` rely on the kernel's mask words being 64 bits wide.
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("goset supports 64-bit Linux only");
+
 /// Highest CPU count a [`CpuSet`] holds; equal to glibc's `CPU_SETSIZE`.
 pub const MAX_CPUS: usize = 1024;
 const WORDS: usize = MAX_CPUS / 64;
@@ -81,7 +85,17 @@ impl CpuSet {
 
     /// CPUs in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..MAX_CPUS).filter(move |&c| self.contains(c))
+        // Word by word, so that a sparse set costs its words, not 1024 bit tests.
+        self.words.iter().enumerate().flat_map(|(i, &word)| {
+            let mut rest = word;
+            core::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let bit = rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    i * 64 + bit
+                })
+            })
+        })
     }
 
     /// Builds a set from the first `len` bytes of a kernel affinity mask (as passed to
@@ -92,12 +106,16 @@ impl CpuSet {
     pub unsafe fn from_raw(mask: *const u8, len: usize) -> CpuSet {
         let mut set = CpuSet::new();
         let len = len.min(MAX_CPUS / 8);
-        for i in 0..len {
-            // SAFETY: i < len, which the caller guarantees is readable.
-            let byte = unsafe { *mask.add(i) };
-            set.words[i / 8] |= (byte as u64) << ((i % 8) * 8);
-        }
+        // The kernel's mask is an array of native-endian `unsigned long`s, 64-bit here, which
+        // is exactly the layout of `words`: a byte copy keeps every bit in place.
+        // SAFETY: the caller guarantees `len` readable bytes; `words` holds MAX_CPUS / 8 >= len.
+        unsafe { core::ptr::copy_nonoverlapping(mask, set.words.as_mut_ptr().cast::<u8>(), len) };
         set
+    }
+
+    /// The set's 64-bit words, lowest CPUs first.
+    pub fn words(&self) -> &[u64] {
+        &self.words
     }
 
     /// A pointer to the set in `cpu_set_t` layout, with its size in bytes.

@@ -81,17 +81,12 @@ fn answer(cfg: &Config, target: Target, requested: &CpuSet, call: &str) -> Optio
     Some(0)
 }
 
-/// FNV-1a over the target, the requested mask and the applied mask.
+/// A hash of the target, the requested mask and the applied mask (word at a time: this runs
+/// on every affinity call).
 fn fingerprint(tid: i32, requested: &CpuSet, applied: &CpuSet) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut mix = |b: u8| h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    tid.to_le_bytes().into_iter().for_each(&mut mix);
-    for set in [requested, applied] {
-        let (ptr, len) = set.as_raw();
-        // SAFETY: as_raw describes the live set's bytes.
-        unsafe { core::slice::from_raw_parts(ptr, len) }
-            .iter()
-            .for_each(|&b| mix(b));
+    let mut h = tid as u32 as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    for &w in requested.words().iter().chain(applied.words()) {
+        h = (h ^ w).wrapping_mul(0x0100_0000_01b3).rotate_left(29);
     }
     h | 1
 }

@@ -337,6 +337,12 @@ fn open_log(path: &[u8]) -> i32 {
 }
 
 fn load(out: &mut MaybeUninit<Config>) -> Result<(), ()> {
+    let mut exe = [0u8; EXE_MAX];
+    let exe_len = sys::readlink(b"/proc/self/exe\0", &mut exe).unwrap_or(0);
+    if role::is_goset(&exe[..exe_len]) {
+        // Not a problem to warn about: goset's own programs are never placed.
+        return Err(());
+    }
     let Some(allowed) = sys::get_affinity(0) else {
         warn_once(format_args!(
             "cannot read this process's CPUs; not placing threads"
@@ -353,8 +359,6 @@ fn load(out: &mut MaybeUninit<Config>) -> Result<(), ()> {
         None if sources.log.as_bytes().is_empty() => -1,
         None => open_log(sources.log.as_bytes()),
     };
-    let mut exe = [0u8; EXE_MAX];
-    let exe_len = sys::readlink(b"/proc/self/exe\0", &mut exe).unwrap_or(0);
     let launcher = role::is_launcher(&exe[..exe_len], &sys::thread_name());
     let root = sources.plan.main_on_housekeeper && is_root(sources.dir, sources.table);
     out.write(Config {
