@@ -6,192 +6,13 @@
 //! compiler skip with the reason when it is missing, and fail instead under `CI=true`.
 
 mod common;
+#[path = "housekeeper/support.rs"]
+mod support;
 
 use serde_json::Value;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-/// One goset-run at a time: on 2 CPUs, two runs would only measure each other.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-const RUN_DEADLINE: Duration = Duration::from_secs(90);
-
-fn programs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
-}
-
-/// A missing tool: skip with how to install it, or fail under CI.
-fn missing(tool: &str, install: &str) -> bool {
-    let found = Command::new(tool)
-        .arg(if tool == "go" { "version" } else { "--version" })
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return false;
-    }
-    let msg = format!("{tool} not found: install it with `{install}`");
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg} (required under CI=true)");
-    }
-    eprintln!("skipped: {msg}");
-    true
-}
-
-/// Compiles a C test program; `None` (skipped) without gcc or a static libc.
-fn gcc(dir: &Path, src: &str, extra: &[&str]) -> Option<PathBuf> {
-    if missing("gcc", "apt-get install -y gcc") {
-        return None;
-    }
-    let out = dir.join(src.trim_end_matches(".c"));
-    let res = Command::new("gcc")
-        .args(["-O2", "-Wall", "-pthread"])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(programs().join(src))
-        .output()
-        .expect("run gcc");
-    assert!(
-        res.status.success(),
-        "gcc {src}: {}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    Some(out)
-}
-
-/// Builds the Go test program with caches inside `dir`; `None` (skipped) without golang-go.
-fn go_build(dir: &Path) -> Option<PathBuf> {
-    if missing("go", "apt-get install -y golang-go") {
-        return None;
-    }
-    let src = dir.join("spin_go.go");
-    std::fs::copy(programs().join("spin_go.go"), &src).unwrap();
-    let out = dir.join("spin_go");
-    let res = Command::new("go")
-        .arg("build")
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .current_dir(dir)
-        .env("GOCACHE", dir.join("gocache"))
-        .env("GOPATH", dir.join("gopath"))
-        .env("GOTOOLCHAIN", "local")
-        .env("GO111MODULE", "off")
-        .env_remove("GOFLAGS")
-        .output()
-        .expect("run go build");
-    assert!(
-        res.status.success(),
-        "go build: {}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    Some(out)
-}
-
-/// Kills the whole process group of a run (goset-run and its task) unless it ended.
-struct Guard(Option<std::process::Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: kill with a negative pid signals the group the child leads.
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
-            let _ = c.wait();
-        }
-    }
-}
-
-struct Output {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `cmd` in its own process group with a deadline; the guard kills the group if the
-/// deadline passes or the test panics.
-fn run(mut cmd: Command) -> Output {
-    cmd.process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut guard = Guard(Some(cmd.spawn().expect("spawn")));
-    let child = guard.0.as_mut().unwrap();
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            started.elapsed() < RUN_DEADLINE,
-            "{cmd:?} still running after {RUN_DEADLINE:?}: killed"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    guard.0 = None;
-    Output {
-        code: status.code(),
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
-}
-
-fn goset_run(
-    args: &[&str],
-    json: &Path,
-    task: &[&std::ffi::OsStr],
-    env: &[(&str, &str)],
-) -> Output {
-    let mut cmd = Command::new(common::bin("goset-run"));
-    cmd.args(args).arg("--json").arg(json).arg("--").args(task);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    run(cmd)
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).expect("--json file written")).expect("valid JSON")
-}
-
-/// One `busy <i> tid <tid> allowed <list> processor <cpu>` line.
-#[derive(Debug)]
-struct Busy {
-    tid: i64,
-    allowed: String,
-    processor: i64,
-}
-
-fn busy_lines(stdout: &str) -> Vec<Busy> {
-    stdout
-        .lines()
-        .filter(|l| l.starts_with("busy "))
-        .map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            assert_eq!(w.len(), 8, "bad line {l:?}");
-            Busy {
-                tid: w[3].parse().unwrap(),
-                allowed: w[5].to_string(),
-                processor: w[7].parse().unwrap(),
-            }
-        })
-        .collect()
-}
-
+use std::path::Path;
+use std::process::Command;
+use support::*;
 /// Every busy thread is allowed one planned CPU, runs on it, and no two share one; the
 /// housekeeper says it placed them.
 fn assert_each_on_its_own_planned_cpu(out: &Output, report: &Value, n: usize) {
@@ -232,7 +53,7 @@ fn assert_each_on_its_own_planned_cpu(out: &Output, report: &Value, n: usize) {
             .iter()
             .find(|t| t["tid"] == b.tid)
             .unwrap_or_else(|| panic!("tid {} not in the report: {ctx}", b.tid));
-        assert_eq!(entry["placed_by"], "housekeeper", "{entry}");
+        assert_eq!(entry["placed_by"], "housekeeper", "{entry}\n{ctx}");
     }
 }
 
@@ -244,8 +65,52 @@ fn two_cpus() -> bool {
     n >= 2
 }
 
-#[test]
-fn static_pthread_program_busy_threads_end_on_their_own_cpus() {
+/// Two busy threads, a 30 s deadline, and the placement held for 0.2 s (ten polls) before
+/// they end: a CPU one of them inherited by chance (a launcher's child inherits the
+/// housekeeper CPU, which -n 2 on two CPUs shares with the task) must not end the run before
+/// the housekeeper saw the thread.
+const BUSY_ARGS: [&str; 3] = ["2", "30", "0.2"];
+
+/// How the test program is started below goset-run.
+#[derive(Debug, Clone, Copy)]
+enum Wrap {
+    /// As goset-run's own child.
+    Direct,
+    /// By a shell that sleeps first and stays the program's parent (it waits in `wait4`, never
+    /// running again while the program does: `exit $?` keeps it from exec'ing the program).
+    Shell,
+    /// By `mpirun -np 1`, which stays the program's parent.
+    Mpirun,
+}
+
+/// The task's argv: `prog args` as `wrap` starts it; `None` (skipped) without mpirun.
+fn wrapped(wrap: Wrap, prog: &Path, args: &[&str]) -> Option<Vec<std::ffi::OsString>> {
+    let mut argv: Vec<std::ffi::OsString> = Vec::new();
+    match wrap {
+        Wrap::Direct => {}
+        Wrap::Shell => {
+            // The program is $0 and its arguments $1..: no quoting of paths.
+            argv.extend(["sh", "-c", r#"sleep 0.3; "$0" "$@"; exit $?"#].map(Into::into));
+        }
+        Wrap::Mpirun => {
+            if missing("mpirun", "apt-get install -y openmpi-bin") {
+                return None;
+            }
+            argv.extend(["mpirun", "-np", "1"].map(Into::into));
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } == 0 {
+                argv.push("--allow-run-as-root".into());
+            }
+            argv.extend(["--oversubscribe", "--mca", "btl", "self,vader"].map(Into::into));
+        }
+    }
+    argv.push(prog.into());
+    argv.extend(args.iter().map(Into::into));
+    Some(argv)
+}
+
+/// The static program's two busy threads, started as `wrap` says, end on their own CPUs.
+fn static_program(wrap: Wrap) {
     if !two_cpus() {
         return;
     }
@@ -253,32 +118,33 @@ fn static_pthread_program_busy_threads_end_on_their_own_cpus() {
     let Some(prog) = gcc(dir.path(), "spin_static.c", &["-static"]) else {
         return;
     };
+    let Some(task) = wrapped(wrap, &prog, &BUSY_ARGS) else {
+        return;
+    };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // The check can fail: without goset the threads share the process mask until the deadline.
-    let alone = run({
-        let mut c = Command::new(&prog);
-        c.args(["2", "0.5"]);
-        c
-    });
-    assert_eq!(
-        alone.code,
-        Some(3),
-        "unpinned threads must time out: {}",
-        alone.stdout
-    );
-
+    if matches!(wrap, Wrap::Direct) {
+        // The check can fail: without goset the threads share the process mask until the
+        // deadline.
+        let alone = run({
+            let mut c = Command::new(&prog);
+            c.args(["2", "0.5"]);
+            c
+        });
+        assert_eq!(
+            alone.code,
+            Some(3),
+            "unpinned threads must time out: {}",
+            alone.stdout
+        );
+    }
     let report = dir.path().join("report.json");
-    let out = goset_run(
-        &["-n", "2", "--interval", "20"],
-        &report,
-        &[prog.as_os_str(), "2".as_ref()],
-        &[],
-    );
+    let task: Vec<&std::ffi::OsStr> = task.iter().map(|a| a.as_os_str()).collect();
+    let out = goset_run(&["-n", "2", "--interval", "20"], &report, &task, &[]);
     assert_each_on_its_own_planned_cpu(&out, &json(&report), 2);
 }
 
-#[test]
-fn go_program_busy_threads_end_on_their_own_cpus() {
+/// The Go program's two busy threads, started as `wrap` says, end on their own CPUs.
+fn go_program(wrap: Wrap) {
     if !two_cpus() {
         return;
     }
@@ -286,12 +152,16 @@ fn go_program_busy_threads_end_on_their_own_cpus() {
     let Some(prog) = go_build(dir.path()) else {
         return;
     };
+    let Some(task) = wrapped(wrap, &prog, &BUSY_ARGS) else {
+        return;
+    };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let report = dir.path().join("report.json");
+    let task: Vec<&std::ffi::OsStr> = task.iter().map(|a| a.as_os_str()).collect();
     let out = goset_run(
         &["-n", "2", "--interval", "20"],
         &report,
-        &[prog.as_os_str(), "2".as_ref()],
+        &task,
         &[("GOMAXPROCS", "2")],
     );
     let v = json(&report);
@@ -304,6 +174,31 @@ fn go_program_busy_threads_end_on_their_own_cpus() {
         .filter(|t| t["placed_by"] == "housekeeper")
         .count();
     assert!(by_hk >= 3, "{}", out.stderr);
+}
+
+#[test]
+fn static_pthread_program_busy_threads_end_on_their_own_cpus() {
+    static_program(Wrap::Direct);
+}
+
+#[test]
+fn static_program_below_a_waiting_shell_ends_on_its_own_cpus() {
+    static_program(Wrap::Shell);
+}
+
+#[test]
+fn static_program_below_mpirun_ends_on_its_own_cpus() {
+    static_program(Wrap::Mpirun);
+}
+
+#[test]
+fn go_program_busy_threads_end_on_their_own_cpus() {
+    go_program(Wrap::Direct);
+}
+
+#[test]
+fn go_program_below_a_waiting_shell_ends_on_its_own_cpus() {
+    go_program(Wrap::Shell);
 }
 
 #[test]
@@ -352,6 +247,51 @@ fn context_switches_of_a_thread_are_counted() {
         "{t}"
     );
     assert!(t["run_delay_s"].is_f64() && t["migrations"].is_u64(), "{t}");
+}
+
+/// A process below a shell that waits is followed to its end: its CPU time in the report is
+/// what `wait4` says the tree used, less the shell's and `sleep`'s few milliseconds.
+#[test]
+fn a_process_below_a_waiting_shell_is_counted_to_its_end() {
+    if missing("dd", "apt-get install -y coreutils") {
+        return;
+    }
+    let dir = tempfile::TempDir::new().unwrap();
+    let report = dir.path().join("report.json");
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let script = "sleep 0.1; dd if=/dev/zero of=/dev/null bs=1 count=2000000 2>/dev/null; exit $?";
+    let out = goset_run(
+        &["-n", "1", "--sample", "0", "--interval", "20"],
+        &report,
+        &["sh".as_ref(), "-c".as_ref(), script.as_ref()],
+        &[],
+    );
+    let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code, Some(0), "{ctx}");
+    let v = json(&report);
+    let ru = &v["run"]["rusage"];
+    let tree_s = ru["user_s"].as_f64().unwrap() + ru["system_s"].as_f64().unwrap();
+    let dd = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["comm"] == "dd")
+        .unwrap_or_else(|| panic!("dd not in the report: {ctx}"));
+    let cpu_s = dd["cpu_s"].as_f64().unwrap_or_else(|| panic!("{dd}"));
+    let polls = dd["polls"].as_u64().unwrap();
+    // Read at every 20 ms poll of its life; what it did after the last one is not counted.
+    let life_polls = (cpu_s / 0.02) as u64;
+    assert!(
+        polls + 2 >= life_polls,
+        "polls {polls}, cpu {cpu_s} s: {dd}"
+    );
+    assert!(
+        cpu_s > 0.8 * tree_s - 0.03 && cpu_s <= tree_s,
+        "dd {cpu_s} s of the tree's {tree_s} s: {dd}"
+    );
+    let sh = &v["threads"][0];
+    assert_eq!(sh["comm"], "sh", "{sh}");
+    assert_eq!(sh["exited"], true, "the shell ended: {sh}");
 }
 
 #[test]

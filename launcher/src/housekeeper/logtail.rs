@@ -24,7 +24,11 @@ pub struct LogTail {
     path: PathBuf,
     file: Option<File>,
     offset: u64,
+    /// Bytes read but not yet parsed (a torn last line).
     partial: Vec<u8>,
+    /// The read buffer, kept: a poll allocates nothing when the log did not grow (a large
+    /// buffer freed every poll could make `free` trim the heap, and the trim flush the TLB).
+    buf: Vec<u8>,
     /// Threads the shim (not the housekeeper) wrote records for.
     pub shim: BTreeMap<i32, ShimThread>,
 }
@@ -37,6 +41,7 @@ impl LogTail {
             file: None,
             offset: 0,
             partial: Vec::new(),
+            buf: Vec::new(),
             shim: BTreeMap::new(),
         }
     }
@@ -49,25 +54,30 @@ impl LogTail {
         let Some(file) = &self.file else {
             return;
         };
-        let mut buf = vec![0u8; 64 * 1024];
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; 64 * 1024];
+        }
         loop {
-            match file.read_at(&mut buf, self.offset) {
+            match file.read_at(&mut self.buf, self.offset) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     self.offset += n as u64;
-                    self.partial.extend_from_slice(&buf[..n]);
+                    self.partial.extend_from_slice(&self.buf[..n]);
                 }
             }
         }
         let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') else {
             return;
         };
-        let complete: Vec<u8> = self.partial.drain(..=end).collect();
-        for line in String::from_utf8_lossy(&complete).lines() {
-            if let Ok(r) = serde_json::from_str::<Record>(line) {
+        let partial = std::mem::take(&mut self.partial);
+        for line in partial[..=end].split(|&b| b == b'\n') {
+            // Lossy: a name of invalid UTF-8 must not cost the thread its record.
+            if let Ok(r) = serde_json::from_str::<Record>(&String::from_utf8_lossy(line)) {
                 self.note(&r);
             }
         }
+        self.partial = partial;
+        self.partial.drain(..=end);
     }
 
     fn note(&mut self, r: &Record) {

@@ -8,28 +8,37 @@
 //! they are silent). The launcher stays single-threaded so that nothing it does (an `munmap`,
 //! say) sends TLB shootdowns anywhere: its mm runs on the housekeeper CPU only.
 //!
-//! Processes of the tree are found through `/proc/<pid>/task/<tid>/children` of every live
-//! thread (`CONFIG_PROC_CHILDREN`), or, where that file does not exist, by scanning the ppid of
-//! every `/proc/<pid>/stat`. What cannot be counted: a thread or process that is born and ends
-//! between two polls; what a thread did after the last poll before it ended; a process whose
-//! parent ended before the poll that would have seen it (it is re-parented out of the tree).
-//! The `wait4` rusage in the Run table does include all of these.
+//! The tree: every process found is followed until its `/proc/<pid>/task` is gone, and every
+//! thread until its own files are gone or it is a zombie, whether its parent runs or not (a
+//! shell or `mpirun` waits in `wait4` for the whole run). New processes are found in
+//! `/proc/<pid>/task/<tid>/children` (`CONFIG_PROC_CHILDREN`) of each thread that ran since the
+//! last poll (only a running thread forks), of every thread of a process that lost one (its
+//! children move to a sibling), and of every thread once a second (a `CLONE_PARENT` child);
+//! where that file does not exist, by scanning the ppid of every `/proc/<pid>/stat`. What
+//! cannot be counted: a thread or process that is born and ends between two polls; what a
+//! thread did after the last poll before it ended; a process whose parent ended before the
+//! poll that would have seen it (it is re-parented out of the tree). The `wait4` rusage in the
+//! Run table does include all of these. Not followed either: a thread that took the tid of an
+//! ended one (a non-leader thread's `execve` takes its process's pid, which was seen as a
+//! zombie; pid reuse within a run).
 
 pub mod logtail;
 pub mod outcome;
 pub mod placer;
+pub mod policy;
 pub mod telemetry;
 pub mod threads;
+pub mod tracked;
 
 use crate::fsroot::{FsRoot, ReadError};
-use crate::noise::USER_HZ;
 use logtail::LogTail;
 pub use outcome::{Outcome, ThreadReport};
 use placer::{Live, Placer, Policy};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 use telemetry::CpuSampler;
-use threads::{Read, SchedStat, Stat, Switches, ThreadFiles};
+pub use tracked::Tracked;
+use tracked::{Mode, Polled};
 
 /// What the housekeeper needs to know about the plan.
 #[derive(Debug, Clone)]
@@ -44,29 +53,10 @@ pub struct Settings {
     pub policy: Policy,
 }
 
-/// One thread followed over the run.
-#[derive(Debug)]
-pub struct Tracked {
-    /// Process id.
-    pub pid: i32,
-    files: Option<ThreadFiles>,
-    /// Last `stat`.
-    pub stat: Option<Stat>,
-    /// Last `schedstat`.
-    pub sched: Option<SchedStat>,
-    /// Last context switch and migration counters.
-    pub switches: Option<Switches>,
-    /// CPUs it ran on (stat field 39 at each poll after which it had run).
-    pub seen_on: BTreeSet<usize>,
-    /// Polls at which it had run outside the CPU assigned to it at the poll before.
-    pub drift_polls: u32,
-    /// Polls that read it.
-    pub polls: u32,
-    /// It ended (or became a zombie).
-    pub ended: bool,
-    assigned: Option<usize>,
-    demand_base: Option<(Instant, u64)>,
-}
+/// How often every live thread's `children` is read, whether it ran or not: the net under
+/// the rule that only a thread that ran can have forked (a `CLONE_PARENT` child joins a
+/// parent that did not run; a nohz_full CPU may not update a running thread's run time).
+const ALL_CHILDREN_EVERY: Duration = Duration::from_secs(1);
 
 /// The housekeeper's state over one run.
 pub struct Housekeeper {
@@ -76,15 +66,19 @@ pub struct Housekeeper {
     placer: Placer,
     log: Option<LogTail>,
     task: Option<i32>,
-    procs: BTreeSet<i32>,
+    /// Processes of the tree still in `/proc`, with their threads not known to have ended.
+    procs: BTreeMap<i32, BTreeSet<i32>>,
     /// Every thread seen, by tid.
     threads: BTreeMap<i32, Tracked>,
     /// Tids in order of first sight.
     order: Vec<i32>,
     errors: Vec<ReadError>,
     missing: BTreeSet<&'static str>,
-    scan_ppids: bool,
+    mode: Mode,
     polls: u64,
+    all_children_every: u64,
+    /// Polls until the next that reads every thread's `children`.
+    polls_to_all_children: u64,
     started: Instant,
     cpu_start: Duration,
 }
@@ -110,6 +104,36 @@ fn boot_time_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
+/// The threads of a process, as `/proc/<pid>/task` lists them.
+#[derive(Debug, PartialEq, Eq)]
+enum Listing {
+    /// Its tids, sorted.
+    Tids(Vec<i32>),
+    /// The process is gone (reaped).
+    Gone,
+    /// The directory could not be read, though the process may live (out of descriptors).
+    Unreadable(String),
+}
+
+fn list_threads(root: &FsRoot, pid: i32) -> Listing {
+    let dir = match std::fs::read_dir(root.path(&format!("/proc/{pid}/task"))) {
+        Ok(d) => d,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
+            return Listing::Gone
+        }
+        Err(e) => return Listing::Unreadable(e.to_string()),
+    };
+    let mut tids: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    // A process being reaped lists nothing: gone as well.
+    if tids.is_empty() {
+        return Listing::Gone;
+    }
+    Listing::Tids(tids)
+}
+
 impl Housekeeper {
     /// Starts the run's telemetry (the first CPU snapshot), before the task starts. `table` is
     /// the slot table shared with the shim; `log` the placement log, followed and appended to.
@@ -126,6 +150,7 @@ impl Housekeeper {
                 .open(p)
                 .ok()
         });
+        let every = ALL_CHILDREN_EVERY.as_nanos() / settings.interval.as_nanos().max(1);
         Housekeeper {
             root: root.clone(),
             cpus: CpuSampler::start(root, &settings.task_cpus),
@@ -135,16 +160,18 @@ impl Housekeeper {
                 settings.housekeeper,
                 appender,
             ),
+            all_children_every: every.clamp(1, u64::MAX as u128) as u64,
             settings,
             log: log.map(|p| LogTail::new(p.to_path_buf())),
             task: None,
-            procs: BTreeSet::new(),
+            procs: BTreeMap::new(),
             threads: BTreeMap::new(),
             order: Vec::new(),
             errors: Vec::new(),
             missing: BTreeSet::new(),
-            scan_ppids: false,
+            mode: Mode::default(),
             polls: 0,
+            polls_to_all_children: 0,
             started: Instant::now(),
             cpu_start: own_cpu_time(),
         }
@@ -153,11 +180,16 @@ impl Housekeeper {
     /// The task's process id: the root of the tree to follow.
     pub fn attach(&mut self, pid: i32) {
         self.task = Some(pid);
-        self.procs.insert(pid);
+        self.procs.entry(pid).or_default();
         self.cpu_start = own_cpu_time();
     }
 
-    /// One poll.
+    /// One poll. Every process of the tree found so far is listed and every thread not known
+    /// to have ended is read, whether its parent ran or not; a thread ends when its own files
+    /// are gone or it is a zombie, a process when its `/proc/<pid>/task` is gone. New
+    /// processes are found in the `children` of the threads that ran (only a running thread
+    /// forks), of every thread of a process that lost a thread (its children move to a
+    /// sibling), and of every thread once a second.
     pub fn poll(&mut self) {
         self.polls += 1;
         if let Some(log) = &mut self.log {
@@ -165,55 +197,87 @@ impl Housekeeper {
         }
         let now = Instant::now();
         let boot_s = boot_time_s();
+        let all_children = self.polls_to_all_children == 0;
+        self.polls_to_all_children = match self.polls_to_all_children {
+            0 => self.all_children_every - 1,
+            n => n - 1,
+        };
         let mut live = Vec::new();
         let mut ended = Vec::new();
-        let mut queue: VecDeque<i32> = self.procs.iter().copied().collect();
+        let mut queue: VecDeque<i32> = self.procs.keys().copied().collect();
         let mut visited = BTreeSet::new();
+        let mut found = Vec::new();
         while let Some(pid) = queue.pop_front() {
             if !visited.insert(pid) {
                 continue;
             }
-            let tids = self.list_threads(pid);
-            if tids.is_empty() {
-                self.procs.remove(&pid);
-            }
+            let known = self.procs.remove(&pid).unwrap_or_default();
+            let tids = match list_threads(&self.root, pid) {
+                Listing::Tids(t) => t,
+                Listing::Gone => {
+                    self.end(known, &mut ended);
+                    continue;
+                }
+                Listing::Unreadable(why) => {
+                    // Not gone: its threads are neither read nor ended this time.
+                    self.note_failed("/proc/<pid>/task", why);
+                    self.procs.insert(pid, known);
+                    continue;
+                }
+            };
+            let mut alive = BTreeSet::new();
+            let mut lost = BTreeSet::new();
+            let first = live.len();
             for tid in tids {
                 if self.threads.get(&tid).is_some_and(|t| t.ended) {
                     continue;
                 }
-                match self.read_thread(pid, tid, now, boot_s, &mut queue) {
-                    Some(l) => live.push(l),
-                    None => ended.push(tid),
+                match self.read_thread(pid, tid, now, boot_s, all_children, &mut found) {
+                    Some(l) => {
+                        alive.insert(tid);
+                        live.push(l);
+                    }
+                    None => {
+                        lost.insert(tid);
+                    }
                 }
             }
-        }
-        // Threads of processes that vanished, and threads that left their process's list.
-        let live_tids: BTreeSet<i32> = live.iter().map(|l: &Live| l.tid).collect();
-        for (&tid, t) in self.threads.iter_mut() {
-            if !t.ended && !live_tids.contains(&tid) {
-                t.ended = true;
-                t.files = None;
-                ended.push(tid);
+            lost.extend(known.difference(&alive));
+            if !lost.is_empty() && !all_children && !self.mode.no_children {
+                // A thread's children move to a live sibling when it ends, maybe one that sleeps.
+                for l in &live[first..] {
+                    if let Some(t) = self.threads.get_mut(&l.tid) {
+                        t.children(&mut found);
+                    }
+                }
+            }
+            self.end(lost, &mut ended);
+            self.procs.insert(pid, alive);
+            for child in found.drain(..) {
+                self.procs.entry(child).or_default();
+                queue.push_back(child);
             }
         }
         ended.sort_unstable();
         ended.dedup();
-        if self.scan_ppids {
+        if self.mode.no_children {
             self.scan_for_children(&visited);
         }
         self.placer.step(&live, &ended, &self.settings.policy);
         self.cpus.poll();
     }
 
-    fn list_threads(&self, pid: i32) -> Vec<i32> {
-        let mut tids: Vec<i32> = self
-            .root
-            .list(&format!("/proc/{pid}/task"))
-            .iter()
-            .filter_map(|t| t.parse().ok())
-            .collect();
-        tids.sort_unstable();
-        tids
+    /// Marks `tids` ended (their files gone without a read noticing) and adds them to `ended`.
+    fn end(&mut self, tids: BTreeSet<i32>, ended: &mut Vec<i32>) {
+        for tid in tids {
+            if let Some(t) = self.threads.get_mut(&tid) {
+                if !t.ended {
+                    t.ended = true;
+                    t.close();
+                }
+            }
+            ended.push(tid);
+        }
     }
 
     fn note_missing(&mut self, file: &'static str, reason: &str) {
@@ -225,138 +289,34 @@ impl Housekeeper {
         }
     }
 
-    fn note_failed(&mut self, file: &'static str, why: String) {
-        let e = ReadError {
-            file: threads::pattern(file),
-            reason: why,
+    fn note_failed(&mut self, file: &str, why: String) {
+        let file = if file.starts_with('/') {
+            file.to_string()
+        } else {
+            threads::pattern(file)
         };
+        let e = ReadError { file, reason: why };
         if !self.errors.contains(&e) {
             self.errors.push(e);
         }
     }
 
-    /// Reads one thread; `None` when it has ended. Its children join `queue`.
+    /// Reads one thread; `None` when it has ended. The processes it forked join `found`.
     fn read_thread(
         &mut self,
         pid: i32,
         tid: i32,
         now: Instant,
         boot_s: f64,
-        queue: &mut VecDeque<i32>,
+        all_children: bool,
+        found: &mut Vec<i32>,
     ) -> Option<Live> {
         if !self.threads.contains_key(&tid) {
             self.order.push(tid);
-            self.threads.insert(
-                tid,
-                Tracked {
-                    pid,
-                    files: Some(ThreadFiles::new(&self.root, pid, tid)),
-                    stat: None,
-                    sched: None,
-                    switches: None,
-                    seen_on: BTreeSet::new(),
-                    drift_polls: 0,
-                    polls: 0,
-                    ended: false,
-                    assigned: None,
-                    demand_base: None,
-                },
-            );
+            self.threads.insert(tid, Tracked::new(&self.root, pid, tid));
         }
         let t = self.threads.get_mut(&tid).expect("inserted above");
-        let files = t.files.as_mut()?;
-        let skip_sched = self.missing.contains("schedstat");
-        let use_status = self.missing.contains("sched");
-        let mut missing = Vec::new();
-        let mut failed = Vec::new();
-        let prev_slices = t.sched.map(|s| s.timeslices);
-        // schedstat first: the cheapest file, and it says whether the thread was scheduled
-        // since the last poll. One that was not cannot have switched, migrated, forked or
-        // moved, so its other files are not read: a sleeping thread costs one pread a poll.
-        if !skip_sched {
-            match files.schedstat.read() {
-                Read::Text(s) => t.sched = threads::parse_schedstat(&s).or(t.sched),
-                Read::Gone => {
-                    t.ended = true;
-                    t.files = None;
-                    return None;
-                }
-                Read::Missing => missing.push("schedstat"),
-                Read::Failed(why) => failed.push(("schedstat", why)),
-            }
-        }
-        let scheduled = match (prev_slices, t.sched) {
-            (Some(p), Some(s)) => s.timeslices != p,
-            _ => true,
-        };
-        let prev_ticks = t.stat.as_ref().map(|s| s.cpu_ticks);
-        let stat = match &t.stat {
-            Some(st) if !scheduled => st.clone(),
-            _ => {
-                let stat = match files.stat.read() {
-                    Read::Text(s) => threads::parse_stat(&s),
-                    _ => None,
-                };
-                let Some(stat) = stat.filter(|s| !matches!(s.state, 'Z' | 'X')) else {
-                    t.ended = true;
-                    t.files = None;
-                    return None;
-                };
-                let switches = if use_status {
-                    files.status.read()
-                } else {
-                    files.sched.read()
-                };
-                match switches {
-                    Read::Text(s) if use_status => {
-                        t.switches = threads::parse_status_switches(&s).or(t.switches)
-                    }
-                    Read::Text(s) => t.switches = threads::parse_sched(&s).or(t.switches),
-                    Read::Missing if !use_status => missing.push("sched"),
-                    Read::Failed(why) => failed.push(("sched", why)),
-                    _ => {}
-                }
-                if !self.scan_ppids {
-                    match files.children.read() {
-                        Read::Text(s) => queue.extend(threads::parse_children(&s)),
-                        Read::Missing => missing.push("children"),
-                        _ => {}
-                    }
-                }
-                stat
-            }
-        };
-        // Ran since the last poll: only then is stat's processor where it ran since.
-        let ran = match (t.sched, prev_ticks) {
-            (Some(_), _) => scheduled,
-            (None, Some(p)) => stat.cpu_ticks != p,
-            (None, None) => true,
-        };
-        if let Some(cpu) = stat.processor.filter(|_| ran) {
-            t.seen_on.insert(cpu);
-            if t.assigned.is_some_and(|a| a != cpu) && t.polls > 0 {
-                t.drift_polls += 1;
-            }
-        }
-        let base = match t.sched {
-            Some(s) => s.runtime_ns.saturating_add(s.run_delay_ns),
-            None => stat.cpu_ticks * (1_000_000_000 / USER_HZ),
-        };
-        let age_s = (boot_s - stat.start_ticks as f64 / USER_HZ as f64).max(0.0);
-        let demand = match t.demand_base {
-            Some((then, was)) => {
-                let dt = now.saturating_duration_since(then).as_secs_f64();
-                if dt > 0.0 {
-                    base.saturating_sub(was) as f64 / 1e9 / dt
-                } else {
-                    0.0
-                }
-            }
-            // First sight: since birth; one tick at least, as start times count in ticks.
-            None => base as f64 / 1e9 / age_s.max(1.0 / USER_HZ as f64),
-        };
-        t.demand_base = Some((now, base));
-        t.polls += 1;
+        let polled = t.read(self.mode, now, boot_s, all_children, found)?;
         let shim = self.log.as_ref().and_then(|l| l.shim.get(&tid)).copied();
         // The assignment as of this poll, checked against where it runs by the next one.
         t.assigned = match (shim, self.placer.owned.get(&tid)) {
@@ -364,8 +324,13 @@ impl Housekeeper {
             (None, Some(o)) => Some(o.cpu),
             _ => None,
         };
-        let comm = stat.comm.clone();
-        t.stat = Some(stat);
+        let Polled {
+            comm,
+            age_s,
+            demand,
+            missing,
+            failed,
+        } = polled;
         for f in missing {
             let why = match f {
                 "sched" => "missing (CONFIG_SCHED_DEBUG off): migrations n/a, switches from status",
@@ -373,7 +338,11 @@ impl Housekeeper {
                 _ => "missing (CONFIG_PROC_CHILDREN off): children found by scanning /proc/*/stat",
             };
             self.note_missing(f, why);
-            self.scan_ppids |= f == "children";
+            match f {
+                "sched" => self.mode.no_sched = true,
+                "schedstat" => self.mode.no_schedstat = true,
+                _ => self.mode.no_children = true,
+            }
         }
         for (f, why) in failed {
             self.note_failed(f, why);
@@ -385,6 +354,7 @@ impl Housekeeper {
             age_s,
             demand,
             shim_placed: shim.is_some(),
+            shim_cpu: shim.and_then(|s| s.cpu),
         })
     }
 
@@ -401,15 +371,20 @@ impl Housekeeper {
                 continue;
             };
             if threads::parse_stat(&text).is_some_and(|s| known.contains(&s.ppid)) {
-                self.procs.insert(pid);
+                self.procs.entry(pid).or_default();
             }
         }
     }
 
     /// Ends the run: the closing CPU snapshot, slots given back, everything gathered.
     pub fn finish(mut self) -> Outcome {
-        for t in self.threads.values_mut() {
-            t.files = None;
+        // The task was reaped after the last poll: whatever is gone now ended (a path walk per
+        // thread, once).
+        for (tid, t) in self.threads.iter_mut() {
+            if !t.ended && !self.root.exists(&format!("/proc/{}/task/{tid}", t.pid)) {
+                t.ended = true;
+            }
+            t.close();
         }
         self.placer.release_all();
         let cpu_s = own_cpu_time().saturating_sub(self.cpu_start).as_secs_f64();
@@ -435,5 +410,78 @@ impl Housekeeper {
             records: std::mem::take(&mut self.placer.records),
             errors,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shell that waits (never runs again) above a shell that waits above `sleep`: both
+    /// below the sleeping parent stay followed, poll after poll, until they are gone.
+    #[test]
+    fn processes_below_a_sleeping_parent_stay_followed() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sh -c 'sleep 5; exit 0'; exit 0"])
+            .spawn()
+            .expect("sh");
+        let table = goset_plan::slots::map(None).unwrap();
+        table.init(1);
+        let me = nix::unistd::gettid().as_raw();
+        let settings = Settings {
+            task_cpus: vec![usize::MAX - 1],
+            housekeeper: usize::MAX - 2,
+            interval: Duration::from_millis(100),
+            policy: Policy::default(),
+        };
+        let mut hk = Housekeeper::new(&FsRoot::default(), settings, table, None);
+        hk.attach(child.id() as i32);
+        let comms = |hk: &Housekeeper| -> Vec<(String, bool)> {
+            hk.order
+                .iter()
+                .map(|t| &hk.threads[t])
+                .map(|t| {
+                    (
+                        t.stat.as_ref().map_or("?".into(), |s| s.comm.clone()),
+                        t.ended,
+                    )
+                })
+                .collect()
+        };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while !comms(&hk).iter().any(|(c, _)| c == "sleep") {
+            assert!(
+                Instant::now() < deadline,
+                "sleep not found: {:?}",
+                comms(&hk)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+            hk.poll();
+        }
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(50));
+            hk.poll();
+            let seen = comms(&hk);
+            assert_eq!(seen.len(), 3, "{seen:?}");
+            assert!(seen.iter().all(|(_, ended)| !ended), "{seen:?}");
+            assert_eq!(hk.procs.len(), 3, "{:?}", hk.procs);
+        }
+        let sleep = *hk.order.last().unwrap();
+        assert_ne!(sleep, me);
+        // SAFETY: kill signals a pid this test started (its grandchild).
+        unsafe { libc::kill(sleep, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while !hk.threads[&sleep].ended {
+            assert!(Instant::now() < deadline, "{:?}", comms(&hk));
+            std::thread::sleep(Duration::from_millis(20));
+            hk.poll();
+        }
+        child.wait().unwrap();
+        hk.poll();
+        assert!(
+            comms(&hk).iter().all(|(_, ended)| *ended),
+            "{:?}",
+            comms(&hk)
+        );
     }
 }

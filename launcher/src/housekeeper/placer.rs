@@ -1,16 +1,11 @@
 //! Placing the threads the shim could not see: static binaries (Go by default), raw `clone()`,
 //! a child that dropped `LD_PRELOAD`.
 //!
-//! Owns: the placement policy ([`decide`], a pure function of observed thread demand and slot
-//! loads) and carrying it out ([`Placer`]: `sched_setaffinity` on the tid, a claim in the
-//! shared [`SlotTable`] so that the shim and the housekeeper agree on which slots are taken, and
-//! a record with `placed_by: "housekeeper"` in the placement log). Must not: read `/proc`.
-//!
-//! Policy: threads that burn CPU get the least-loaded slots, the hungriest first; threads that
-//! mostly sleep (a runtime's sysmon, GC or I/O threads) go to the housekeeper CPU and move to a
-//! slot once they burn CPU; a slotted thread that has slept for a few polls gives its slot back
-//! (a runtime's main thread burns while it starts, then waits), and a burning thread that
-//! shares a slot moves when a slot is emptier by two or more.
+//! Owns: carrying out the policy of [`super::policy`] ([`Placer`]: `sched_setaffinity` on the
+//! tid, a claim in the shared [`SlotTable`] so that the shim and the housekeeper agree on which
+//! slots are taken, and a record with `placed_by: "housekeeper"` in the placement log). Must
+//! not: read `/proc`, or decide anything itself: the decisions are the pure functions
+//! [`decide`] and [`leave_alone`].
 
 use crate::placement::Record;
 use goset_plan::slots::Claim;
@@ -18,120 +13,7 @@ use goset_plan::{CpuSet, SlotTable};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
-/// Where a thread the housekeeper placed is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Spot {
-    /// On the CPU of this slot.
-    Slot(usize),
-    /// On the housekeeper CPU, holding no slot.
-    Housekeeper,
-}
-
-/// One thread as the policy sees it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct View {
-    /// Thread id.
-    pub tid: i32,
-    /// CPU it wanted over the last interval (run time + run-queue wait over wall time; 1.0 =
-    /// one CPU), so a busy thread on a contended CPU still counts as busy.
-    pub demand: f64,
-    /// Where the housekeeper put it; `None`: unplaced, to be placed now.
-    pub spot: Option<Spot>,
-    /// Consecutive polls with demand below [`Policy::idle`].
-    pub idle_polls: u32,
-}
-
-/// Thresholds of the policy.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Policy {
-    /// Demand from which a thread burns CPU and deserves a slot.
-    pub burn: f64,
-    /// Demand under which a poll counts as idle.
-    pub idle: f64,
-    /// Idle polls after which a slotted thread gives its slot back.
-    pub demote_after: u32,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Policy {
-            burn: 0.25,
-            idle: 0.05,
-            demote_after: 3,
-        }
-    }
-}
-
-/// What to do with one thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Claim a slot (the expected one: the least loaded) and move there, giving back any slot
-    /// the thread held.
-    Claim { tid: i32, slot: usize },
-    /// Move to the housekeeper CPU without a slot.
-    Housekeeper { tid: i32 },
-    /// Give the slot back and move to the housekeeper CPU.
-    Demote { tid: i32 },
-}
-
-fn least_loaded(load: &[u32]) -> Option<usize> {
-    (0..load.len()).min_by_key(|&s| (load[s], s))
-}
-
-/// The policy: actions for `threads` given the live count of each slot (`live[s]`, threads of
-/// the shim and of the housekeeper alike). Demotions come first so that their slots are free
-/// for the burners; burners claim in order of demand (then tid), each taking the least-loaded
-/// slot (lowest index on ties, as [`SlotTable::claim`] does).
-pub fn decide(threads: &[View], live: &[u32], policy: &Policy) -> Vec<Action> {
-    let mut load = live.to_vec();
-    let mut actions = Vec::new();
-    for t in threads {
-        if let Some(Spot::Slot(s)) = t.spot {
-            if t.idle_polls >= policy.demote_after && t.demand < policy.burn {
-                actions.push(Action::Demote { tid: t.tid });
-                if let Some(l) = load.get_mut(s) {
-                    *l = l.saturating_sub(1);
-                }
-            }
-        }
-    }
-    let mut burners: Vec<&View> = threads.iter().filter(|t| t.demand >= policy.burn).collect();
-    burners.sort_by(|a, b| b.demand.total_cmp(&a.demand).then(a.tid.cmp(&b.tid)));
-    for t in burners {
-        let Some(best) = least_loaded(&load) else {
-            break;
-        };
-        match t.spot {
-            Some(Spot::Slot(s)) => {
-                // Move only when the other slot is emptier by two: with one fewer thread
-                // there, moving would just swap which slot is shared.
-                let here = load.get(s).copied().unwrap_or(0);
-                if load[best] + 1 < here {
-                    load[s] -= 1;
-                    load[best] += 1;
-                    // Claiming anew gives the old slot back first.
-                    actions.push(Action::Claim {
-                        tid: t.tid,
-                        slot: best,
-                    });
-                }
-            }
-            _ => {
-                load[best] += 1;
-                actions.push(Action::Claim {
-                    tid: t.tid,
-                    slot: best,
-                });
-            }
-        }
-    }
-    for t in threads {
-        if t.spot.is_none() && t.demand < policy.burn {
-            actions.push(Action::Housekeeper { tid: t.tid });
-        }
-    }
-    actions
-}
+pub use super::policy::{decide, leave_alone, Action, Mask, Policy, Spot, View};
 
 /// A thread the housekeeper placed.
 #[derive(Debug, Clone)]
@@ -183,6 +65,8 @@ pub struct Live {
     pub demand: f64,
     /// The shim wrote a record for it.
     pub shim_placed: bool,
+    /// The single CPU the shim last gave it, if any.
+    pub shim_cpu: Option<usize>,
 }
 
 /// A thread younger than this at first sight is given until the next poll: the shim places its
@@ -222,10 +106,13 @@ impl Placer {
             }
         }
         let mut views = Vec::new();
-        let mut pending = BTreeSet::new();
+        // CPUs of the live threads someone answers for, and the threads nobody claims yet.
+        let mut assigned = Vec::new();
+        let mut unclaimed = Vec::new();
         for t in live {
             if t.shim_placed {
                 self.hand_over(t.tid);
+                assigned.extend(t.shim_cpu);
                 continue;
             }
             if let Some(o) = self.owned.get_mut(&t.tid) {
@@ -240,9 +127,16 @@ impl Placer {
                     spot: Some(o.spot),
                     idle_polls: o.idle_polls,
                 });
+                assigned.push(o.cpu);
                 continue;
             }
-            if self.on_planned_cpu(t.tid) {
+            unclaimed.push(t);
+        }
+        let masks: Vec<(i32, Mask)> = unclaimed.iter().map(|t| (t.tid, mask_of(t.tid))).collect();
+        let left = leave_alone(&masks, &assigned, &self.task_cpus, self.housekeeper);
+        let mut pending = BTreeSet::new();
+        for (t, left) in unclaimed.into_iter().zip(left) {
+            if left {
                 continue;
             }
             if self.pending.contains(&t.tid) || t.age_s >= GRACE_S {
@@ -292,22 +186,6 @@ impl Placer {
         }
     }
 
-    /// Whether the thread's mask is a single planned CPU: placed by someone (the shim before
-    /// an exec into a static binary, or the program itself); the housekeeper leaves it.
-    fn on_planned_cpu(&self, tid: i32) -> bool {
-        let pid = nix::unistd::Pid::from_raw(tid);
-        match nix::sched::sched_getaffinity(pid) {
-            Ok(set) => {
-                let cpus: Vec<usize> = (0..nix::sched::CpuSet::count())
-                    .filter(|&c| set.is_set(c).unwrap_or(false))
-                    .collect();
-                cpus.len() == 1 && self.task_cpus.contains(&cpus[0])
-            }
-            // Gone or not ours: nothing to place.
-            Err(_) => true,
-        }
-    }
-
     fn claim(&mut self, t: &Live) {
         let old = self.owned.get_mut(&t.tid).and_then(|o| o.claim.take());
         if let Some(c) = old {
@@ -324,8 +202,11 @@ impl Placer {
             Spot::Slot(s) => self.task_cpus.get(s).copied().unwrap_or(self.housekeeper),
             Spot::Housekeeper => self.housekeeper,
         };
-        let (mask, len) = CpuSet::single(cpu).as_raw();
-        // SAFETY: mask points to a live cpu_set_t-sized buffer of `len` bytes.
+        // Bound to a name: a temporary would be dropped at the end of the `let`, leaving `mask`
+        // dangling (an optimised build then hands the kernel whatever reused that stack).
+        let set = CpuSet::single(cpu);
+        let (mask, len) = set.as_raw();
+        // SAFETY: mask points into `set`, alive until the call returns, `len` bytes long.
         let rc = unsafe { libc::sched_setaffinity(tid, len, mask as *const libc::cpu_set_t) };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
@@ -393,6 +274,19 @@ impl Placer {
     }
 }
 
+/// A thread's affinity mask.
+fn mask_of(tid: i32) -> Mask {
+    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)) {
+        Ok(set) => Mask::Cpus(
+            (0..nix::sched::CpuSet::count())
+                .filter(|&c| set.is_set(c).unwrap_or(false))
+                .collect(),
+        ),
+        // Gone or not ours: nothing to place.
+        Err(_) => Mask::Unknown,
+    }
+}
+
 /// The role the report shows for a thread the housekeeper placed.
 pub fn role_of(spot: Spot) -> &'static str {
     match spot {
@@ -404,85 +298,6 @@ pub fn role_of(spot: Spot) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn v(tid: i32, demand: f64, spot: Option<Spot>, idle_polls: u32) -> View {
-        View {
-            tid,
-            demand,
-            spot,
-            idle_polls,
-        }
-    }
-
-    #[test]
-    fn burners_take_least_loaded_slots_hungriest_first_sleepers_go_home() {
-        let p = Policy::default();
-        // Slot 0 holds a shim thread; a Go program: two spinning threads, sysmon, an idle M.
-        let threads = [
-            v(10, 0.01, None, 0),
-            v(11, 0.6, None, 0),
-            v(12, 1.0, None, 0),
-            v(13, 0.0, None, 0),
-        ];
-        let a = decide(&threads, &[1, 0, 0], &p);
-        assert_eq!(
-            a,
-            vec![
-                Action::Claim { tid: 12, slot: 1 },
-                Action::Claim { tid: 11, slot: 2 },
-                Action::Housekeeper { tid: 10 },
-                Action::Housekeeper { tid: 13 },
-            ]
-        );
-        // More burners than slots: they share, the least loaded first.
-        let a = decide(&threads, &[0, 0], &p);
-        assert_eq!(
-            &a[..2],
-            &[
-                Action::Claim { tid: 12, slot: 0 },
-                Action::Claim { tid: 11, slot: 1 }
-            ]
-        );
-        assert!(decide(&[], &[0], &p).is_empty());
-    }
-
-    #[test]
-    fn a_sleeper_that_starts_burning_moves_to_a_slot() {
-        let p = Policy::default();
-        let a = decide(&[v(5, 0.9, Some(Spot::Housekeeper), 0)], &[1, 0], &p);
-        assert_eq!(a, vec![Action::Claim { tid: 5, slot: 1 }]);
-        let a = decide(&[v(5, 0.1, Some(Spot::Housekeeper), 0)], &[1, 0], &p);
-        assert!(a.is_empty(), "{a:?}");
-    }
-
-    #[test]
-    fn an_idle_slot_holder_gives_its_slot_to_a_burner() {
-        let p = Policy::default();
-        // A static program's main thread took slot 0 while it started, then waits in join;
-        // its two workers burn, one of them sharing slot 0.
-        let threads = [
-            v(1, 0.0, Some(Spot::Slot(0)), 3),
-            v(2, 1.0, Some(Spot::Slot(1)), 0),
-            v(3, 1.0, Some(Spot::Slot(0)), 0),
-        ];
-        let a = decide(&threads, &[2, 1], &p);
-        assert_eq!(a, vec![Action::Demote { tid: 1 }]);
-        // Not idle for long enough: it keeps the slot.
-        let threads = [v(1, 0.0, Some(Spot::Slot(0)), 2), threads[1], threads[2]];
-        assert!(decide(&threads, &[2, 1], &p).is_empty());
-    }
-
-    #[test]
-    fn a_burner_sharing_a_slot_moves_only_when_another_is_emptier_by_two() {
-        let p = Policy::default();
-        let threads = [v(7, 1.0, Some(Spot::Slot(0)), 0)];
-        assert_eq!(
-            decide(&threads, &[2, 0], &p),
-            vec![Action::Claim { tid: 7, slot: 1 }]
-        );
-        assert!(decide(&threads, &[2, 1], &p).is_empty());
-        assert!(decide(&threads, &[1, 0], &p).is_empty());
-    }
 
     fn table(slots: usize) -> &'static SlotTable {
         let t = goset_plan::slots::map(None).unwrap();
@@ -520,6 +335,7 @@ mod tests {
             age_s: 1.0,
             demand,
             shim_placed: false,
+            shim_cpu: None,
         };
         p.step(&[live(1.0)], &[], &Policy::default());
         assert_eq!(t.live(0), 1, "{:?}", p.failures);
@@ -532,5 +348,75 @@ mod tests {
         p.step(&[], &[tid], &Policy::default());
         assert_eq!(t.live(0), 0);
         assert_eq!(p.records.last().unwrap().event, "exit");
+    }
+
+    #[test]
+    fn threads_that_inherited_the_shared_housekeeper_cpu_are_placed() {
+        let home = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        let cpus: Vec<usize> = (0..nix::sched::CpuSet::count())
+            .filter(|&c| home.is_set(c).unwrap_or(false))
+            .collect();
+        if cpus.len() < 2 {
+            eprintln!("skipped: needs a mask of two CPUs");
+            return;
+        }
+        // -n 2 on two CPUs: the housekeeper shares task CPU cpus[1]; a launcher's static child
+        // and its threads inherited {housekeeper}.
+        let (hk, other) = (cpus[1], cpus[0]);
+        let t = table(2);
+        let mut p = Placer::new(t, vec![other, hk], hk, None);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let done_rx = std::sync::Arc::new(std::sync::Mutex::new(done_rx));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (tx, done_rx) = (tx.clone(), done_rx.clone());
+                std::thread::spawn(move || {
+                    let me = nix::unistd::Pid::from_raw(0);
+                    let mut one = nix::sched::CpuSet::new();
+                    one.set(hk).unwrap();
+                    nix::sched::sched_setaffinity(me, &one).unwrap();
+                    tx.send(nix::unistd::gettid().as_raw()).unwrap();
+                    let _ = done_rx.lock().unwrap().recv();
+                })
+            })
+            .collect();
+        let tids = [rx.recv().unwrap(), rx.recv().unwrap()];
+        let live: Vec<Live> = tids
+            .iter()
+            .map(|&tid| Live {
+                tid,
+                pid: std::process::id() as i32,
+                comm: "spin".into(),
+                age_s: 1.0,
+                demand: 1.0,
+                shim_placed: false,
+                shim_cpu: None,
+            })
+            .collect();
+        p.step(&live, &[], &Policy::default());
+        let mut on: Vec<usize> = tids
+            .iter()
+            .map(|&tid| {
+                assert!(
+                    matches!(p.owned[&tid].spot, Spot::Slot(_)),
+                    "{:?}",
+                    p.failures
+                );
+                match mask_of(tid) {
+                    Mask::Cpus(c) if c.len() == 1 => c[0],
+                    m => panic!("tid {tid}: {m:?}"),
+                }
+            })
+            .collect();
+        on.sort_unstable();
+        let mut want = vec![other, hk];
+        want.sort_unstable();
+        assert_eq!(on, want, "each on its own planned CPU");
+        drop(done_tx);
+        for h in handles {
+            h.join().unwrap();
+        }
+        p.release_all();
     }
 }

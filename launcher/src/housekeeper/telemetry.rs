@@ -5,9 +5,15 @@
 //! read a file that makes the kernel interrupt a task CPU. What is read and why it is silent:
 //! - `/proc/interrupts`, `/proc/softirqs`, `/proc/stat` (at the start and the end only: they are
 //!   cumulative): per-CPU counters that the reading CPU sums from memory.
-//! - `cpuN/cpufreq/scaling_cur_freq` (every poll, for min/avg/max): the frequency the governor
-//!   last set or the tick last sampled (`arch_freq_get_on_cpu` uses APERF/MPERF samples taken
-//!   by that CPU's own tick), read from memory.
+//! - `cpuN/cpufreq/scaling_cur_freq` (every poll, for min/avg/max), only where it is served
+//!   from memory ([`freq_is_silent`]): on x86 from Linux 5.18, where `arch_freq_get_on_cpu()`
+//!   uses the APERF/MPERF sample that CPU's own tick took (or the cpufreq policy's last
+//!   frequency), and on other architectures, where it is the policy's last frequency. On x86
+//!   kernels 4.13 to 5.17 `arch_freq_get_on_cpu()` sends the CPU an IPI
+//!   (`smp_call_function_single`) whenever its sample is older than 10 ms, which at any poll
+//!   interval of 10 ms or more is every poll: there it is not read at all, and the frequency
+//!   is `n/a` with the reason in Errors (the kernel version comes from
+//!   `/proc/sys/kernel/osrelease`; an unknown version counts as an old one).
 //! - `cpuN/thermal_throttle/{core,package}_throttle_count` (start and end): counters the
 //!   thermal interrupt handler keeps per CPU.
 //!
@@ -32,6 +38,28 @@ fn throttle_paths(cpu: usize) -> [String; 2] {
         format!("{d}/core_throttle_count"),
         format!("{d}/package_throttle_count"),
     ]
+}
+
+/// `Ok` when `scaling_cur_freq` is served from memory on this kernel (`osrelease`: the text of
+/// `/proc/sys/kernel/osrelease`) and architecture; else why it is not read.
+pub fn freq_is_silent(x86: bool, osrelease: Option<&str>) -> Result<(), String> {
+    if !x86 {
+        return Ok(());
+    }
+    let version = osrelease.and_then(|r| {
+        let mut it = r.trim().split(|c: char| !c.is_ascii_digit());
+        Some((
+            it.next()?.parse::<u32>().ok()?,
+            it.next()?.parse::<u32>().ok()?,
+        ))
+    });
+    let why = "on x86 kernels 4.13-5.17 reading it makes arch_freq_get_on_cpu() IPI a CPU \
+        whose APERF/MPERF sample is older than 10 ms";
+    match version {
+        Some(v) if v >= (5, 18) => Ok(()),
+        Some((major, minor)) => Err(format!("not read (kernel {major}.{minor}): {why}")),
+        None => Err(format!("not read (kernel version unknown): {why}")),
+    }
 }
 
 /// Frequency samples of one CPU, in kHz.
@@ -97,7 +125,7 @@ pub struct CpuSampler {
     before: Snapshot,
     throttle_before: BTreeMap<usize, Option<u64>>,
     freq: BTreeMap<usize, Freq>,
-    /// CPUs whose `scaling_cur_freq` could not be read (not sampled again).
+    /// CPUs whose `scaling_cur_freq` could not be read or must not be (not sampled again).
     freq_failed: BTreeMap<usize, String>,
 }
 
@@ -119,13 +147,27 @@ fn throttle(root: &FsRoot, cpu: usize) -> Option<u64> {
 impl CpuSampler {
     /// Takes the starting snapshot for `cpus`.
     pub fn start(root: &FsRoot, cpus: &[usize]) -> CpuSampler {
+        let x86 = cfg!(any(target_arch = "x86", target_arch = "x86_64"));
+        let release = root.read("/proc/sys/kernel/osrelease").ok();
+        let mut freq_failed = BTreeMap::new();
+        if let Err(why) = freq_is_silent(x86, release.as_deref()) {
+            // Existence is a path walk, not a read: the CPU is not asked.
+            for &cpu in cpus {
+                let reason = if root.exists(&freq_path(cpu)) {
+                    why.clone()
+                } else {
+                    "missing".to_string()
+                };
+                freq_failed.insert(cpu, reason);
+            }
+        }
         CpuSampler {
             root: root.clone(),
             cpus: cpus.to_vec(),
             before: Snapshot::read(root),
             throttle_before: cpus.iter().map(|&c| (c, throttle(root, c))).collect(),
             freq: BTreeMap::new(),
-            freq_failed: BTreeMap::new(),
+            freq_failed,
         }
     }
 
@@ -236,10 +278,11 @@ fn group_error(
         by_reason.entry(reason).or_default().push(cpu.to_string());
     }
     for (reason, cpus) in by_reason {
-        let reason = if reason == "missing" {
-            format!("missing on cpus {}: {why_missing}", cpus.join(","))
-        } else {
-            format!("{reason} on cpus {}", cpus.join(","))
+        let cpus = cpus.join(",");
+        let reason = match reason.split_once(": ") {
+            _ if reason == "missing" => format!("missing on cpus {cpus}: {why_missing}"),
+            Some((what, why)) => format!("{what} on cpus {cpus}: {why}"),
+            None => format!("{reason} on cpus {cpus}"),
         };
         errors.push(ReadError {
             file: format!("/sys/devices/system/cpu/cpuN/{file}"),
@@ -350,6 +393,12 @@ mod tests {
             "cpu 1 0 1 10\ncpu0 1 0 1 10\ncpu1 1 0 1 10 0 0 0 5\n",
         )
         .unwrap();
+        std::fs::create_dir_all(dir.path().join("proc/sys/kernel")).unwrap();
+        std::fs::write(
+            dir.path().join("proc/sys/kernel/osrelease"),
+            "6.1.0-18-amd64\n",
+        )
+        .unwrap();
         let root = FsRoot::new(dir.path());
         let khz = dir.path().join("sys/devices/system/cpu/cpu1/cpufreq");
         std::fs::create_dir_all(&khz).unwrap();
@@ -387,6 +436,60 @@ mod tests {
             errors[3].reason.starts_with("missing on cpus 0,1:"),
             "{}",
             errors[3].reason
+        );
+    }
+
+    #[test]
+    fn scaling_cur_freq_is_read_only_where_it_sends_no_ipi() {
+        assert_eq!(freq_is_silent(true, Some("5.18.0\n")), Ok(()));
+        assert_eq!(freq_is_silent(true, Some("6.18.44-fc-v1045")), Ok(()));
+        assert_eq!(freq_is_silent(false, Some("4.19.0")), Ok(()));
+        assert_eq!(freq_is_silent(false, None), Ok(()));
+        for (old, v) in [
+            ("5.17.15", "5.17"),
+            ("5.10.0-23-amd64", "5.10"),
+            ("4.13.0", "4.13"),
+            ("4.9.0", "4.9"),
+        ] {
+            let e = freq_is_silent(true, Some(old)).unwrap_err();
+            assert!(
+                e.starts_with(&format!("not read (kernel {v}): on x86")),
+                "{e}"
+            );
+        }
+        assert!(freq_is_silent(true, Some("garbage")).is_err());
+        assert!(freq_is_silent(true, None).is_err());
+    }
+
+    #[test]
+    fn an_old_x86_kernel_leaves_frequency_unread() {
+        if !cfg!(any(target_arch = "x86", target_arch = "x86_64")) {
+            return;
+        }
+        let dir = tempfile::TempDir::new().unwrap();
+        std::fs::create_dir_all(dir.path().join("proc/sys/kernel")).unwrap();
+        std::fs::write(
+            dir.path().join("proc/sys/kernel/osrelease"),
+            "5.10.0-23-amd64\n",
+        )
+        .unwrap();
+        let khz = dir.path().join("sys/devices/system/cpu/cpu1/cpufreq");
+        std::fs::create_dir_all(&khz).unwrap();
+        std::fs::write(khz.join("scaling_cur_freq"), "2400000\n").unwrap();
+        let mut s = CpuSampler::start(&FsRoot::new(dir.path()), &[0, 1]);
+        s.poll();
+        let (rows, _, errors) = s.finish();
+        assert_eq!((rows[1].freq_avg_khz, rows[1].freq_samples), (None, 0));
+        let freq: Vec<&str> = errors
+            .iter()
+            .filter(|e| e.file.ends_with("scaling_cur_freq"))
+            .map(|e| e.reason.as_str())
+            .collect();
+        assert_eq!(freq.len(), 2, "{errors:?}");
+        assert!(freq[0].starts_with("missing on cpus 0:"), "{freq:?}");
+        assert!(
+            freq[1].starts_with("not read (kernel 5.10) on cpus 1: on x86"),
+            "{freq:?}"
         );
     }
 }

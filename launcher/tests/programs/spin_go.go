@@ -3,8 +3,11 @@
 //
 // Go binaries are static: LD_PRELOAD cannot reach them, so only goset's housekeeper can place
 // their threads. Run with GOMAXPROCS=2. Each busy goroutine spins, re-reading its thread's
-// Cpus_allowed_list, until every busy thread is allowed exactly one CPU and no two share one
-// (or 30 s pass); then it reads the CPU it runs on (stat field 39). main prints one line each:
+// Cpus_allowed_list, until every busy thread is allowed exactly one CPU and no two share one,
+// and has been for os.Args[3] seconds (default 0: a placement inherited by chance must not end
+// the run before the housekeeper saw it), or os.Args[2] seconds (default 30) pass; then it
+// reads the CPU it runs on (stat field 39). os.Args[1] is the number of busy goroutines
+// (default 2). main prints one line each:
 //
 //	busy <i> tid <tid> allowed <cpulist> processor <cpu>
 //
@@ -22,8 +25,6 @@ import (
 	"syscall"
 	"time"
 )
-
-const deadline = 30 * time.Second
 
 func allowedList(tid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
@@ -58,6 +59,15 @@ func main() {
 	if len(os.Args) > 1 {
 		n, _ = strconv.Atoi(os.Args[1])
 	}
+	seconds := func(i int, def float64) time.Duration {
+		if len(os.Args) > i {
+			if v, err := strconv.ParseFloat(os.Args[i], 64); err == nil {
+				def = v
+			}
+		}
+		return time.Duration(def * float64(time.Second))
+	}
+	deadline, hold := seconds(2, 30), seconds(3, 0)
 	single := make([]int64, n)
 	for i := range single {
 		atomic.StoreInt64(&single[i], -1)
@@ -91,6 +101,7 @@ func main() {
 			tid := syscall.Gettid()
 			tids[i] = tid
 			x := 0
+			var since time.Time // when allPlaced() last became true
 			for {
 				// About a millisecond of computation between reads: a CPU-bound thread.
 				for k := 0; k < 1000000; k++ {
@@ -102,7 +113,12 @@ func main() {
 					c = -1
 				}
 				atomic.StoreInt64(&single[i], int64(c))
-				if allPlaced() {
+				if !allPlaced() {
+					since = time.Time{}
+				} else if since.IsZero() {
+					since = time.Now()
+				}
+				if !since.IsZero() && time.Since(since) >= hold {
 					break
 				}
 				if time.Now().After(end) {

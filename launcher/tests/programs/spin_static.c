@@ -2,9 +2,10 @@
  *
  * Built with `gcc -static -pthread`, so LD_PRELOAD cannot reach it: only goset's housekeeper
  * can place its threads. Each of N busy threads spins, re-reading its own Cpus_allowed_list,
- * until every busy thread is allowed exactly one CPU and no two share one (or argv[2] seconds,
- * default 30, pass); then each reads the CPU it runs on (stat field 39) and main prints one
- * line per thread (argv[1] threads, default 2):
+ * until every busy thread is allowed exactly one CPU and no two share one, and has been for
+ * argv[3] seconds (default 0: a placement inherited by chance must not end the run before
+ * the housekeeper saw it), or argv[2] seconds (default 30) pass; then each reads the CPU it
+ * runs on (stat field 39) and main prints one line per thread (argv[1] threads, default 2):
  *   busy <i> tid <tid> allowed <cpulist> processor <cpu>
  * Exit status 0 when the condition was met, 3 on the deadline. */
 #define _GNU_SOURCE
@@ -19,6 +20,7 @@
 
 #define MAX_THREADS 64
 static double deadline_s = 30; /* argv[2] */
+static double hold_s = 0;      /* argv[3] */
 
 static int n;
 static atomic_int single_cpu[MAX_THREADS]; /* the one allowed CPU, or -1 */
@@ -87,12 +89,17 @@ static void *busy(void *arg) {
     int tid = (int)syscall(SYS_gettid);
     tids[i] = tid;
     double deadline = now() + deadline_s;
+    double since = -1; /* when all_placed() last became true */
     volatile unsigned long x = 0;
     for (;;) {
         /* About a millisecond of pure computation between reads: a CPU-bound thread. */
         for (int k = 0; k < 1000000; k++) x += k;
         atomic_store(&single_cpu[i], read_allowed(tid, allowed[i], sizeof allowed[i]));
-        if (all_placed()) break;
+        if (!all_placed())
+            since = -1;
+        else if (since < 0)
+            since = now();
+        if (since >= 0 && now() - since >= hold_s) break;
         if (now() > deadline) {
             atomic_store(&timed_out, 1);
             break;
@@ -105,6 +112,7 @@ static void *busy(void *arg) {
 int main(int argc, char **argv) {
     n = argc > 1 ? atoi(argv[1]) : 2;
     if (argc > 2) deadline_s = atof(argv[2]);
+    if (argc > 3) hold_s = atof(argv[3]);
     if (n < 1 || n > MAX_THREADS) return 2;
     pthread_t t[MAX_THREADS];
     for (int i = 0; i < n; i++) atomic_store(&single_cpu[i], -1);

@@ -1,0 +1,204 @@
+//! One thread followed over the run: what one poll reads of it.
+//!
+//! Owns: deciding which of a thread's files a poll reads (every poll `schedstat`; `stat`,
+//! `sched` and `children` only when it ran since the last poll, or when asked to), and what it
+//! adds up to (CPUs seen on, drift, demand). Must not: place threads, or decide that a thread
+//! ended for any reason but its own files: a thread that sleeps is read, not forgotten.
+
+use super::threads::{self, Read, SchedStat, Stat, Switches, ThreadFiles};
+use crate::fsroot::FsRoot;
+use crate::noise::USER_HZ;
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+/// One thread followed over the run.
+#[derive(Debug)]
+pub struct Tracked {
+    /// Process id.
+    pub pid: i32,
+    files: Option<ThreadFiles>,
+    /// Last `stat`.
+    pub stat: Option<Stat>,
+    /// Last `schedstat`.
+    pub sched: Option<SchedStat>,
+    /// Last context switch and migration counters.
+    pub switches: Option<Switches>,
+    /// CPUs it ran on (stat field 39 at each poll after which it had run).
+    pub seen_on: BTreeSet<usize>,
+    /// Polls at which it had run outside the CPU assigned to it at the poll before.
+    pub drift_polls: u32,
+    /// Polls that read it.
+    pub polls: u32,
+    /// It ended: its files are gone, or it is a zombie.
+    pub ended: bool,
+    /// The CPU assigned to it as of the last poll (the shim's or the housekeeper's).
+    pub assigned: Option<usize>,
+    demand_base: Option<(Instant, u64)>,
+}
+
+/// How a poll reads threads: which files are known missing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mode {
+    /// `schedstat` is missing (`CONFIG_SCHED_INFO` off).
+    pub no_schedstat: bool,
+    /// `sched` is missing (`CONFIG_SCHED_DEBUG` off): switches come from `status`.
+    pub no_sched: bool,
+    /// `children` is missing: the tree is found by a ppid scan instead.
+    pub no_children: bool,
+}
+
+/// What one read of a live thread found.
+#[derive(Debug, Default)]
+pub struct Polled {
+    /// Name.
+    pub comm: String,
+    /// Seconds since it started.
+    pub age_s: f64,
+    /// CPU wanted over the last interval (see [`super::placer::View::demand`]).
+    pub demand: f64,
+    /// Files that do not exist (a kernel option is off).
+    pub missing: Vec<&'static str>,
+    /// Files that failed, with the reason.
+    pub failed: Vec<(&'static str, String)>,
+}
+
+/// Marks the end of a read: `None`, the thread ended.
+fn gone(t: &mut Tracked) -> Option<Polled> {
+    t.ended = true;
+    t.files = None;
+    None
+}
+
+impl Tracked {
+    /// A thread first seen now.
+    pub fn new(root: &FsRoot, pid: i32, tid: i32) -> Tracked {
+        Tracked {
+            pid,
+            files: Some(ThreadFiles::new(root, pid, tid)),
+            stat: None,
+            sched: None,
+            switches: None,
+            seen_on: BTreeSet::new(),
+            drift_polls: 0,
+            polls: 0,
+            ended: false,
+            assigned: None,
+            demand_base: None,
+        }
+    }
+
+    /// Drops the open files (the run is over).
+    pub fn close(&mut self) {
+        self.files = None;
+    }
+
+    /// Reads `children` into `out`; `false` when the file is missing.
+    pub fn children(&mut self, out: &mut Vec<i32>) -> bool {
+        let Some(files) = self.files.as_mut() else {
+            return true;
+        };
+        match files.children.read() {
+            Read::Text(s) => out.extend(threads::parse_children(&s)),
+            Read::Missing => return false,
+            _ => {}
+        }
+        true
+    }
+
+    /// One poll of a thread not known to have ended; `None` when it has. The processes it
+    /// forked join `children` when it ran since the last poll, or always with `all_children`.
+    pub fn read(
+        &mut self,
+        mode: Mode,
+        now: Instant,
+        boot_s: f64,
+        all_children: bool,
+        children: &mut Vec<i32>,
+    ) -> Option<Polled> {
+        let mut out = Polled::default();
+        let files = self.files.as_mut()?;
+        let prev = self.sched;
+        // schedstat first: the cheapest file, and it says whether the thread ran since the
+        // last poll. One that did not cannot have switched, migrated, forked or moved, so its
+        // other files are not read: a sleeping thread costs one pread a poll. Ran means
+        // scheduled in again, or its run time grew: a thread that never leaves its CPU is
+        // scheduled in once, and one caught running by the last poll may have forked after it.
+        if !mode.no_schedstat {
+            match files.schedstat.read() {
+                Read::Text(s) => self.sched = threads::parse_schedstat(&s).or(self.sched),
+                Read::Gone => return gone(self),
+                Read::Missing => out.missing.push("schedstat"),
+                Read::Failed(why) => out.failed.push(("schedstat", why)),
+            }
+        }
+        let scheduled = match (prev, self.sched) {
+            (Some(p), Some(s)) => s.timeslices != p.timeslices || s.runtime_ns != p.runtime_ns,
+            _ => true,
+        };
+        let prev_ticks = self.stat.as_ref().map(|s| s.cpu_ticks);
+        let stat = match &self.stat {
+            Some(st) if !scheduled => st.clone(),
+            _ => {
+                let stat = match files.stat.read() {
+                    Read::Text(s) => threads::parse_stat(&s),
+                    _ => None,
+                };
+                let Some(stat) = stat.filter(|s| !matches!(s.state, 'Z' | 'X')) else {
+                    return gone(self);
+                };
+                let switches = if mode.no_sched {
+                    files.status.read()
+                } else {
+                    files.sched.read()
+                };
+                match switches {
+                    Read::Text(s) if mode.no_sched => {
+                        self.switches = threads::parse_status_switches(&s).or(self.switches)
+                    }
+                    Read::Text(s) => self.switches = threads::parse_sched(&s).or(self.switches),
+                    Read::Missing if !mode.no_sched => out.missing.push("sched"),
+                    Read::Failed(why) => out.failed.push(("sched", why)),
+                    _ => {}
+                }
+                stat
+            }
+        };
+        if !mode.no_children && (scheduled || all_children) && !self.children(children) {
+            out.missing.push("children");
+        }
+        // Ran since the last poll: only then is stat's processor where it ran since.
+        let ran = match (self.sched, prev_ticks) {
+            (Some(_), _) => scheduled,
+            (None, Some(p)) => stat.cpu_ticks != p,
+            (None, None) => true,
+        };
+        if let Some(cpu) = stat.processor.filter(|_| ran) {
+            self.seen_on.insert(cpu);
+            if self.assigned.is_some_and(|a| a != cpu) && self.polls > 0 {
+                self.drift_polls += 1;
+            }
+        }
+        let base = match self.sched {
+            Some(s) => s.runtime_ns.saturating_add(s.run_delay_ns),
+            None => stat.cpu_ticks * (1_000_000_000 / USER_HZ),
+        };
+        out.age_s = (boot_s - stat.start_ticks as f64 / USER_HZ as f64).max(0.0);
+        out.demand = match self.demand_base {
+            Some((then, was)) => {
+                let dt = now.saturating_duration_since(then).as_secs_f64();
+                if dt > 0.0 {
+                    base.saturating_sub(was) as f64 / 1e9 / dt
+                } else {
+                    0.0
+                }
+            }
+            // First sight: since birth; one tick at least, as start times count in ticks.
+            None => base as f64 / 1e9 / out.age_s.max(1.0 / USER_HZ as f64),
+        };
+        self.demand_base = Some((now, base));
+        self.polls += 1;
+        out.comm = stat.comm.clone();
+        self.stat = Some(stat);
+        Some(out)
+    }
+}
