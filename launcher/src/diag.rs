@@ -206,6 +206,20 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
     let topology = Topology::read(root)
         .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
     let mut errors = topology.errors.clone();
+    // On the live machine, scaling_cur_freq is read only where that does not IPI the CPU (the
+    // same rule as the housekeeper's); a dump's files are plain files.
+    let x86 = cfg!(any(target_arch = "x86", target_arch = "x86_64"));
+    let release = root.read_opt("/proc/sys/kernel/osrelease");
+    let cur_freq_ok = match crate::housekeeper::telemetry::freq_is_silent(x86, release.as_deref()) {
+        Err(why) if root.is_live() => {
+            errors.push(ReadError {
+                file: "/sys/devices/system/cpu/cpuN/cpufreq/scaling_cur_freq".into(),
+                reason: why,
+            });
+            false
+        }
+        _ => true,
+    };
     let cpus = topology
         .cpus
         .iter()
@@ -220,7 +234,10 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
                 nohz_full: c.nohz_full,
                 rcu_nocbs: c.rcu_nocbs,
                 governor: freq("scaling_governor"),
-                cur_freq_khz: freq("scaling_cur_freq").and_then(|f| f.parse().ok()),
+                cur_freq_khz: cur_freq_ok
+                    .then(|| freq("scaling_cur_freq"))
+                    .flatten()
+                    .and_then(|f| f.parse().ok()),
             }
         })
         .collect();
