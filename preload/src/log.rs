@@ -69,6 +69,12 @@ pub const LINE_MAX: usize = 3072;
 /// Writes `s` as the inside of a JSON string: quotes, backslashes and control characters
 /// escaped, bytes that are not UTF-8 replaced by U+FFFD.
 pub fn escape(out: &mut dyn Write, s: &[u8]) -> core::fmt::Result {
+    // Paths and thread names are nearly always plain ASCII: one write for all of it.
+    if s.iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        return out.write_str(core::str::from_utf8(s).unwrap_or_default());
+    }
     for chunk in s.utf8_chunks() {
         for c in chunk.valid().chars() {
             match c {

@@ -313,7 +313,8 @@ pub fn now() -> f64 {
 
 /// A small fixed buffer that builds NUL-terminated paths and other text without allocating.
 pub struct Buf<const N: usize> {
-    bytes: [u8; N],
+    // Not zeroed: a record's buffer is kilobytes, and only the written prefix is ever read.
+    bytes: [core::mem::MaybeUninit<u8>; N],
     len: usize,
     overflow: bool,
 }
@@ -322,7 +323,7 @@ impl<const N: usize> Buf<N> {
     /// An empty buffer.
     pub const fn new() -> Self {
         Buf {
-            bytes: [0; N],
+            bytes: [core::mem::MaybeUninit::uninit(); N],
             len: 0,
             overflow: false,
         }
@@ -332,7 +333,14 @@ impl<const N: usize> Buf<N> {
     pub fn push(&mut self, s: &[u8]) -> &mut Self {
         let room = N - self.len;
         let n = s.len().min(room);
-        self.bytes[self.len..self.len + n].copy_from_slice(&s[..n]);
+        // SAFETY: n <= room, so the copy stays inside `bytes`; source and buffer are distinct.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                s.as_ptr(),
+                self.bytes.as_mut_ptr().add(self.len).cast(),
+                n,
+            )
+        };
         self.len += n;
         self.overflow |= n < s.len();
         self
@@ -340,7 +348,8 @@ impl<const N: usize> Buf<N> {
 
     /// The bytes written so far.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
+        // SAFETY: the first `len` bytes were written by `push`.
+        unsafe { core::slice::from_raw_parts(self.bytes.as_ptr().cast(), self.len) }
     }
 
     /// The bytes with a NUL appended, or `None` if they did not fit.
@@ -348,8 +357,9 @@ impl<const N: usize> Buf<N> {
         if self.overflow || self.len >= N {
             return None;
         }
-        self.bytes[self.len] = 0;
-        Some(&self.bytes[..=self.len])
+        self.bytes[self.len] = core::mem::MaybeUninit::new(0);
+        // SAFETY: the first `len` bytes were written by `push`, and byte `len` just now.
+        Some(unsafe { core::slice::from_raw_parts(self.bytes.as_ptr().cast(), self.len + 1) })
     }
 
     /// Whether everything written fitted.
