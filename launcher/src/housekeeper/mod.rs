@@ -68,6 +68,8 @@ pub struct Housekeeper {
     task: Option<i32>,
     /// Processes of the tree still in `/proc`, with their threads not known to have ended.
     procs: BTreeMap<i32, BTreeSet<i32>>,
+    /// Each process's own `stat`, whose thread count says whether its task list changed.
+    proc_stats: BTreeMap<i32, threads::Handle>,
     /// Every thread seen, by tid.
     threads: BTreeMap<i32, Tracked>,
     /// Tids in order of first sight.
@@ -165,6 +167,7 @@ impl Housekeeper {
             log: log.map(|p| LogTail::new(p.to_path_buf())),
             task: None,
             procs: BTreeMap::new(),
+            proc_stats: BTreeMap::new(),
             threads: BTreeMap::new(),
             order: Vec::new(),
             errors: Vec::new(),
@@ -212,9 +215,20 @@ impl Housekeeper {
                 continue;
             }
             let known = self.procs.remove(&pid).unwrap_or_default();
-            let tids = match list_threads(&self.root, pid) {
+            // Listing /proc/<pid>/task builds a dentry per thread: skip it while the thread
+            // count is what we know (a thread that ends shows as a failed read below, and the
+            // once-a-second poll lists anyway).
+            let unchanged =
+                !all_children && !known.is_empty() && self.thread_count(pid) == Some(known.len());
+            let listing = if unchanged {
+                Listing::Tids(known.iter().copied().collect())
+            } else {
+                list_threads(&self.root, pid)
+            };
+            let tids = match listing {
                 Listing::Tids(t) => t,
                 Listing::Gone => {
+                    self.proc_stats.remove(&pid);
                     self.end(known, &mut ended);
                     continue;
                 }
@@ -243,6 +257,15 @@ impl Housekeeper {
                 }
             }
             lost.extend(known.difference(&alive));
+            if unchanged && !lost.is_empty() {
+                // A thread ended while the count stayed: another was born. Look again.
+                self.procs.insert(pid, alive);
+                visited.remove(&pid);
+                queue.push_front(pid);
+                self.end(lost, &mut ended);
+                live.truncate(first);
+                continue;
+            }
             if !lost.is_empty() && !all_children && !self.mode.no_children {
                 // A thread's children move to a live sibling when it ends, maybe one that sleeps.
                 for l in &live[first..] {
@@ -265,6 +288,19 @@ impl Housekeeper {
         }
         self.placer.step(&live, &ended, &self.settings.policy);
         self.cpus.poll();
+    }
+
+    /// The number of threads process `pid` has now, from its own `stat`.
+    fn thread_count(&mut self, pid: i32) -> Option<usize> {
+        let root = &self.root;
+        let handle = self
+            .proc_stats
+            .entry(pid)
+            .or_insert_with(|| threads::Handle::new(root.path(&format!("/proc/{pid}/stat"))));
+        match handle.read() {
+            threads::Read::Text(text) => threads::parse_num_threads(&text),
+            _ => None,
+        }
     }
 
     /// Marks `tids` ended (their files gone without a read noticing) and adds them to `ended`.

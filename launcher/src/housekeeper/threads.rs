@@ -55,6 +55,17 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
+/// Field 20 of a process's `stat`: how many threads it has.
+pub fn parse_num_threads(text: &str) -> Option<usize> {
+    let close = text.rfind(')')?;
+    // The first field after the name is field 3.
+    text.get(close + 1..)?
+        .split_whitespace()
+        .nth(20 - 3)?
+        .parse()
+        .ok()
+}
+
 /// `/proc/<pid>/task/<tid>/schedstat`: three numbers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SchedStat {
@@ -271,6 +282,15 @@ pub fn pattern(file: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_thread_count_of_a_process() {
+        let line = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 64 0 777 0 0";
+        assert_eq!(parse_num_threads(line), Some(64));
+        assert_eq!(parse_num_threads("42 (x) S 1"), None);
+        let own = std::fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(parse_num_threads(&own).is_some_and(|n| n >= 1));
+    }
 
     // Captured on this machine (kernel 6.18) from a busy thread.
     const STAT: &str = "4242 (we ird) (x)) R 4200 4242 4200 34816 4242 4194304 105 0 0 0 \
