@@ -8,26 +8,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Long options that the Go goset spelled with one dash (`-include 1,2`, `-fence=true`).
-const SINGLE_DASH_LONG: &[&str] = &[
-    "include",
-    "exclude",
-    "numa",
-    "interval",
-    "sample",
-    "smt",
-    "json",
-    "log",
-    "skip",
-    "fsroot",
-    "dry-run",
-    "quiet",
-    "main-on-housekeeper",
-    "help",
-    "version",
-    "cgroup",
-    "steer",
-    "fence",
+/// Options with a value that the Go goset spelled with one dash (`-include 1,2`); the flags in
+/// [`BOOLEAN`] are accepted with one dash too.
+const SINGLE_DASH_VALUED: &[&str] = &[
+    "include", "exclude", "numa", "interval", "sample", "smt", "json", "log", "skip", "fsroot",
 ];
 
 /// Flags without a value, which the Go goset also wrote `-flag=true` / `-flag=false`.
@@ -186,7 +170,7 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
         let long = text.strip_prefix("--").or_else(|| {
             let rest = text.strip_prefix('-')?;
             let name = rest.split('=').next()?;
-            SINGLE_DASH_LONG.contains(&name).then_some(rest)
+            (SINGLE_DASH_VALUED.contains(&name) || BOOLEAN.contains(&name)).then_some(rest)
         });
         let Some(long) = long else {
             out.push(arg);

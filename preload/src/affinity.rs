@@ -122,6 +122,26 @@ unsafe fn copy_request(me: i32, mask: *const u8, len: usize) -> Option<CpuSet> {
     Some(unsafe { CpuSet::from_raw(bytes.as_ptr(), got) })
 }
 
+/// What every mask-setting hook needs before it may answer: not re-entered, configured, not in
+/// a `vfork` child, and the caller's mask copied. `None`: pass the call through.
+///
+/// # Safety
+/// As [`copy_request`].
+unsafe fn intercept(
+    mask: *const u8,
+    len: usize,
+) -> Option<(thread::Guard, &'static Config, CpuSet)> {
+    if mask.is_null() {
+        return None;
+    }
+    let guard = thread::Guard::enter()?;
+    let cfg = config::get()?;
+    let me = process::own_pid()?;
+    // SAFETY: as this function's contract.
+    let requested = unsafe { copy_request(me, mask, len) }?;
+    Some((guard, cfg, requested))
+}
+
 /// `sched_setaffinity` and `syscall(SYS_sched_setaffinity, ...)`: the raw result.
 ///
 /// # Safety
@@ -129,20 +149,11 @@ unsafe fn copy_request(me: i32, mask: *const u8, len: usize) -> Option<CpuSet> {
 pub unsafe fn sched_set(pid: i32, len: usize, mask: *const u8, call: &str) -> i64 {
     // SAFETY: the caller's arguments, unchanged.
     let pass = || unsafe { sys::set_affinity_raw(pid, len, mask) };
-    if mask.is_null() || pid < 0 {
+    if pid < 0 {
         return pass();
     }
-    let Some(_guard) = thread::Guard::enter() else {
-        return pass();
-    };
-    let Some(cfg) = config::get() else {
-        return pass();
-    };
-    let Some(me) = process::own_pid() else {
-        return pass();
-    };
     // SAFETY: as this function's contract.
-    let Some(requested) = (unsafe { copy_request(me, mask, len) }) else {
+    let Some((_guard, cfg, requested)) = (unsafe { intercept(mask, len) }) else {
         return pass();
     };
     let target = of_tid(cfg, pid, call);
@@ -159,20 +170,8 @@ pub unsafe fn pthread_set(thread: pthread_t, len: usize, mask: *const libc::cpu_
         Some(f) => unsafe { f(thread, len, mask) },
         None => libc::ENOSYS,
     };
-    if mask.is_null() {
-        return pass();
-    }
-    let Some(_guard) = thread::Guard::enter() else {
-        return pass();
-    };
-    let Some(cfg) = config::get() else {
-        return pass();
-    };
-    let Some(me) = process::own_pid() else {
-        return pass();
-    };
     // SAFETY: as this function's contract.
-    let Some(requested) = (unsafe { copy_request(me, mask.cast(), len) }) else {
+    let Some((_guard, cfg, requested)) = (unsafe { intercept(mask.cast(), len) }) else {
         return pass();
     };
     let call = "pthread_setaffinity_np";
