@@ -355,3 +355,41 @@ fn report_keeps_its_keys_and_never_shows_a_fake_zero() {
     assert_eq!(main["comm"], "sleep");
     assert_eq!(main["seen_on"], serde_json::json!([cpu]), "{main}");
 }
+
+/// A process that keeps replacing a short-lived thread holds its thread count while its
+/// threads change; the busy thread beside them, once placed, must stay placed (it is read
+/// once per poll, so its demand is measured, not zero).
+#[test]
+fn a_busy_thread_stays_placed_while_other_threads_come_and_go() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let Some(prog) = gcc(dir.path(), "churn.c", &["-static"]) else {
+        return;
+    };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let report = dir.path().join("report.json");
+    let out = goset_run(
+        &["-n", "1", "--interval", "20"],
+        &report,
+        &[prog.as_os_str(), "3".as_ref()],
+        &[],
+    );
+    let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code, Some(0), "the busy thread was never placed: {ctx}");
+    let planned = json(&report)["selection"]["task_cpus"][0]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("busy "))
+        .unwrap_or_else(|| panic!("{ctx}"));
+    assert!(
+        line.contains(&format!("allowed={planned} ")),
+        "{line} (plan {planned}): {ctx}"
+    );
+    assert!(
+        line.ends_with("moves=0"),
+        "the busy thread was moved off its CPU: {line}\n{ctx}"
+    );
+}

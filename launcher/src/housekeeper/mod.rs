@@ -70,6 +70,8 @@ pub struct Housekeeper {
     procs: BTreeMap<i32, BTreeSet<i32>>,
     /// Each process's own `stat`, whose thread count says whether its task list changed.
     proc_stats: BTreeMap<i32, threads::Handle>,
+    /// Each followed process's start time, as first seen.
+    starts: BTreeMap<i32, Option<u64>>,
     /// Every thread seen, by tid.
     threads: BTreeMap<i32, Tracked>,
     /// Tids in order of first sight.
@@ -168,6 +170,7 @@ impl Housekeeper {
             task: None,
             procs: BTreeMap::new(),
             proc_stats: BTreeMap::new(),
+            starts: BTreeMap::new(),
             threads: BTreeMap::new(),
             order: Vec::new(),
             errors: Vec::new(),
@@ -218,8 +221,20 @@ impl Housekeeper {
             // Listing /proc/<pid>/task builds a dentry per thread: skip it while the thread
             // count is what we know (a thread that ends shows as a failed read below, and the
             // once-a-second poll lists anyway).
-            let unchanged =
-                !all_children && !known.is_empty() && self.thread_count(pid) == Some(known.len());
+            let (count, start) = self.process_stat(pid);
+            let recorded = self.starts.entry(pid).or_insert(start);
+            let reused = matches!((*recorded, start), (Some(a), Some(b)) if a != b);
+            if recorded.is_none() {
+                *recorded = start;
+            }
+            if reused {
+                // The pid was reused by an unrelated process: ours is gone.
+                self.starts.remove(&pid);
+                self.proc_stats.remove(&pid);
+                self.end(known, &mut ended);
+                continue;
+            }
+            let unchanged = !all_children && !known.is_empty() && count == Some(known.len());
             let listing = if unchanged {
                 Listing::Tids(known.iter().copied().collect())
             } else {
@@ -229,6 +244,7 @@ impl Housekeeper {
                 Listing::Tids(t) => t,
                 Listing::Gone => {
                     self.proc_stats.remove(&pid);
+                    self.starts.remove(&pid);
                     self.end(known, &mut ended);
                     continue;
                 }
@@ -242,30 +258,42 @@ impl Housekeeper {
             let mut alive = BTreeSet::new();
             let mut lost = BTreeSet::new();
             let first = live.len();
-            for tid in tids {
-                if self.threads.get(&tid).is_some_and(|t| t.ended) {
-                    continue;
+            // Each thread is read at most once a poll: a second read would see no time pass
+            // and make a busy thread look idle.
+            let read_each = |hk: &mut Self,
+                             tids: Vec<i32>,
+                             found: &mut Vec<i32>,
+                             live: &mut Vec<Live>,
+                             alive: &mut BTreeSet<i32>,
+                             lost: &mut BTreeSet<i32>| {
+                for tid in tids {
+                    if hk.threads.get(&tid).is_some_and(|t| t.ended) {
+                        continue;
+                    }
+                    match hk.read_thread(pid, tid, now, boot_s, all_children, found) {
+                        Some(l) => {
+                            alive.insert(tid);
+                            live.push(l);
+                        }
+                        None => {
+                            lost.insert(tid);
+                        }
+                    }
                 }
-                match self.read_thread(pid, tid, now, boot_s, all_children, &mut found) {
-                    Some(l) => {
-                        alive.insert(tid);
-                        live.push(l);
-                    }
-                    None => {
-                        lost.insert(tid);
-                    }
+            };
+            read_each(self, tids, &mut found, &mut live, &mut alive, &mut lost);
+            if unchanged && !lost.is_empty() {
+                // A thread ended while the count held, so another was born: list, and read
+                // only the threads not read above.
+                if let Listing::Tids(now_listed) = list_threads(&self.root, pid) {
+                    let new: Vec<i32> = now_listed
+                        .into_iter()
+                        .filter(|t| !alive.contains(t) && !lost.contains(t))
+                        .collect();
+                    read_each(self, new, &mut found, &mut live, &mut alive, &mut lost);
                 }
             }
             lost.extend(known.difference(&alive));
-            if unchanged && !lost.is_empty() {
-                // A thread ended while the count stayed: another was born. Look again.
-                self.procs.insert(pid, alive);
-                visited.remove(&pid);
-                queue.push_front(pid);
-                self.end(lost, &mut ended);
-                live.truncate(first);
-                continue;
-            }
             if !lost.is_empty() && !all_children && !self.mode.no_children {
                 // A thread's children move to a live sibling when it ends, maybe one that sleeps.
                 for l in &live[first..] {
@@ -290,16 +318,20 @@ impl Housekeeper {
         self.cpus.poll();
     }
 
-    /// The number of threads process `pid` has now, from its own `stat`.
-    fn thread_count(&mut self, pid: i32) -> Option<usize> {
+    /// Process `pid`'s thread count and start time (clock ticks after boot), from its own
+    /// `stat`; the start time tells a reused pid from the process we followed.
+    fn process_stat(&mut self, pid: i32) -> (Option<usize>, Option<u64>) {
         let root = &self.root;
         let handle = self
             .proc_stats
             .entry(pid)
             .or_insert_with(|| threads::Handle::new(root.path(&format!("/proc/{pid}/stat"))));
         match handle.read() {
-            threads::Read::Text(text) => threads::parse_num_threads(&text),
-            _ => None,
+            threads::Read::Text(text) => (
+                threads::parse_num_threads(&text),
+                threads::parse_stat(&text).map(|s| s.start_ticks),
+            ),
+            _ => (None, None),
         }
     }
 
