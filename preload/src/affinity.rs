@@ -7,14 +7,17 @@
 //! to the reservation; threads outside the task are left alone. The caller's mask is copied
 //! with `process_vm_readv`, so that a bad pointer gets the kernel's EFAULT (the call is passed
 //! through) rather than a fault in the shim; a vfork child's calls pass through, since the
-//! cached pid, tid and placements it sees are its parent's. Must not: call libc's `syscall` or
-//! `sched_setaffinity` (raw syscalls only), dereference the caller's mask, allocate, or lock.
+//! cached pid, tid and placements it sees are its parent's. Under a seccomp filter (which may
+//! kill for a system call the program never makes) the mask is read directly instead, as
+//! glibc's own wrapper hands it on. Must not: call libc's `syscall` or `sched_setaffinity` (raw
+//! syscalls only), allocate, or lock.
 
 use crate::config::{self, Config};
 use crate::log::Event;
 use crate::placement::Placement;
 use crate::role::Role;
 use crate::{process, real, sys, thread};
+use core::sync::atomic::{AtomicBool, Ordering};
 use goset_plan::CpuSet;
 use libc::{c_int, pthread_attr_t, pthread_t};
 
@@ -94,14 +97,20 @@ fn fingerprint(tid: i32, requested: &CpuSet, applied: &CpuSet) -> u64 {
 /// Bytes of a caller's mask the shim looks at: a [`CpuSet`]'s worth (1024 CPUs).
 const MASK_BYTES: usize = core::mem::size_of::<CpuSet>();
 
-/// The caller's `len`-byte mask at `mask`, copied without dereferencing it, or `None` when the
+/// The caller's `len`-byte mask at `mask`, copied without dereferencing it (but see the
+/// seccomp case below), or `None` when the
 /// kernel would answer EFAULT: the call is then passed through so that the caller gets that
 /// answer. `me` is the raw pid of this process.
 ///
 /// # Safety
-/// None for a bad pointer while `process_vm_readv` works; where it is unavailable (a seccomp
-/// filter that returns an errno for it) the mask is read directly, so it must be readable.
+/// None for a bad pointer while `process_vm_readv` is usable. Under a seccomp filter (which may
+/// kill the process for a system call it does not expect) or where the call fails with an
+/// errno, the mask is read directly, as glibc's own wrapper hands it on: it must be readable.
 unsafe fn copy_request(me: i32, mask: *const u8, len: usize) -> Option<CpuSet> {
+    if SECCOMP_FILTERED.load(Ordering::Relaxed) {
+        // SAFETY: the caller vouches for the mask when process_vm_readv may not be used.
+        return Some(unsafe { CpuSet::from_raw(mask, len) });
+    }
     let want = len.min(MASK_BYTES);
     let mut bytes = [0u8; MASK_BYTES];
     let got = match sys::read_own(me, mask, &mut bytes[..want]) {
@@ -120,6 +129,15 @@ unsafe fn copy_request(me: i32, mask: *const u8, len: usize) -> Option<CpuSet> {
     };
     // SAFETY: bytes holds `got` bytes, all copied above.
     Some(unsafe { CpuSet::from_raw(bytes.as_ptr(), got) })
+}
+
+/// Set once this process runs under a seccomp filter: `process_vm_readv` is then not used.
+static SECCOMP_FILTERED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that a seccomp filter may be in force: at start, when `prctl(PR_GET_SECCOMP)` says
+/// so, and after the program installs one with `syscall(SYS_seccomp, ...)`.
+pub fn note_seccomp_filter() {
+    SECCOMP_FILTERED.store(true, Ordering::Relaxed);
 }
 
 /// What every mask-setting hook needs before it may answer: not re-entered, configured, not in

@@ -134,7 +134,11 @@ pub unsafe extern "C" fn syscall(
         });
     }
     // SAFETY: the caller's system call, unchanged.
-    finish(unsafe { sys::syscall6(n, [a1, a2, a3, a4, a5, a6]) })
+    let ret = unsafe { sys::syscall6(n, [a1, a2, a3, a4, a5, a6]) };
+    if n == libc::SYS_seccomp && ret == 0 {
+        affinity::note_seccomp_filter();
+    }
+    finish(ret)
 }
 
 /// A raw result as libc returns it: -1 with errno on failure.

@@ -161,6 +161,17 @@ pub fn kernel_mask_bytes() -> Option<usize> {
     (ret > 0).then_some(ret as usize)
 }
 
+/// `prctl(PR_GET_SECCOMP)`: 0 none, 1 strict, 2 filter (negative: an error).
+pub fn seccomp_mode() -> i64 {
+    // SAFETY: PR_GET_SECCOMP reads nothing from memory.
+    unsafe {
+        syscall6(
+            libc::SYS_prctl,
+            [libc::PR_GET_SECCOMP as i64, 0, 0, 0, 0, 0],
+        )
+    }
+}
+
 /// `openat(AT_FDCWD, path, flags, mode)`; `path` must end with a NUL byte. The error is an errno.
 pub fn open(path: &[u8], flags: i32, mode: u32) -> Result<i32, i32> {
     if path.last() != Some(&0) {

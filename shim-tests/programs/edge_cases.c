@@ -9,11 +9,20 @@
  *   vfork      vfork children call sched_setaffinity(0) and syscall(SYS_sched_setaffinity, 0)
  *              for the CPU after the parent's, check their own mask and _exit; the main thread
  *              reports vfork_sched= vfork_syscall= (the children's exit codes: 0 when the
- *              child's mask is what it asked for), then asks for that CPU itself (rc=). */
+ *              child's mask is what it asked for), then asks for that CPU itself (rc=).
+ *   seccomp    installs a seccomp filter that kills the process on process_vm_readv (through
+ *              syscall(SYS_seccomp), as libseccomp does), then asks for the CPU after its own
+ *              with sched_setaffinity and reports rc=; seccomp_exec installs the same filter
+ *              and execs itself as "seccomp_after", which only asks and reports (a filter that
+ *              was in force before the shim started, as systemd's SystemCallFilter=). */
 #include "report.h"
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 
 #define BAD_MASK ((cpu_set_t *)0x10)
 
@@ -156,6 +165,30 @@ static int vfork_children(void) {
     return 0;
 }
 
+/* Kill the process on process_vm_readv, allow everything else. */
+static int forbid_process_vm_readv(void) {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return -1;
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+static int ask_next_cpu(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((sched_getcpu() + 1) % 2, &set);
+    char extra[32];
+    snprintf(extra, sizeof extra, "rc=%d", errno_of(sched_setaffinity(0, sizeof set, &set)));
+    report_self("main", 0, extra);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "efault") == 0)
@@ -164,6 +197,18 @@ int main(int argc, char **argv) {
         return main_exit();
     if (strcmp(mode, "vfork") == 0)
         return vfork_children();
-    fprintf(stderr, "usage: edge_cases efault|main_exit|vfork\n");
+    if (strcmp(mode, "seccomp") == 0 || strcmp(mode, "seccomp_exec") == 0) {
+        if (forbid_process_vm_readv() != 0) {
+            fprintf(stderr, "edge_cases: seccomp: %s\n", strerror(errno));
+            return 101;
+        }
+        if (strcmp(mode, "seccomp") == 0)
+            return ask_next_cpu();
+        execl("/proc/self/exe", argv[0], "seccomp_after", (char *)NULL);
+        return 102;
+    }
+    if (strcmp(mode, "seccomp_after") == 0)
+        return ask_next_cpu();
+    fprintf(stderr, "usage: edge_cases efault|main_exit|vfork|seccomp|seccomp_exec\n");
     return 2;
 }

@@ -109,3 +109,23 @@ fn a_vfork_child_sets_its_own_mask() {
         );
     }
 }
+
+#[test]
+fn a_seccomp_filter_that_kills_is_never_tripped() {
+    let Some(prog) = Program::c("edge_cases.c") else {
+        return;
+    };
+    // Installed by the program (the shim sees the seccomp call) and inherited across exec
+    // (the shim finds it at start): either way its answer must not use process_vm_readv.
+    for mode in ["seccomp", "seccomp_exec"] {
+        let (outcome, reports) = by_hand_run(&prog, mode, "0,1");
+        let main = one(&reports, "main", 0);
+        assert_eq!(main.field("rc"), "0", "{mode}: {}", outcome.dump());
+        assert_eq!(
+            main.single_cpu(),
+            0,
+            "{mode}: the main thread stays on slot 0: {}",
+            main.line
+        );
+    }
+}
