@@ -186,6 +186,14 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
     out
 }
 
+/// Treats an empty `GOSET_FSROOT` as unset (clap would take it for a missing value). Called
+/// first thing, while the launcher has one thread.
+pub fn ignore_empty_env() {
+    if std::env::var_os("GOSET_FSROOT").is_some_and(|v| v.is_empty()) {
+        std::env::remove_var("GOSET_FSROOT");
+    }
+}
+
 /// Prints clap's outcome: help and version on stdout (exit 0); errors as one line on stderr
 /// (exit 2).
 pub fn exit_on_clap_error(err: clap::Error, program: &str) -> ! {

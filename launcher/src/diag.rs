@@ -365,6 +365,7 @@ fn print_json(value: &impl Serialize, dest: Option<&Path>) -> Result<()> {
 /// The whole of `goset`; returns the exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     use clap::Parser;
+    crate::cli::ignore_empty_env();
     let args = crate::cli::normalize_args(args);
     let cli = GosetCli::try_parse_from(args)
         .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, "goset"));

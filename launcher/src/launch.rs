@@ -84,7 +84,12 @@ impl JsonSink {
         match path {
             None => Ok(JsonSink::None),
             Some(p) if p == Path::new("-") => Ok(JsonSink::Stdout),
-            Some(p) => std::fs::File::create(p)
+            // Not truncated yet: a run that fails before the report leaves the old file.
+            Some(p) => std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(p)
                 .map(|f| JsonSink::File(f, p.to_path_buf()))
                 .map_err(|e| Error::Usage(format!("--json {}: cannot create: {e}", p.display()))),
         }
@@ -97,9 +102,10 @@ impl JsonSink {
         let (result, name) = match self {
             JsonSink::None => return,
             JsonSink::Stdout => (output::to_stdout(&text), "-".into()),
-            JsonSink::File(mut f, path) => {
-                (f.write_all(text.as_bytes()), path.display().to_string())
-            }
+            JsonSink::File(mut f, path) => (
+                f.set_len(0).and_then(|_| f.write_all(text.as_bytes())),
+                path.display().to_string(),
+            ),
         };
         if let Err(e) = result {
             output::to_stderr(&format!("{program}: cannot write --json {name}: {e}\n"));
@@ -350,6 +356,7 @@ fn pin_self(cpu: usize) {
 /// The whole of `goset-run`: parse, validate, run; returns the process exit code.
 pub fn main_with_args(program: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
     use clap::Parser;
+    crate::cli::ignore_empty_env();
     let args = crate::cli::normalize_args(args);
     let cli = crate::cli::RunCli::try_parse_from(args)
         .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, program));

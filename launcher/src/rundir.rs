@@ -33,7 +33,7 @@ fn base_dir() -> PathBuf {
 
 /// Makes sure `base` is a directory of ours that nobody else can write to: the plan in it tells
 /// the shim where to append its log, so another user must not be able to plant one (`/tmp` is
-/// shared). Created 0700 (0755 for root's `/run/goset`, so tasks that drop privileges can read it).
+/// shared). Created 0700, or 0755 for root's `/run/goset` as is usual under `/run`.
 fn private_base(base: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     // SAFETY: getuid cannot fail.
@@ -77,7 +77,7 @@ impl RunDir {
         };
         if !plan.set_log_path(log.as_os_str().as_encoded_bytes()) {
             return Err(Error::Usage(format!(
-                "--log {}: path too long or holds a newline",
+                "--log {}: path too long, holding a newline, or beginning or ending with a blank",
                 log.display()
             )));
         }

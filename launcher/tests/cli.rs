@@ -237,3 +237,49 @@ fn a_reader_that_goes_away_is_not_a_crash() {
         "a full stderr must not change the task's status"
     );
 }
+
+#[test]
+fn an_empty_goset_fsroot_is_unset_and_a_failed_run_keeps_the_old_json() {
+    let out = Command::new(common::bin("goset-run"))
+        .env("GOSET_FSROOT", "")
+        .args(["-q", "--sample", "0", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    std::fs::write(&json, "old\n").unwrap();
+    let out = run(
+        "goset-run",
+        &[
+            "-q",
+            "--sample",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "/nonexistent/cmd",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "old\n");
+    let out = run(
+        "goset-run",
+        &[
+            "-q",
+            "--sample",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    );
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["run"]["exit"], 0);
+}

@@ -91,8 +91,10 @@ pub unsafe fn create(
         return libc::EAGAIN;
     };
     let guard = thread::Guard::enter();
+    // A child forked behind libc's back (raw clone, `_Fork`) still has its parent's cached
+    // pid: it would claim under its parent's label, so it creates threads unplaced.
     let cfg = match guard {
-        Some(_) => config::get(),
+        Some(_) => config::get().filter(|_| process::own_pid().is_some()),
         None => None,
     };
     let Some(cfg) = cfg else {
