@@ -1,0 +1,257 @@
+//! Selection on synthetic machines: spread and pack, noisy siblings, include and exclude, the
+//! housekeeper, NUMA.
+
+use super::*;
+use crate::topology::{CpuInfo, NodeInfo, Topology};
+
+/// A machine of `cores` cores with `smt` threads each, numbered like Linux on x86 (thread t of
+/// core c is CPU t*cores + c), split evenly over `nodes` nodes.
+fn machine(cores: usize, smt: usize, nodes: usize) -> Topology {
+    let n = cores * smt;
+    let node_of = |cpu: usize| (cpu % cores) * nodes / cores;
+    let cpus = (0..n)
+        .map(|cpu| CpuInfo {
+            cpu,
+            online: true,
+            allowed: true,
+            siblings: (0..smt).map(|t| t * cores + cpu % cores).collect(),
+            core: Some((cpu % cores) as i64),
+            package: Some(0),
+            node: Some(node_of(cpu)),
+            die: None,
+            cluster: None,
+            package_index: Some(0),
+            present: true,
+            isolated: false,
+            nohz_full: false,
+            rcu_nocbs: false,
+        })
+        .collect();
+    let nodes = (0..nodes)
+        .map(|id| NodeInfo {
+            id,
+            online: true,
+            cpus: (0..n).filter(|&c| node_of(c) == id).collect(),
+        })
+        .collect();
+    Topology {
+        cpus,
+        nodes,
+        ..Default::default()
+    }
+}
+
+fn opts(count: usize) -> Options {
+    Options {
+        count,
+        ..Default::default()
+    }
+}
+
+fn quiet() -> BTreeMap<usize, f64> {
+    BTreeMap::new()
+}
+
+#[test]
+fn spread_uses_every_core_before_a_sibling_and_pack_fills_cores() {
+    let topo = machine(4, 2, 1);
+    let spread = plan(&topo, &quiet(), &opts(5)).unwrap();
+    // Cores without CPU 0 first, then CPU 0's core; the fifth CPU is a sibling.
+    assert_eq!(spread.task_cpus, vec![1, 2, 3, 0, 5]);
+    let pack = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            smt: SmtPolicy::Pack,
+            ..opts(5)
+        },
+    )
+    .unwrap();
+    assert_eq!(pack.task_cpus, vec![1, 5, 2, 6, 3]);
+}
+
+#[test]
+fn a_noisy_sibling_makes_its_core_rank_lower() {
+    let topo = machine(2, 2, 1);
+    // CPU 1 itself is quiet, but its sibling 3 is busy: core {0,2} wins despite CPU 0.
+    let noise: BTreeMap<usize, f64> = [(1, 0.0), (3, 5e6), (0, 10.0), (2, 10.0)].into();
+    let sel = plan(&topo, &noise, &opts(1)).unwrap();
+    assert_eq!(sel.task_cpus, vec![0]);
+    assert_eq!(sel.core_cost[&1], 5e6);
+    assert_eq!(
+        sel.housekeeper, 1,
+        "housekeeper prefers a core the task does not use"
+    );
+}
+
+#[test]
+fn include_comes_first_and_counts_as_using_its_core() {
+    let topo = machine(4, 2, 1);
+    let sel = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            include: vec![6, 6],
+            ..opts(3)
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        sel.task_cpus,
+        vec![6, 1, 3],
+        "6's core (2) is taken, so 2 is not next"
+    );
+    let err = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            include: vec![1, 2],
+            ..opts(1)
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        SelectError::IncludeTooMany {
+            listed: 2,
+            requested: 1
+        }
+    );
+    let err = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            include: vec![1],
+            exclude: vec![1],
+            ..opts(1)
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err, SelectError::IncludeNotCandidate { cpus: vec![1] });
+}
+
+#[test]
+fn excluding_everything_says_so() {
+    let topo = machine(2, 1, 1);
+    let err = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            exclude: vec![0, 1],
+            ..opts(1)
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err, SelectError::NoCandidates);
+}
+
+#[test]
+fn excluded_cpus_serve_neither_task_nor_housekeeper() {
+    let topo = machine(4, 1, 1);
+    let sel = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            exclude: vec![1, 2],
+            ..opts(1)
+        },
+    )
+    .unwrap();
+    assert_eq!(sel.task_cpus, vec![3]);
+    assert_eq!(sel.housekeeper, 0);
+    assert_eq!(
+        plan(
+            &topo,
+            &quiet(),
+            &Options {
+                exclude: vec![1, 2],
+                ..opts(3)
+            }
+        )
+        .unwrap_err(),
+        SelectError::CountOutOfRange {
+            requested: 3,
+            available: 2
+        }
+    );
+}
+
+#[test]
+fn housekeeper_avoids_isolated_cpus_and_shares_when_nothing_is_left() {
+    let mut topo = machine(4, 1, 1);
+    topo.cpus[0].isolated = true;
+    let sel = plan(&topo, &quiet(), &opts(2)).unwrap();
+    assert_eq!(sel.task_cpus, vec![1, 2]);
+    assert_eq!((sel.housekeeper, sel.housekeeper_shared), (3, false));
+    let all = plan(&topo, &quiet(), &opts(4)).unwrap();
+    assert_eq!(
+        (all.housekeeper, all.housekeeper_shared),
+        (*all.task_cpus.last().unwrap(), true)
+    );
+}
+
+#[test]
+fn numa_choices() {
+    let topo = machine(8, 1, 2);
+    let on = |numa| plan(&topo, &quiet(), &Options { numa, ..opts(3) });
+    let one = on(NumaChoice::Node(1)).unwrap();
+    assert!(one.task_cpus.iter().all(|&c| c >= 4), "{:?}", one.task_cpus);
+    assert_eq!(one.node, Some(1));
+    assert_eq!(
+        plan(
+            &topo,
+            &quiet(),
+            &Options {
+                numa: NumaChoice::Node(0),
+                ..opts(5)
+            }
+        )
+        .unwrap_err(),
+        SelectError::NodeTooSmall {
+            node: 0,
+            holds: 4,
+            requested: 5
+        }
+    );
+    assert_eq!(
+        on(NumaChoice::Node(7)).unwrap_err(),
+        SelectError::UnknownNode {
+            node: 7,
+            known: vec![0, 1]
+        }
+    );
+    // Node 0 loses a CPU to --exclude, so auto prefers node 1.
+    let auto = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            numa: NumaChoice::Auto,
+            exclude: vec![3],
+            ..opts(2)
+        },
+    )
+    .unwrap();
+    assert_eq!(auto.node, Some(1));
+    let with_include = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            numa: NumaChoice::Auto,
+            include: vec![2],
+            ..opts(2)
+        },
+    )
+    .unwrap();
+    assert_eq!(with_include.node, Some(0));
+}
+
+#[test]
+fn a_busy_cpu_loses_to_a_quiet_one_and_ties_are_deterministic() {
+    let topo = machine(2, 1, 1);
+    let busy_one: BTreeMap<usize, f64> = [(0, 100.0), (1, 96e6)].into();
+    assert_eq!(plan(&topo, &busy_one, &opts(1)).unwrap().task_cpus, vec![0]);
+    let a = plan(&topo, &quiet(), &opts(2)).unwrap();
+    let b = plan(&topo, &quiet(), &opts(2)).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.task_cpus, vec![1, 0]);
+}
