@@ -174,27 +174,27 @@ pub fn seccomp_mode() -> i64 {
 
 /// `openat(AT_FDCWD, path, flags, mode)`; `path` must end with a NUL byte. The error is an errno.
 pub fn open(path: &[u8], flags: i32, mode: u32) -> Result<i32, i32> {
-    if path.last() != Some(&0) {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: path is NUL-terminated and lives across the call.
-    let ret = unsafe {
-        syscall6(
-            libc::SYS_openat,
-            [
-                libc::AT_FDCWD as i64,
-                path.as_ptr() as i64,
-                flags as i64,
-                mode as i64,
-                0,
-                0,
-            ],
-        )
-    };
+    let ret = at_cwd(libc::SYS_openat, path, flags as i64, mode as i64)?;
     match error_of(ret) {
         Some(e) => Err(e),
         None => Ok(ret as i32),
     }
+}
+
+/// A `*at` system call on `path` relative to the working directory, with two more arguments;
+/// EINVAL without a system call when `path` is not NUL-terminated.
+fn at_cwd(nr: i64, path: &[u8], a: i64, b: i64) -> Result<i64, i32> {
+    if path.last() != Some(&0) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: path is NUL-terminated and lives across the call; callers pass the arguments
+    // their system call expects (a buffer they own for readlinkat).
+    Ok(unsafe {
+        syscall6(
+            nr,
+            [libc::AT_FDCWD as i64, path.as_ptr() as i64, a, b, 0, 0],
+        )
+    })
 }
 
 /// Reads until `buf` is full or end of file; the number of bytes read.
@@ -249,45 +249,19 @@ pub fn close(fd: i32) {
 
 /// Whether `path` (NUL-terminated) exists.
 pub fn exists(path: &[u8]) -> bool {
-    if path.last() != Some(&0) {
-        return false;
-    }
-    // SAFETY: path is NUL-terminated and lives across the call.
-    let ret = unsafe {
-        syscall6(
-            libc::SYS_faccessat,
-            [
-                libc::AT_FDCWD as i64,
-                path.as_ptr() as i64,
-                libc::F_OK as i64,
-                0,
-                0,
-                0,
-            ],
-        )
-    };
-    ret == 0
+    at_cwd(libc::SYS_faccessat, path, libc::F_OK as i64, 0) == Ok(0)
 }
 
 /// `readlink(path)` into `buf`; the length of the target.
 pub fn readlink(path: &[u8], buf: &mut [u8]) -> Option<usize> {
-    if path.last() != Some(&0) {
-        return None;
-    }
-    // SAFETY: path is NUL-terminated; the kernel writes at most buf.len() bytes.
-    let ret = unsafe {
-        syscall6(
-            libc::SYS_readlinkat,
-            [
-                libc::AT_FDCWD as i64,
-                path.as_ptr() as i64,
-                buf.as_mut_ptr() as i64,
-                buf.len() as i64,
-                0,
-                0,
-            ],
-        )
-    };
+    // The kernel writes at most buf.len() bytes into buf.
+    let ret = at_cwd(
+        libc::SYS_readlinkat,
+        path,
+        buf.as_mut_ptr() as i64,
+        buf.len() as i64,
+    )
+    .ok()?;
     (ret >= 0).then_some(ret as usize)
 }
 
