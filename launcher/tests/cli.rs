@@ -253,32 +253,23 @@ fn an_empty_goset_fsroot_is_unset_and_a_failed_run_keeps_the_old_json() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     std::fs::write(&json, "old\n").unwrap();
-    let out = run(
-        "goset-run",
-        &[
-            "-q",
-            "--sample",
-            "0",
-            "--json",
-            json.to_str().unwrap(),
-            "--",
-            "/nonexistent/cmd",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(127));
+    let with_json = |cmd: &str| {
+        run(
+            "goset-run",
+            &[
+                "-q",
+                "--sample",
+                "0",
+                "--json",
+                json.to_str().unwrap(),
+                "--",
+                cmd,
+            ],
+        )
+    };
+    assert_eq!(with_json("/nonexistent/cmd").status.code(), Some(127));
     assert_eq!(std::fs::read_to_string(&json).unwrap(), "old\n");
-    let out = run(
-        "goset-run",
-        &[
-            "-q",
-            "--sample",
-            "0",
-            "--json",
-            json.to_str().unwrap(),
-            "--",
-            "true",
-        ],
-    );
+    let out = with_json("true");
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(v["run"]["exit"], 0);

@@ -57,14 +57,6 @@ fn assert_each_on_its_own_planned_cpu(out: &Output, report: &Value, n: usize) {
     }
 }
 
-fn two_cpus() -> bool {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if n < 2 {
-        eprintln!("skipped: needs 2 CPUs");
-    }
-    n >= 2
-}
-
 /// Two busy threads, a 30 s deadline, and the placement held for 0.2 s (ten polls) before
 /// they end: a CPU one of them inherited by chance (a launcher's child inherits the
 /// housekeeper CPU, which -n 2 on two CPUs shares with the task) must not end the run before
@@ -111,7 +103,7 @@ fn wrapped(wrap: Wrap, prog: &Path, args: &[&str]) -> Option<Vec<std::ffi::OsStr
 
 /// The static program's two busy threads, started as `wrap` says, end on their own CPUs.
 fn static_program(wrap: Wrap) {
-    if !two_cpus() {
+    if !common::two_online_cpus() {
         return;
     }
     let dir = tempfile::TempDir::new().unwrap();
@@ -145,7 +137,7 @@ fn static_program(wrap: Wrap) {
 
 /// The Go program's two busy threads, started as `wrap` says, end on their own CPUs.
 fn go_program(wrap: Wrap) {
-    if !two_cpus() {
+    if !common::two_online_cpus() {
         return;
     }
     let dir = tempfile::TempDir::new().unwrap();

@@ -26,27 +26,6 @@ impl Drop for BusyLoop {
     }
 }
 
-/// Runs goset-run with `args` and asserts that it succeeded.
-fn goset_run_ok(args: &[&str]) -> std::process::Output {
-    let out = Command::new(common::bin("goset-run"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn online_cpus() -> usize {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let mut n = 0;
-    goset_plan::cpulist::parse(text.as_bytes(), &mut |_| n += 1).unwrap();
-    n
-}
-
 /// goset-run calls in this file run one at a time: a test's short tasks must not load the CPU
 /// the busy-loop test expects to be idle.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -64,7 +43,7 @@ fn run_in_a_clean_window(args: &[&str]) -> (String, serde_json::Value) {
         let json_path = json.path().to_str().unwrap();
         let mut all = vec!["--json", json_path];
         all.extend_from_slice(args);
-        let out = goset_run_ok(&all);
+        let out = common::goset_run_ok(&all);
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
         let busy = |cpu: u64| {
@@ -82,8 +61,7 @@ fn run_in_a_clean_window(args: &[&str]) -> (String, serde_json::Value) {
 
 #[test]
 fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
-    if online_cpus() < 2 {
-        eprintln!("skipped: needs 2 online CPUs");
+    if !common::two_online_cpus() {
         return;
     }
     let _serial = serial();
@@ -171,7 +149,7 @@ fn sets_omp_num_threads_only_when_unset() {
 fn numa_binds_the_tasks_memory_to_the_node() {
     let _serial = serial();
     let first_policy = |numa: &str| {
-        let out = goset_run_ok(&[
+        let out = common::goset_run_ok(&[
             "--quiet",
             "--sample",
             "0",
@@ -196,8 +174,7 @@ fn numa_binds_the_tasks_memory_to_the_node() {
 
 #[test]
 fn goset_run_inside_a_goset_task_is_not_placed_by_the_outer_shim() {
-    if online_cpus() < 2 {
-        eprintln!("skipped: needs 2 online CPUs");
+    if !common::two_online_cpus() {
         return;
     }
     let _serial = serial();
@@ -205,7 +182,7 @@ fn goset_run_inside_a_goset_task_is_not_placed_by_the_outer_shim() {
     let inner = inner.to_str().unwrap();
     // Were the outer shim to place the inner goset-run as a worker, it would see one CPU and
     // refuse -n 2.
-    let out = goset_run_ok(&[
+    let out = common::goset_run_ok(&[
         "-q",
         "--sample",
         "0",

@@ -125,8 +125,9 @@ pub fn set_affinity(tid: i32, set: &CpuSet) -> i64 {
     unsafe { set_affinity_raw(tid, len, ptr) }
 }
 
-/// The affinity mask of `tid` (0: the caller).
-pub fn get_affinity(tid: i32) -> Option<CpuSet> {
+/// Raw `sched_getaffinity(tid)` into a fresh set: the kernel's return (bytes written, or a
+/// negative errno) and the set.
+fn get_affinity_raw(tid: i32) -> (i64, CpuSet) {
     let mut set = CpuSet::new();
     let len = core::mem::size_of::<CpuSet>();
     // CpuSet is repr(C) in cpu_set_t layout; the pointer comes from a unique borrow.
@@ -138,26 +139,20 @@ pub fn get_affinity(tid: i32) -> Option<CpuSet> {
             [tid as i64, len as i64, ptr as i64, 0, 0, 0],
         )
     };
-    if ret < 0 {
-        return None;
-    }
+    (ret, set)
+}
+
+/// The affinity mask of `tid` (0: the caller).
+pub fn get_affinity(tid: i32) -> Option<CpuSet> {
     // The kernel wrote `ret` bytes; the rest stays zero.
-    Some(set)
+    let (ret, set) = get_affinity_raw(tid);
+    (ret >= 0).then_some(set)
 }
 
 /// The kernel's affinity mask size in bytes (`cpumask_size()`, at most a [`CpuSet`]): what
 /// `sched_getaffinity` copies out, and the most `sched_setaffinity` reads of a caller's mask.
 pub fn kernel_mask_bytes() -> Option<usize> {
-    let mut set = CpuSet::new();
-    let len = core::mem::size_of::<CpuSet>();
-    let ptr = &mut set as *mut CpuSet as *mut u8;
-    // SAFETY: the kernel writes at most len bytes into the CpuSet we own.
-    let ret = unsafe {
-        syscall6(
-            libc::SYS_sched_getaffinity,
-            [0, len as i64, ptr as i64, 0, 0, 0],
-        )
-    };
+    let (ret, _) = get_affinity_raw(0);
     (ret > 0).then_some(ret as usize)
 }
 
