@@ -17,7 +17,6 @@ use crate::log::Event;
 use crate::placement::Placement;
 use crate::role::Role;
 use crate::{process, real, sys, thread};
-use core::sync::atomic::{AtomicBool, Ordering};
 use goset_plan::CpuSet;
 use libc::{c_int, pthread_attr_t, pthread_t};
 
@@ -107,7 +106,7 @@ const MASK_BYTES: usize = core::mem::size_of::<CpuSet>();
 /// kill the process for a system call it does not expect) or where the call fails with an
 /// errno, the mask is read directly, as glibc's own wrapper hands it on: it must be readable.
 unsafe fn copy_request(me: i32, mask: *const u8, len: usize) -> Option<CpuSet> {
-    if SECCOMP_FILTERED.load(Ordering::Relaxed) {
+    if sys::seccomp_filtered() {
         // SAFETY: the caller vouches for the mask when process_vm_readv may not be used.
         return Some(unsafe { CpuSet::from_raw(mask, len) });
     }
@@ -129,15 +128,6 @@ unsafe fn copy_request(me: i32, mask: *const u8, len: usize) -> Option<CpuSet> {
     };
     // SAFETY: bytes holds `got` bytes, all copied above.
     Some(unsafe { CpuSet::from_raw(bytes.as_ptr(), got) })
-}
-
-/// Set once this process runs under a seccomp filter: `process_vm_readv` is then not used.
-static SECCOMP_FILTERED: AtomicBool = AtomicBool::new(false);
-
-/// Notes that a seccomp filter may be in force: at start, when `prctl(PR_GET_SECCOMP)` says
-/// so, and after the program installs one with `syscall(SYS_seccomp, ...)`.
-pub fn note_seccomp_filter() {
-    SECCOMP_FILTERED.store(true, Ordering::Relaxed);
 }
 
 /// What every mask-setting hook needs before it may answer: not re-entered, configured, not in

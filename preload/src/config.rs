@@ -126,7 +126,7 @@ fn initialise() -> Option<&'static Config> {
             // Before READY, so no thread that sees READY takes the main thread for a stranger.
             crate::process::set_pid(sys::getpid());
             if sys::seccomp_mode() == 2 {
-                crate::affinity::note_seccomp_filter();
+                sys::note_seccomp_filter();
             }
             SLOT.state.store(READY, Ordering::Release);
             // SAFETY: load returned Ok, so it wrote the config.

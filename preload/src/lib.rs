@@ -136,7 +136,7 @@ pub unsafe extern "C" fn syscall(
     // SAFETY: the caller's system call, unchanged.
     let ret = unsafe { sys::syscall6(n, [a1, a2, a3, a4, a5, a6]) };
     if n == libc::SYS_seccomp && ret == 0 {
-        affinity::note_seccomp_filter();
+        sys::note_seccomp_filter();
     }
     finish(ret)
 }

@@ -5,6 +5,7 @@
 //! few calls the shim makes. Must not: touch errno (callers decide), allocate, or panic.
 
 use core::arch::asm;
+use core::sync::atomic::{AtomicBool, Ordering};
 use goset_plan::CpuSet;
 
 /// Issues system call `n` with six arguments; returns the kernel's raw result (`-errno` on
@@ -165,6 +166,20 @@ pub fn seccomp_mode() -> i64 {
             [libc::PR_GET_SECCOMP as i64, 0, 0, 0, 0, 0],
         )
     }
+}
+
+/// Set once this process may run under a seccomp filter: `process_vm_readv` is then not used.
+static SECCOMP_FILTERED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that a seccomp filter may be in force: at start, when `prctl(PR_GET_SECCOMP)` says
+/// so, and after the program installs one with `syscall(SYS_seccomp, ...)`.
+pub fn note_seccomp_filter() {
+    SECCOMP_FILTERED.store(true, Ordering::Relaxed);
+}
+
+/// Whether [`note_seccomp_filter`] was called in this process.
+pub fn seccomp_filtered() -> bool {
+    SECCOMP_FILTERED.load(Ordering::Relaxed)
 }
 
 /// `openat(AT_FDCWD, path, flags, mode)`; `path` must end with a NUL byte. The error is an errno.
