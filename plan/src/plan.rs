@@ -82,16 +82,7 @@ impl fmt::Display for PlanError {
 
 impl Default for Plan {
     fn default() -> Self {
-        Plan {
-            cpus: [0; MAX_SLOTS],
-            slot_count: 0,
-            housekeeper: None,
-            reservation: CpuSet::new(),
-            skip: 0,
-            main_on_housekeeper: false,
-            log: [0; MAX_PATH],
-            log_len: 0,
-        }
+        Plan::EMPTY
     }
 }
 
@@ -117,13 +108,59 @@ fn parse_number(key: &'static str, v: &[u8]) -> Result<u64, PlanError> {
 }
 
 impl Plan {
+    /// A plan with no CPUs; a constant, so that the shim can keep its plan in a static and
+    /// fill it in place (a plan is 2.7 KiB: too big for the stacks the shim runs on).
+    pub const EMPTY: Plan = Plan {
+        cpus: [0; MAX_SLOTS],
+        slot_count: 0,
+        housekeeper: None,
+        reservation: CpuSet::new(),
+        skip: 0,
+        main_on_housekeeper: false,
+        log: [0; MAX_PATH],
+        log_len: 0,
+    };
+
     /// A plan with the given task CPUs in slot order and nothing else (the shim's `GOSET_CPUS`
     /// mode); the reservation is the same CPUs.
     pub fn with_cpus(text: &[u8]) -> Result<Plan, PlanError> {
-        let mut plan = Plan::default();
-        plan.set_cpus(text)?;
-        plan.reservation = plan.cpu_set();
+        let mut plan = Plan::EMPTY;
+        plan.set_with_cpus(text)?;
         Ok(plan)
+    }
+
+    /// [`Plan::with_cpus`] in place.
+    pub fn set_with_cpus(&mut self, text: &[u8]) -> Result<(), PlanError> {
+        self.clear();
+        self.set_cpus(text)?;
+        self.reservation = self.cpu_set();
+        Ok(())
+    }
+
+    /// In place: a plan whose task CPUs are the CPUs of `set` in ascending order (the shim's
+    /// mode without `GOSET_PLAN` or `GOSET_CPUS`: the CPUs the process may use at start).
+    pub fn set_from_set(&mut self, set: &CpuSet) -> Result<(), PlanError> {
+        self.clear();
+        for cpu in set.iter().take(MAX_SLOTS) {
+            self.cpus[self.slot_count] = cpu as u16;
+            self.slot_count += 1;
+        }
+        if self.slot_count == 0 {
+            return Err(PlanError::NoCpus);
+        }
+        self.reservation = *set;
+        Ok(())
+    }
+
+    /// Empties the plan field by field (no 2.7 KiB temporary); the CPU array past
+    /// `slot_count` is never read, so it is left as it is.
+    fn clear(&mut self) {
+        self.slot_count = 0;
+        self.housekeeper = None;
+        self.reservation = CpuSet::new();
+        self.skip = 0;
+        self.main_on_housekeeper = false;
+        self.log_len = 0;
     }
 
     fn set_cpus(&mut self, text: &[u8]) -> Result<(), PlanError> {
@@ -151,12 +188,19 @@ impl Plan {
 
     /// Parses a plan file's bytes.
     pub fn parse(text: &[u8]) -> Result<Plan, PlanError> {
+        let mut plan = Plan::EMPTY;
+        plan.parse_into(text)?;
+        Ok(plan)
+    }
+
+    /// [`Plan::parse`] in place; on error the plan is left partly filled.
+    pub fn parse_into(&mut self, text: &[u8]) -> Result<(), PlanError> {
         let mut lines = text.split(|&c| c == b'\n');
         let header = lines.next().unwrap_or_default();
         if header.trim_ascii() != b"goset-plan 1" {
             return Err(PlanError::NotAPlan);
         }
-        let mut plan = Plan::default();
+        self.clear();
         let mut reservation_given = false;
         for raw in lines {
             let line = raw.trim_ascii();
@@ -168,7 +212,7 @@ impl Plan {
                 None => (line, &b""[..]),
             };
             match key {
-                b"cpus" => plan.set_cpus(value)?,
+                b"cpus" => self.set_cpus(value)?,
                 b"housekeeper" => {
                     let cpu = parse_number("housekeeper", value)? as usize;
                     if cpu >= crate::MAX_CPUS {
@@ -177,37 +221,37 @@ impl Plan {
                             Some(CpuListError::TooLarge),
                         ));
                     }
-                    plan.housekeeper = Some(cpu);
+                    self.housekeeper = Some(cpu);
                 }
                 b"reservation" => {
-                    plan.reservation = cpulist::parse_set(value)
+                    self.reservation = cpulist::parse_set(value)
                         .map_err(|e| PlanError::BadValue("reservation", Some(e)))?;
                     reservation_given = true;
                 }
-                b"skip" => plan.skip = parse_number("skip", value)?,
+                b"skip" => self.skip = parse_number("skip", value)?,
                 b"main_on_housekeeper" => {
-                    plan.main_on_housekeeper = parse_number("main_on_housekeeper", value)? != 0
+                    self.main_on_housekeeper = parse_number("main_on_housekeeper", value)? != 0
                 }
                 b"log" => {
                     if value.len() >= MAX_PATH {
                         return Err(PlanError::TooLong("log"));
                     }
-                    plan.log[..value.len()].copy_from_slice(value);
-                    plan.log_len = value.len();
+                    self.log[..value.len()].copy_from_slice(value);
+                    self.log_len = value.len();
                 }
                 _ => {}
             }
         }
-        if plan.slot_count == 0 {
+        if self.slot_count == 0 {
             return Err(PlanError::NoCpus);
         }
         if !reservation_given {
-            plan.reservation = plan.cpu_set();
-            if let Some(hk) = plan.housekeeper {
-                plan.reservation.insert(hk);
+            self.reservation = self.cpu_set();
+            if let Some(hk) = self.housekeeper {
+                self.reservation.insert(hk);
             }
         }
-        Ok(plan)
+        Ok(())
     }
 
     /// Task CPUs in slot order.
@@ -253,7 +297,7 @@ impl Plan {
         if cpus.is_empty() || cpus.len() > MAX_SLOTS || cpus.iter().any(|&c| c >= crate::MAX_CPUS) {
             return None;
         }
-        let mut plan = Plan::default();
+        let mut plan = Plan::EMPTY;
         for (slot, &cpu) in cpus.iter().enumerate() {
             plan.cpus[slot] = cpu as u16;
         }
@@ -354,5 +398,24 @@ mod tests {
             PlanError::BadValue("skip", None)
         ));
         assert_eq!(Plan::with_cpus(b"2,4-6").unwrap().slot_count(), 4);
+    }
+
+    #[test]
+    fn in_place_builders_replace_what_was_there() {
+        let mut plan =
+            Plan::parse(b"goset-plan 1\ncpus 7,5\nhousekeeper 1\nskip 3\nlog /x\n").unwrap();
+        let set = crate::cpulist::parse_set(b"2-3").unwrap();
+        plan.set_from_set(&set).unwrap();
+        assert_eq!(plan.cpus().collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(
+            (plan.housekeeper, plan.skip, plan.log_path()),
+            (None, 0, None)
+        );
+        assert_eq!(plan.reservation, set);
+        assert_eq!(plan.set_from_set(&CpuSet::new()), Err(PlanError::NoCpus));
+        plan.set_with_cpus(b"4").unwrap();
+        assert_eq!(plan.cpus().collect::<Vec<_>>(), vec![4]);
+        plan.parse_into(b"goset-plan 1\ncpus 1\n").unwrap();
+        assert_eq!(plan.reservation.to_string(), "1");
     }
 }
