@@ -15,6 +15,7 @@ use crate::report::{self, SelectionReport};
 use crate::rundir::{self, RunDir};
 use crate::select;
 use crate::task::{Ending, Launch, Task, Usage};
+use crate::taskenv;
 use crate::topology::Topology;
 use goset_plan::{CpuSet, Plan};
 use serde::Serialize;
@@ -136,7 +137,7 @@ struct Prepared {
 
 /// Resolves the command, writes the plan and the run directory, builds the task's environment.
 fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared> {
-    crate::task::resolve_command(&opts.command[0])?;
+    let command = crate::task::resolve_command(&opts.command[0])?;
     let shim = rundir::find_shim()?;
     let task_set: CpuSet = selection.task_cpus.iter().copied().collect();
     let mut reservation = task_set;
@@ -155,18 +156,16 @@ fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared>
     plan.skip = opts.skip;
     plan.main_on_housekeeper = opts.main_on_housekeeper;
 
-    let mut env: Vec<(OsString, OsString)> = Vec::new();
     let run_dir = match &shim {
         Some(lib) => {
-            let dir = RunDir::create(&plan, opts.log.as_deref())?;
-            let mut preload = lib.as_os_str().to_owned();
-            if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-                preload.push(":");
-                preload.push(old);
+            let why = crate::elf::read_file(&command).why_no_shim();
+            if let Some(why) = why.filter(|_| !opts.quiet) {
+                output::to_stderr(&format!(
+                    "goset-run: {}: {why}: libgoset.so cannot reach it, so the housekeeper places its threads\n",
+                    opts.command[0].to_string_lossy()
+                ));
             }
-            env.push(("LD_PRELOAD".into(), preload));
-            env.push(("GOSET_PLAN".into(), dir.path().into()));
-            Some(dir)
+            Some(RunDir::create(&plan, opts.log.as_deref(), lib)?)
         }
         None => {
             output::to_stderr(&format!(
@@ -176,12 +175,14 @@ fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared>
             None
         }
     };
-    if std::env::var_os("OMP_NUM_THREADS").is_none() {
-        env.push((
-            "OMP_NUM_THREADS".into(),
-            selection.task_cpus.len().to_string().into(),
-        ));
-    }
+    let env = taskenv::task_env(
+        |name| std::env::var_os(name),
+        selection.task_cpus.len(),
+        run_dir.as_ref().map(|dir| taskenv::Shim {
+            preload: dir.preload(),
+            plan_dir: dir.path(),
+        }),
+    );
     let launch = Launch {
         argv: opts.command.clone(),
         cpus: task_set,

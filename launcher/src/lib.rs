@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod diag;
+pub mod elf;
 pub mod error;
 pub mod fsroot;
 pub mod housekeeper;
@@ -14,4 +15,5 @@ pub mod report;
 pub mod rundir;
 pub mod select;
 pub mod task;
+pub mod taskenv;
 pub mod topology;

@@ -2,6 +2,12 @@
 //!
 //! `/run/goset/<id>/` for root, `$XDG_RUNTIME_DIR/goset/<id>/` otherwise (falling back to
 //! `/tmp/goset-<uid>/<id>/`). The directory is removed when the [`RunDir`] is dropped.
+//!
+//! It also holds `lib/<platform>/libgoset.so`, symlinks to the shim, so that the task's
+//! `LD_PRELOAD` can name `<dir>/lib/$PLATFORM/libgoset.so`: glibc's loader expands the
+//! `$PLATFORM` token and finds the shim; musl's loader, which cannot load the shim and treats
+//! an unloadable preload as fatal, takes the name literally, finds no such file and skips it.
+//! One rule for every process of the task, exec'd by a shell or not.
 
 use crate::error::{Error, Result};
 use goset_plan::plan::{Plan, LOG_FILE, PLAN_FILE, SLOTS_FILE};
@@ -11,12 +17,82 @@ use std::path::{Path, PathBuf};
 /// Environment variable naming the shim library, overriding the search next to the binary.
 pub const LIB_ENV: &str = "GOSET_LIB";
 
-/// A run directory holding `plan`, `slots` and (unless the user chose another place) the
-/// placement log. Removed on drop.
+/// A run directory holding `plan`, `slots`, the shim's `lib/` links and (unless the user chose
+/// another place) the placement log. Removed on drop.
 #[derive(Debug)]
 pub struct RunDir {
     dir: PathBuf,
     log: PathBuf,
+    preload: std::ffi::OsString,
+}
+
+/// The names glibc's loader may give `$PLATFORM`, from the kernel's `AT_PLATFORM`: that name,
+/// and on x86_64 the ones glibc substitutes on Intel CPUs (`haswell` with AVX2, FMA, BMI and
+/// friends; `xeon_phi` with AVX-512ER/PF; glibc's sysdeps/x86/cpu-features.c), which the
+/// launcher cannot see. Empty when the kernel gives none (glibc could not expand it either).
+pub fn platform_names(at_platform: Option<&[u8]>) -> Vec<&[u8]> {
+    let Some(name) = at_platform.filter(|n| is_plain_name(n)) else {
+        return Vec::new();
+    };
+    let mut names = vec![name];
+    if name == b"x86_64" {
+        names.extend([&b"haswell"[..], b"xeon_phi"]);
+    }
+    names
+}
+
+/// A single path component that no loader reads as anything else.
+fn is_plain_name(name: &[u8]) -> bool {
+    !name.is_empty() && name != b"." && name != b".." && !name.contains(&b'/')
+}
+
+/// The kernel's `AT_PLATFORM` for this process (the same for the task: one kernel, one ABI).
+fn at_platform() -> Option<Vec<u8>> {
+    // SAFETY: getauxval has no preconditions; AT_PLATFORM, when present, points to a
+    // NUL-terminated string the kernel put on our stack, alive for the process's life.
+    let ptr = unsafe { libc::getauxval(libc::AT_PLATFORM) } as *const libc::c_char;
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: see above.
+    Some(unsafe { std::ffi::CStr::from_ptr(ptr) }.to_bytes().to_vec())
+}
+
+/// The `LD_PRELOAD` entry for the shim: `<dir>/lib/$PLATFORM/libgoset.so` when there are
+/// platform links, else the shim's own path (musl programs then cannot start). A directory
+/// whose path holds a separator of `LD_PRELOAD` or a `$` gets the shim's path too.
+pub fn preload_entry(dir: &Path, shim: &Path, have_links: bool) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStrExt;
+    let safe = !dir
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .any(|c| b": \t\n$".contains(c));
+    if have_links && safe {
+        dir.join(LIB_DIR)
+            .join("$PLATFORM")
+            .join(SHIM)
+            .into_os_string()
+    } else {
+        shim.as_os_str().to_owned()
+    }
+}
+
+/// The run directory's folder of shim links.
+const LIB_DIR: &str = "lib";
+/// The shim's file name.
+const SHIM: &str = "libgoset.so";
+
+/// Makes `dir/lib/<name>/libgoset.so` a link to `shim` for every platform name; returns
+/// whether there are any.
+fn link_shim(dir: &Path, shim: &Path, names: &[&[u8]]) -> std::io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    for name in names {
+        let sub = dir.join(LIB_DIR).join(std::ffi::OsStr::from_bytes(name));
+        std::fs::create_dir_all(&sub)?;
+        std::os::unix::fs::symlink(shim, sub.join(SHIM))?;
+    }
+    Ok(!names.is_empty())
 }
 
 fn base_dir() -> PathBuf {
@@ -54,9 +130,10 @@ fn private_base(base: &Path) -> std::io::Result<()> {
 }
 
 impl RunDir {
-    /// Creates a fresh run directory and writes `plan` (with the log path set) and `slots`.
-    /// `log` is where the placement log goes; `None` keeps it inside the directory.
-    pub fn create(plan: &Plan, log: Option<&Path>) -> Result<RunDir> {
+    /// Creates a fresh run directory, writes `plan` (with the log path set) and `slots`, and
+    /// links the shim under `lib/`. `log` is where the placement log goes; `None` keeps it
+    /// inside the directory.
+    pub fn create(plan: &Plan, log: Option<&Path>, shim: &Path) -> Result<RunDir> {
         let base = base_dir();
         let fail = |what: &str, path: &Path, e: std::io::Error| {
             Error::System(format!("cannot create {what} {}: {e}", path.display()))
@@ -66,8 +143,13 @@ impl RunDir {
         // A directory left by a crashed launcher with our pid holds nothing of value.
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).map_err(|e| fail("run directory", &dir, e))?;
+        let shim = std::fs::canonicalize(shim).map_err(|e| fail("shim link to", shim, e))?;
+        let platform = at_platform();
+        let linked = link_shim(&dir, &shim, &platform_names(platform.as_deref()))
+            .map_err(|e| fail("shim links in", &dir, e))?;
         let mut run_dir = RunDir {
             log: dir.join(LOG_FILE),
+            preload: preload_entry(&dir, &shim, linked),
             dir,
         };
         let mut plan = plan.clone();
@@ -101,6 +183,11 @@ impl RunDir {
     pub fn log_path(&self) -> &Path {
         &self.log
     }
+
+    /// The shim's `LD_PRELOAD` entry (see [`preload_entry`]).
+    pub fn preload(&self) -> &std::ffi::OsStr {
+        &self.preload
+    }
 }
 
 impl Drop for RunDir {
@@ -129,4 +216,53 @@ pub fn find_shim() -> Result<Option<PathBuf>> {
     Ok([dir.join("libgoset.so"), dir.join("../lib/libgoset.so")]
         .into_iter()
         .find(|p| p.is_file()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platform_names_cover_glibcs_intel_names_on_x86_64() {
+        assert_eq!(
+            platform_names(Some(b"x86_64")),
+            [&b"x86_64"[..], b"haswell", b"xeon_phi"]
+        );
+        assert_eq!(platform_names(Some(b"aarch64")), [&b"aarch64"[..]]);
+        for bad in [&b""[..], b".", b"..", b"a/b"] {
+            assert!(platform_names(Some(bad)).is_empty(), "{bad:?}");
+        }
+        assert!(platform_names(None).is_empty());
+    }
+
+    #[test]
+    fn preload_names_the_platform_links_unless_the_path_would_be_misread() {
+        let shim = Path::new("/opt/goset/libgoset.so");
+        let entry = |dir: &str, links| preload_entry(Path::new(dir), shim, links);
+        assert_eq!(
+            entry("/run/user/1000/goset/42", true),
+            "/run/user/1000/goset/42/lib/$PLATFORM/libgoset.so"
+        );
+        assert_eq!(entry("/run/user/1000/goset/42", false), shim);
+        for odd in ["/tmp/a b/42", "/tmp/a:b/42", "/tmp/$HOME/42"] {
+            assert_eq!(entry(odd, true), shim, "{odd}");
+        }
+    }
+
+    #[test]
+    fn links_point_at_the_shim_and_go_with_the_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        std::fs::create_dir(&dir).unwrap();
+        let shim = tmp.path().join("libgoset.so");
+        std::fs::write(&shim, b"x").unwrap();
+        assert!(link_shim(&dir, &shim, &[b"x86_64", b"haswell"]).unwrap());
+        for name in ["x86_64", "haswell"] {
+            let link = dir.join("lib").join(name).join("libgoset.so");
+            assert_eq!(std::fs::read_link(&link).unwrap(), shim);
+        }
+        assert!(!link_shim(&dir, &shim, &[]).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(shim.is_file(), "removing the links keeps the shim");
+    }
 }

@@ -117,32 +117,29 @@ fn exit_status_is_the_tasks() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot execute"));
 }
 
+/// goset-run sets OMP_NUM_THREADS and GOMAXPROCS to -n when they are unset or empty, and
+/// leaves a user's values alone.
 #[test]
-fn sets_omp_num_threads_only_when_unset() {
+fn sets_thread_counts_only_when_unset() {
     let _serial = serial();
-    let omp_num_threads = |env: Option<&str>| {
+    let thread_counts = |omp: Option<&str>, go: Option<&str>| {
         let mut cmd = Command::new(common::bin("goset-run"));
-        match env {
-            Some(v) => cmd.env("OMP_NUM_THREADS", v),
-            None => cmd.env_remove("OMP_NUM_THREADS"),
-        };
+        for (name, value) in [("OMP_NUM_THREADS", omp), ("GOMAXPROCS", go)] {
+            match value {
+                Some(v) => cmd.env(name, v),
+                None => cmd.env_remove(name),
+            };
+        }
         let out = cmd
-            .args([
-                "--sample",
-                "0",
-                "-n",
-                "2",
-                "--",
-                "sh",
-                "-c",
-                "echo $OMP_NUM_THREADS",
-            ])
+            .args(["-q", "--sample", "0", "-n", "2", "--", "sh", "-c"])
+            .arg("echo \"$OMP_NUM_THREADS $GOMAXPROCS\"")
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    assert_eq!(omp_num_threads(None), "2\n");
-    assert_eq!(omp_num_threads(Some("5")), "5\n");
+    assert_eq!(thread_counts(None, None), "2 2\n");
+    assert_eq!(thread_counts(Some("5"), Some("")), "5 2\n");
+    assert_eq!(thread_counts(Some(""), Some("7")), "2 7\n");
 }
 
 #[test]
