@@ -3,6 +3,8 @@
 //! and the shim's `LD_PRELOAD` entry in the run directory, removed with it.
 
 mod common;
+// Not every helper of the housekeeper tests is used here.
+#[allow(dead_code)]
 #[path = "housekeeper/support.rs"]
 mod support;
 
@@ -123,14 +125,13 @@ fn a_program_the_shim_cannot_reach_is_named_once() {
 #[test]
 fn the_shim_is_preloaded_after_the_users_entries_from_the_run_directory() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let out = Command::new(common::bin("goset-run"))
-        .env("LD_PRELOAD", "/nonexistent/user.so")
+    let mut cmd = Command::new(common::bin("goset-run"));
+    cmd.env("LD_PRELOAD", "/nonexistent/user.so")
         .args(["-q", "--sample", "0", "-n", "1", "--", "sh", "-c"])
-        .arg(r#"echo "$LD_PRELOAD"; echo "$GOSET_PLAN"; readlink "$GOSET_PLAN"/lib/*/libgoset.so"#)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{text}");
+        .arg(r#"echo "$LD_PRELOAD"; echo "$GOSET_PLAN"; readlink "$GOSET_PLAN"/lib/*/libgoset.so"#);
+    let out = run(cmd);
+    let text = out.stdout;
+    assert_eq!(out.code, Some(0), "{text}{}", out.stderr);
     let lines: Vec<&str> = text.lines().collect();
     let plan = PathBuf::from(lines[1]);
     assert_eq!(
