@@ -78,7 +78,7 @@ fn answer(cfg: &Config, target: Target, requested: &CpuSet, call: &str) -> Optio
         return None;
     }
     if !thread::repeats_last_set(fingerprint(tid, requested, &set)) {
-        process::note(cfg, Event::Set, call, tid, Some(requested), &p, Some(&set));
+        process::note(Event::Set, call, tid, Some(requested), &p, Some(&set));
     }
     Some(0)
 }
@@ -200,7 +200,7 @@ pub unsafe fn pthread_set(thread: pthread_t, len: usize, mask: *const libc::cpu_
             None => libc::ENOSYS,
         };
         let p = Placement::unslotted(Role::Unknown, None);
-        process::note(cfg, Event::Set, call, 0, Some(&requested), &p, Some(&set));
+        process::note(Event::Set, call, 0, Some(&requested), &p, Some(&set));
         return if ret == 0 { 0 } else { pass() };
     };
     match answer(cfg, target, &requested, call) {
@@ -218,15 +218,16 @@ pub unsafe fn note_attr(attr: *const pthread_attr_t, call: &str) {
     let Some(_guard) = thread::Guard::enter() else {
         return;
     };
-    let Some(cfg) = config::get() else { return };
-    if attr.is_null() || cfg.log_fd < 0 || process::own_pid().is_none() {
+    if config::get().is_none() {
+        return;
+    }
+    if attr.is_null() || !crate::log::enabled() || process::own_pid().is_none() {
         return;
     }
     // SAFETY: attr is initialised (caller).
     let requested = unsafe { crate::attr::affinity_of(attr) };
     let p = process::recorded();
     process::note(
-        cfg,
         Event::Set,
         call,
         thread::tid(),

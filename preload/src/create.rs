@@ -179,7 +179,6 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
             process::adopt_thread(cfg, tid, placement);
             let born = placement.birth_set(cfg);
             process::note(
-                cfg,
                 Event::Create,
                 "pthread_create",
                 tid,

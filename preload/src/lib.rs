@@ -2,8 +2,9 @@
 //! whatever its runtime does (pthreads, libgomp, libomp, Rust, MPI), and logs each decision.
 //!
 //! Table of contents:
-//! - [`config`]: where the plan comes from (`GOSET_PLAN`, `GOSET_CPUS`, the start mask) and the
-//!   atomic life cycle; any problem disables the shim with one warning;
+//! - [`config`]: the life cycle the hooks see (initialise on first use); [`settings`]: the
+//!   configuration's type and static; [`load`]: where it comes from (`GOSET_PLAN`,
+//!   `GOSET_CPUS`, the start mask), cold; any problem disables the shim with one warning;
 //! - [`process`]: the main thread's slot at start, after fork and exec; thread exit; the log helper;
 //! - [`create`]: `pthread_create`, which claims a slot and gives the thread its CPU at birth;
 //! - [`affinity`]: the affinity entry points, answered with the thread's own CPU;
@@ -14,17 +15,26 @@
 //! Every exported symbol is listed below; each hook is a thin `extern "C"` function that hands
 //! over to its module. Under `cargo test` nothing is exported, so tests do not interpose on
 //! themselves.
+//!
+//! Stack budgets (the shim runs on other programs' stacks: 16 KiB `PTHREAD_STACK_MIN` threads,
+//! 8 KiB `SIGSTKSZ` signal stacks that also carry the kernel's signal frame): beyond what the
+//! same call takes without the shim, a hook uses at most 2 KiB once the shim is initialised
+//! (a logged decision included), and at most 4 KiB on any path, initialisation included (a
+//! hook called before the constructor, from another library's constructor).
+//! `shim-tests/tests/small_stacks.rs` measures every hook against these figures.
 
 pub mod affinity;
 pub mod attr;
 pub mod config;
 pub mod create;
 pub mod env;
+pub mod load;
 pub mod log;
 pub mod placement;
 pub mod process;
 pub mod real;
 pub mod role;
+pub mod settings;
 pub mod sys;
 pub mod thread;
 
@@ -152,10 +162,13 @@ fn finish(ret: i64) -> i64 {
     }
 }
 
-/// The constructor (`.init_array`, so it receives envp): initialise as early as libc allows, keeping the envp the loader gives.
+/// The constructor (`.init_array`, so it receives envp): initialise as early as libc allows,
+/// keeping the envp the loader gives, and look the real functions up, so that hooks called
+/// later neither initialise nor call `dlsym` on their callers' stacks.
 #[cfg_attr(test, allow(dead_code))]
 extern "C" fn on_load(_argc: c_int, _argv: *const *const c_char, envp: *const *const c_char) {
     env::set_envp(envp);
+    real::resolve_all();
     if let Some(_guard) = thread::Guard::enter() {
         let _ = config::get();
     }

@@ -1,13 +1,26 @@
 //! The placement log (one JSON line per decision) and the one-time warning on stderr.
 //!
-//! Owns: the record's schema and its formatting into a fixed stack buffer, written with a single
-//! `write(2)` on an `O_APPEND` descriptor so that lines from many threads and processes never
-//! interleave. Must not: allocate, lock, or use std I/O; it never writes to stdout.
+//! Owns: the record's schema and its formatting; the log's descriptor and the identity of its
+//! file; the identity of stderr at start. A record is formatted into a small stack buffer
+//! ([`LINE_MAX`]), the executable path (escaped once at start, in static memory) is spliced in,
+//! and the whole line goes out with one `writev(2)` on an `O_APPEND` descriptor, so that lines
+//! from many threads and processes never interleave.
+//!
+//! The shim never writes into a descriptor it does not own. The log's descriptor is kept high
+//! (see [`sys::dup_high`]), and before each record one `fstat` checks it is still the file
+//! opened at start (device and inode): a program that closed it and got the number back for a
+//! file of its own keeps its file untouched; the log path is reopened (`O_APPEND`), or, for
+//! `GOSET_LOG=stderr` (a copy of fd 2 made at start), logging stops with one warning. The
+//! warning itself goes to fd 2 only while fd 2 is the file it was at start. The log is opened
+//! `O_NONBLOCK`: a FIFO without a reader fails at once, a full pipe drops records.
+//!
+//! Must not: allocate, lock, use std I/O, or make a system call on a hook path that does not
+//! log; it never writes to stdout.
 
 use crate::role::Role;
-use crate::sys::{self, Buf};
+use crate::sys::{self, Buf, Exclusive, Identity};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use goset_plan::cpulist;
 use goset_plan::CpuSet;
 
@@ -35,7 +48,7 @@ impl Event {
     }
 }
 
-/// One placement decision.
+/// One placement decision (the process's executable, fixed for its life, is the log's own).
 pub struct Record<'a> {
     /// Unix time in seconds.
     pub time: f64,
@@ -45,8 +58,6 @@ pub struct Record<'a> {
     pub tid: i32,
     /// The calling thread's name.
     pub comm: &'a [u8],
-    /// The process's executable.
-    pub exe: &'a [u8],
     /// What happened.
     pub event: Event,
     /// The intercepted call (`pthread_create`, `sched_setaffinity`, `init`, `exit` ...).
@@ -63,8 +74,13 @@ pub struct Record<'a> {
     pub shared: bool,
 }
 
-/// Size of a formatted record's buffer; a record that does not fit is cut to valid JSON.
-pub const LINE_MAX: usize = 3072;
+/// Size of a record's stack buffer, the executable path not included. A requested mask whose
+/// cpulist does not fit in what is left is logged as `"(too long)"`.
+pub const LINE_MAX: usize = 768;
+/// Longest escaped executable path; a longer one is logged as `(too long)`.
+const EXE_JSON_MAX: usize = 1024;
+/// Longest log path (with its NUL).
+const PATH_MAX: usize = 600;
 
 /// Writes `s` as the inside of a JSON string: quotes, backslashes and control characters
 /// escaped, bytes that are not UTF-8 replaced by U+FFFD.
@@ -101,8 +117,9 @@ fn option(out: &mut dyn Write, v: Option<usize>) -> core::fmt::Result {
     }
 }
 
-/// Formats `r` as one JSON line (with its newline) into `out`.
-pub fn format(out: &mut dyn Write, r: &Record) -> core::fmt::Result {
+/// Formats `r` as one JSON line (with its newline) into `out`, leaving out the executable
+/// path's text; returns where in `out` that text goes.
+pub fn format<const N: usize>(out: &mut Buf<N>, r: &Record) -> Result<usize, core::fmt::Error> {
     write!(
         out,
         "{{\"time\":{}.{:06},\"pid\":{},\"tid\":{},\"comm\":\"",
@@ -113,20 +130,21 @@ pub fn format(out: &mut dyn Write, r: &Record) -> core::fmt::Result {
     )?;
     escape(out, r.comm)?;
     out.write_str("\",\"exe\":\"")?;
-    escape(out, r.exe)?;
+    let exe_at = out.len();
     write!(out, "\",\"event\":\"{}\",\"call\":\"", r.event.name())?;
     escape(out, r.call.as_bytes())?;
     out.write_str("\",\"requested\":")?;
     match r.requested {
         Some(set) => {
-            let mut list = Buf::<1024>::new();
-            if cpulist::write_ranges(&mut list, set).is_err() {
-                list = Buf::new();
-                list.push(b"(too long)");
+            // A cpulist is plain ASCII: written straight into the line, taken back if too long.
+            let at = out.len();
+            let _ = out.write_char('"');
+            let _ = cpulist::write_ranges(out, set);
+            let _ = out.write_char('"');
+            if !out.fits() {
+                out.truncate(at);
+                out.write_str("\"(too long)\"")?;
             }
-            out.write_char('"')?;
-            escape(out, list.as_bytes())?;
-            out.write_char('"')?;
         }
         None => out.write_str("null")?,
     }
@@ -139,43 +157,234 @@ pub fn format(out: &mut dyn Write, r: &Record) -> core::fmt::Result {
         ",\"role\":\"{}\",\"shared\":{},\"placed_by\":\"shim\"}}",
         r.role.name(),
         r.shared
-    )
+    )?;
+    Ok(exe_at)
 }
 
-/// Writes `r` to `fd` with one `write(2)`.
-pub fn emit(fd: i32, r: &Record) {
-    let mut line = Buf::<LINE_MAX>::new();
-    if format(&mut line, r).is_err() {
-        // Only an enormous exe path gets here: drop it rather than write broken JSON.
-        line = Buf::new();
-        let short = Record {
-            exe: b"(too long)",
-            comm: r.comm,
-            call: r.call,
-            ..*r
+/// The descriptor records go to, -1 for none.
+static FD: AtomicI32 = AtomicI32::new(-1);
+/// The identity of [`FD`]'s file (stored before `FD`, Release; read after it, Acquire).
+static DEV: AtomicU64 = AtomicU64::new(0);
+static INO: AtomicU64 = AtomicU64::new(0);
+/// Whether the log has a path to reopen (false for `stderr`).
+static REOPENABLE: AtomicBool = AtomicBool::new(false);
+/// Held by the one thread that replaces a descriptor found not to be the log's any more.
+static REPLACING: AtomicBool = AtomicBool::new(false);
+/// The log path, NUL-terminated, and the escaped executable path: written at initialisation.
+static PATH: Exclusive<Buf<PATH_MAX>> = Exclusive::new(Buf::new());
+static EXE: Exclusive<Buf<EXE_JSON_MAX>> = Exclusive::new(Buf::new());
+/// What fd 2 was at start; the warning is written there only while it still is.
+static STDERR_KNOWN: AtomicBool = AtomicBool::new(false);
+static STDERR_DEV: AtomicU64 = AtomicU64::new(0);
+static STDERR_INO: AtomicU64 = AtomicU64::new(0);
+
+fn install(fd: i32, id: Identity) {
+    DEV.store(id.dev, Ordering::Relaxed);
+    INO.store(id.ino, Ordering::Relaxed);
+    FD.store(fd, Ordering::Release);
+}
+
+/// Records what fd 2 is (first thing at initialisation, before any warning).
+#[cold]
+pub fn note_stderr() {
+    if let Some(id) = sys::identity(2) {
+        STDERR_DEV.store(id.dev, Ordering::Relaxed);
+        STDERR_INO.store(id.ino, Ordering::Relaxed);
+        STDERR_KNOWN.store(true, Ordering::Release);
+    }
+}
+
+fn stderr_is_ours() -> bool {
+    STDERR_KNOWN.load(Ordering::Acquire)
+        && sys::identity(2)
+            == Some(Identity {
+                dev: STDERR_DEV.load(Ordering::Relaxed),
+                ino: STDERR_INO.load(Ordering::Relaxed),
+            })
+}
+
+/// Keeps the executable path, escaped, for every record.
+///
+/// # Safety
+/// Only during initialisation, by the initialising thread (see [`Exclusive`]).
+#[cold]
+pub unsafe fn set_exe(exe: &[u8]) {
+    // SAFETY: the caller is the initialising thread; records are written only after.
+    let out = unsafe { EXE.get_mut() };
+    out.truncate(0);
+    if escape(out, exe).is_err() {
+        out.truncate(0);
+        out.push(b"(too long)");
+    }
+}
+
+/// Opens the log at `path` (`stderr`: a copy of fd 2) for this process; false, after one
+/// warning, when it cannot be opened.
+///
+/// # Safety
+/// Only during initialisation, by the initialising thread (see [`Exclusive`]).
+#[cold]
+#[inline(never)]
+pub unsafe fn open(path: &[u8]) -> bool {
+    if path == b"stderr" {
+        REOPENABLE.store(false, Ordering::Relaxed);
+        let high = if STDERR_KNOWN.load(Ordering::Acquire) {
+            sys::dup_high(2)
+        } else {
+            -1
         };
-        if format(&mut line, &short).is_err() {
+        match sys::identity(high).filter(|_| high >= 0) {
+            Some(id) => install(high, id),
+            None => warn_once(format_args!("stderr is closed; not logging")),
+        }
+        return enabled();
+    }
+    // SAFETY: the caller is the initialising thread; PATH is read only after.
+    let stored = unsafe { PATH.get_mut() };
+    stored.truncate(0);
+    stored.push(path);
+    let opened = match stored.c_str() {
+        Some(c_path) => open_file(c_path),
+        None => Err(libc::ENAMETOOLONG),
+    };
+    match opened {
+        Ok((fd, id)) => {
+            REOPENABLE.store(true, Ordering::Relaxed);
+            install(fd, id);
+        }
+        Err(e) => warn_once(format_args!(
+            "cannot open the placement log {} ({}); not logging",
+            core::str::from_utf8(path).unwrap_or("(not utf-8)"),
+            sys::ErrnoName(e)
+        )),
+    }
+    enabled()
+}
+
+/// Opens the log file (appending, never blocking) on a high descriptor.
+fn open_file(c_path: &[u8]) -> Result<(i32, Identity), i32> {
+    let flags = libc::O_WRONLY
+        | libc::O_CREAT
+        | libc::O_APPEND
+        | libc::O_CLOEXEC
+        | libc::O_NONBLOCK
+        | libc::O_NOCTTY;
+    let fd = sys::open(c_path, flags, 0o644)?;
+    let high = sys::dup_high(fd);
+    if high != fd {
+        sys::close(fd);
+    }
+    match sys::identity(high) {
+        Some(id) => Ok((high, id)),
+        None => Err(libc::EBADF),
+    }
+}
+
+/// Whether records are written.
+pub fn enabled() -> bool {
+    FD.load(Ordering::Relaxed) >= 0
+}
+
+/// Writes `r` with one `writev(2)`, to the log's own file only.
+pub fn emit(r: &Record) {
+    let mut line = Buf::<LINE_MAX>::new();
+    // Only a mask's list can be long, and format shortens that: an error cannot happen.
+    let Ok(exe_at) = format(&mut line, r) else {
+        return;
+    };
+    let (head, tail) = line.as_bytes().split_at(exe_at);
+    // SAFETY: EXE was written at initialisation, before any record.
+    let exe = unsafe { EXE.get() }.as_bytes();
+    for _ in 0..2 {
+        let fd = FD.load(Ordering::Acquire);
+        if fd < 0 {
+            return;
+        }
+        let want = Identity {
+            dev: DEV.load(Ordering::Relaxed),
+            ino: INO.load(Ordering::Relaxed),
+        };
+        if sys::identity(fd) == Some(want) {
+            sys::writev(fd, &[head, exe, tail]);
+            return;
+        }
+        if !replace(fd) {
             return;
         }
     }
-    sys::write(fd, line.as_bytes());
+}
+
+/// `stale` is not the log's file any more (the program closed it, and maybe reused the
+/// number): reopen the log path, or stop logging with one warning. Never closes `stale`, which
+/// is not ours. True when the record may be tried again on a new descriptor.
+#[cold]
+#[inline(never)]
+fn replace(stale: i32) -> bool {
+    if REPLACING.swap(true, Ordering::Acquire) {
+        // Another thread is on it: this record is dropped.
+        return false;
+    }
+    let retry = if FD.load(Ordering::Acquire) != stale {
+        true
+    } else if REOPENABLE.load(Ordering::Relaxed) {
+        // SAFETY: PATH was written at initialisation and is read-only since.
+        let path = unsafe { PATH.get() };
+        let path = path.as_bytes();
+        let mut c_path = Buf::<PATH_MAX>::new();
+        c_path.push(path);
+        match c_path.c_str().map(open_file) {
+            Some(Ok((fd, id))) => {
+                install(fd, id);
+                true
+            }
+            _ => {
+                FD.store(-1, Ordering::Release);
+                warn_once(format_args!(
+                    "the program took the placement log's descriptor and {} cannot be reopened; not logging",
+                    core::str::from_utf8(path).unwrap_or("(not utf-8)")
+                ));
+                false
+            }
+        }
+    } else {
+        FD.store(-1, Ordering::Release);
+        warn_once(format_args!(
+            "the program closed the placement log's copy of stderr; not logging"
+        ));
+        false
+    };
+    REPLACING.store(false, Ordering::Release);
+    retry
+}
+
+/// In a forked child: a replacement that another thread had begun is not going on there.
+pub fn after_fork() {
+    REPLACING.store(false, Ordering::Relaxed);
 }
 
 static WARNED: AtomicBool = AtomicBool::new(false);
+/// The warning's line: only the thread that set [`WARNED`] touches it.
+static WARNING: Exclusive<Buf<1024>> = Exclusive::new(Buf::new());
 
-/// Writes `goset: <message>` on stderr, once per process.
+/// Writes `goset: <message>` on stderr, once per process, and only while fd 2 is still the
+/// file it was at start (a program that reopened fd 2 onto a file of its own gets nothing).
+#[cold]
+#[inline(never)]
 pub fn warn_once(message: core::fmt::Arguments) {
-    if WARNED.swap(true, Ordering::Relaxed) {
+    if WARNED.swap(true, Ordering::AcqRel) {
         return;
     }
-    let mut line = Buf::<1024>::new();
+    // SAFETY: this thread alone swapped WARNED from false, so it alone ever gets here.
+    let line = unsafe { WARNING.get_mut() };
     let _ = line.write_str("goset: ");
     let _ = line.write_fmt(message);
     if !line.fits() {
         line.push(b"...");
     }
     line.push(b"\n");
-    sys::write(2, line.as_bytes());
+    if stderr_is_ours() {
+        sys::write(2, line.as_bytes());
+    }
 }
 
 #[cfg(test)]
@@ -196,25 +405,34 @@ mod tests {
         assert_eq!(escaped(b"bad\xff!"), "bad\u{fffd}!");
     }
 
-    #[test]
-    fn formats_one_line_of_json() {
-        let req = goset_plan::cpulist::parse_set(b"0-3").unwrap();
-        let r = Record {
+    fn record(requested: Option<&CpuSet>) -> Record<'_> {
+        Record {
             time: 1.5,
             pid: 10,
             tid: 11,
             comm: b"my \"app\"",
-            exe: b"/bin/a.out",
             event: Event::Set,
             call: "sched_setaffinity",
-            requested: Some(&req),
+            requested,
             cpu: Some(2),
             slot: None,
             role: Role::Worker,
             shared: false,
-        };
-        let mut out = String::new();
-        format(&mut out, &r).unwrap();
+        }
+    }
+
+    /// The line as written, with `exe` spliced in.
+    fn line(r: &Record, exe: &str) -> String {
+        let mut buf = Buf::<LINE_MAX>::new();
+        let at = format(&mut buf, r).unwrap();
+        let text = String::from_utf8(buf.as_bytes().to_vec()).unwrap();
+        format!("{}{exe}{}", &text[..at], &text[at..])
+    }
+
+    #[test]
+    fn formats_one_line_of_json() {
+        let req = goset_plan::cpulist::parse_set(b"0-3").unwrap();
+        let out = line(&record(Some(&req)), "/bin/a.out");
         assert_eq!(
             out,
             "{\"time\":1.500000,\"pid\":10,\"tid\":11,\"comm\":\"my \\\"app\\\"\",\
@@ -223,5 +441,19 @@ mod tests {
              \"shared\":false,\"placed_by\":\"shim\"}\n"
         );
         assert_eq!(out.matches('\n').count(), 1);
+    }
+
+    #[test]
+    fn a_mask_too_long_for_the_line_is_named_so() {
+        let scattered: CpuSet = (0..goset_plan::MAX_CPUS).step_by(2).collect();
+        let out = line(&record(Some(&scattered)), "/x");
+        assert!(
+            out.contains("\"requested\":\"(too long)\",\"cpu\":2"),
+            "{out}"
+        );
+        assert!(out.ends_with("\"placed_by\":\"shim\"}\n"), "{out}");
+        let many: CpuSet = (0..200).step_by(2).collect();
+        let out = line(&record(Some(&many)), "/x");
+        assert!(out.contains("\"requested\":\"0,2,4,"), "{out}");
     }
 }

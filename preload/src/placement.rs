@@ -7,8 +7,8 @@
 //! Records are labelled, since a thread's tid is not known to the parent that claims for it:
 //! a main thread's record carries its tid (= pid), any other thread's carries `-pid`.
 
-use crate::config::Config;
 use crate::role::Role;
+use crate::settings::Config;
 use crate::sys::{self, Buf};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use goset_plan::slots::Claim;
@@ -145,13 +145,12 @@ fn alive(pid: i32) -> bool {
     let Some(c_path) = path.c_str() else {
         return true;
     };
-    let Ok(fd) = sys::open(c_path, libc::O_RDONLY | libc::O_CLOEXEC, 0) else {
-        return false;
-    };
+    // "pid (comm) S ...": the state follows the last ')', well inside the first 512 bytes.
     let mut stat = [0u8; 512];
-    let n = sys::read_all(fd, &mut stat).unwrap_or(0);
-    sys::close(fd);
-    // "pid (comm) S ...": the state follows the last ')'.
+    let n = match sys::read_prefix(c_path, &mut stat) {
+        Ok(n) => n,
+        Err(_) => return false,
+    };
     let state = stat[..n]
         .iter()
         .rposition(|&c| c == b')')
@@ -186,21 +185,54 @@ const REAP_PIDS: usize = 1024;
 /// records come and go), after a reap that met more processes than it could track.
 static REAP_FROM: AtomicUsize = AtomicUsize::new(0);
 
-/// A fixed open-addressing set of pids (4 KiB, on the stack) with whether each is alive.
+/// A fixed open-addressing set of pids with whether each is alive: 4 KiB, so it lives in its
+/// own anonymous mapping for the length of one reap, never on the stack (the shim runs on
+/// threads with 16 KiB stacks), and never in a static (threads of this process and of forked
+/// children may reap at once).
 struct PidSet {
     /// `pid` (alive), `-pid` (dead) or 0 (free).
     cells: [i32; REAP_PIDS],
     len: usize,
 }
 
-impl PidSet {
-    fn new() -> PidSet {
-        PidSet {
-            cells: [0; REAP_PIDS],
-            len: 0,
-        }
-    }
+/// A [`PidSet`] in a mapping of its own, unmapped on drop.
+struct MappedPidSet(&'static mut PidSet);
 
+impl MappedPidSet {
+    fn new() -> Option<MappedPidSet> {
+        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+        let addr = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                core::mem::size_of::<PidSet>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: the mapping is page-aligned, large enough, zero-filled (an empty set: all
+        // cells free, len 0) and ours alone until drop unmaps it.
+        Some(MappedPidSet(unsafe { &mut *(addr as *mut PidSet) }))
+    }
+}
+
+impl Drop for MappedPidSet {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping made in new; the reference dies with self.
+        unsafe {
+            libc::munmap(
+                (self.0 as *mut PidSet).cast(),
+                core::mem::size_of::<PidSet>(),
+            )
+        };
+    }
+}
+
+impl PidSet {
     fn home(pid: i32) -> usize {
         (pid as u32).wrapping_mul(0x9e37_79b9) as usize % REAP_PIDS
     }
@@ -236,8 +268,13 @@ impl PidSet {
 
 /// Frees the records of every dead process: one `/proc` read per distinct process. Past the
 /// processes one round can track, the round stops and the next starts where it stopped.
+#[cold]
+#[inline(never)]
 pub fn reap(cfg: &Config) {
-    let mut seen = PidSet::new();
+    let Some(mapped) = MappedPidSet::new() else {
+        return;
+    };
+    let seen = &mut *mapped.0;
     let from = REAP_FROM.load(Ordering::Relaxed);
     let records = cfg.table.records().enumerate();
     let wrapped = cfg.table.records().enumerate().take(from);
@@ -286,7 +323,8 @@ mod tests {
 
     #[test]
     fn pid_set_dedupes_until_full() {
-        let mut set = PidSet::new();
+        let mapped = MappedPidSet::new().unwrap();
+        let set = &mut *mapped.0;
         assert_eq!(set.get(7), None);
         assert!(set.insert(7, true));
         assert!(set.insert(7 + REAP_PIDS as i32, false));

@@ -5,10 +5,10 @@
 //! them), the fork child handler and the exit handler. Must not: hold anything across fork
 //! (there are no locks), allocate on hook paths.
 
-use crate::config::Config;
 use crate::log::{self, Event, Record};
 use crate::placement::{self, Placement};
 use crate::role::Role;
+use crate::settings::{self, Config};
 use crate::{sys, thread};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use goset_plan::CpuSet;
@@ -53,7 +53,6 @@ pub fn is_main_thread(thread: libc::pthread_t) -> bool {
 
 /// Writes one log record about thread `tid`; `applied` is the mask actually set, if any.
 pub fn note(
-    cfg: &Config,
     event: Event,
     call: &str,
     tid: i32,
@@ -61,7 +60,7 @@ pub fn note(
     p: &Placement,
     applied: Option<&CpuSet>,
 ) {
-    if cfg.log_fd < 0 {
+    if !log::enabled() {
         return;
     }
     let cpu = match applied {
@@ -75,7 +74,6 @@ pub fn note(
         pid: pid(),
         tid,
         comm: crate::role::until_nul(&comm),
-        exe: cfg.exe(),
         event,
         call,
         requested,
@@ -84,7 +82,7 @@ pub fn note(
         role: p.role,
         shared: p.shared,
     };
-    log::emit(cfg.log_fd, &record);
+    log::emit(&record);
 }
 
 /// Called once the configuration is ready (from init): places the main thread and installs
@@ -136,7 +134,7 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool) {
             "cannot move the main thread to its CPU (errno {e})"
         ));
     }
-    note(cfg, Event::Init, call, pid, None, &p, Some(&set));
+    note(Event::Init, call, pid, None, &p, Some(&set));
 }
 
 /// The calling thread's placement as recorded: [`Placement::UNKNOWN`] for a thread the shim
@@ -163,7 +161,7 @@ pub fn current(cfg: &Config, call: &str) -> Placement {
         placement::claim(cfg, Role::Worker, -pid())
     };
     adopt_thread(cfg, tid, p);
-    note(cfg, Event::Create, call, tid, None, &p, None);
+    note(Event::Create, call, tid, None, &p, None);
     p
 }
 
@@ -188,7 +186,7 @@ fn arm_exit_key() {
 
 /// The key destructor: runs in an ending thread (any way it ends); releases its slot.
 extern "C" fn on_thread_exit(_value: *mut c_void) {
-    let Some(cfg) = crate::config::ready() else {
+    let Some(cfg) = settings::ready() else {
         return;
     };
     let Some(_guard) = thread::Guard::enter() else {
@@ -204,7 +202,7 @@ extern "C" fn on_thread_exit(_value: *mut c_void) {
     thread::unregister(entry);
     if p.role != Role::Unknown {
         placement::release(cfg, &p);
-        note(cfg, Event::Exit, "exit", tid, None, &p, None);
+        note(Event::Exit, "exit", tid, None, &p, None);
     }
 }
 
@@ -214,13 +212,13 @@ fn release_main(cfg: &Config) {
     let p = Placement::unpack(MAIN.swap(0, Ordering::AcqRel));
     if p.role != Role::Unknown {
         placement::release(cfg, &p);
-        note(cfg, Event::Exit, "exit", pid(), None, &p, None);
+        note(Event::Exit, "exit", pid(), None, &p, None);
     }
 }
 
 /// The exit handler: the main thread's slot, and those of threads that die with the process.
 pub fn at_exit() {
-    let Some(cfg) = crate::config::ready() else {
+    let Some(cfg) = settings::ready() else {
         return;
     };
     if PID.load(Ordering::Relaxed) != sys::getpid() {
@@ -233,11 +231,12 @@ pub fn at_exit() {
 /// In a forked child: only the forking thread survives; it becomes the main thread and
 /// claims its own slot (a launcher's child stays unslotted until it execs).
 extern "C" fn after_fork_child() {
-    let Some(cfg) = crate::config::ready() else {
+    let Some(cfg) = settings::ready() else {
         return;
     };
     thread::forget();
     thread::clear_registry();
+    log::after_fork();
     ROOT.store(false, Ordering::Relaxed);
     place_main(cfg, "fork", false);
 }

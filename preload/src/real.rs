@@ -1,4 +1,6 @@
-//! The real libc functions behind the pthread hooks, found with `dlsym(RTLD_NEXT)` on first use.
+//! The real libc functions behind the pthread hooks, found with `dlsym(RTLD_NEXT)`: all of
+//! them in the constructor ([`resolve_all`]), so that a hook does not pay for `dlsym`'s stack
+//! and locks; on first use when a hook runs before the constructor.
 //!
 //! Owns: one cached pointer per wrapped pthread function. Must not: be used on the `syscall` or
 //! `sched_setaffinity` paths, which use raw system calls instead (dlsym may lock and allocate).
@@ -59,3 +61,13 @@ real!(
     SetAffinityFn,
     b"pthread_setaffinity_np\0"
 );
+
+/// Looks every function up now (from the constructor).
+pub fn resolve_all() {
+    let _ = (
+        pthread_create(),
+        pthread_attr_setaffinity_np(),
+        pthread_setattr_default_np(),
+        pthread_setaffinity_np(),
+    );
+}

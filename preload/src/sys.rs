@@ -251,6 +251,185 @@ pub fn write(fd: i32, buf: &[u8]) {
     }
 }
 
+/// Scatter write of `parts` with one `writev(2)` (one record, whole, on an `O_APPEND` file);
+/// errors, a full pipe included, are dropped.
+pub fn writev(fd: i32, parts: &[&[u8]]) {
+    const MAX: usize = 4;
+    let mut iov = [libc::iovec {
+        iov_base: core::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX];
+    let n = parts.len().min(MAX);
+    for (v, p) in iov.iter_mut().zip(parts) {
+        v.iov_base = p.as_ptr() as *mut libc::c_void;
+        v.iov_len = p.len();
+    }
+    loop {
+        // SAFETY: the first n iovecs describe live, readable slices.
+        let ret = unsafe {
+            syscall6(
+                libc::SYS_writev,
+                [fd as i64, iov.as_ptr() as i64, n as i64, 0, 0, 0],
+            )
+        };
+        if error_of(ret) != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// What identifies an open file: device and inode, as `fstat` gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+}
+
+/// `fstat(fd)`: the file's identity, type (`S_IFMT` bits) and size; `None` for a descriptor
+/// that is not open.
+pub fn fstat(fd: i32) -> Option<(Identity, u32, u64)> {
+    let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: the kernel writes one stat struct into st.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_fstat,
+            [fd as i64, st.as_mut_ptr() as i64, 0, 0, 0, 0],
+        )
+    };
+    if ret != 0 {
+        return None;
+    }
+    // SAFETY: fstat succeeded, so st is initialised.
+    let st = unsafe { st.assume_init_ref() };
+    let id = Identity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    };
+    Some((id, st.st_mode & libc::S_IFMT, st.st_size as u64))
+}
+
+/// The identity of `fd`, when it is open.
+pub fn identity(fd: i32) -> Option<Identity> {
+    fstat(fd).map(|(id, _, _)| id)
+}
+
+/// Lowest descriptor the shim keeps its own files on, when the limit allows: far above the
+/// numbers a program gets back after closing inherited descriptors.
+const HIGH_FD: i64 = 512;
+
+/// A close-on-exec duplicate of `fd` at [`HIGH_FD`] or above, or, under an `RLIMIT_NOFILE`
+/// at or below that, in the upper half of what the limit allows; `fd` itself when no
+/// duplicate can be made. The caller closes `fd` when it gets another descriptor back.
+pub fn dup_high(fd: i32) -> i32 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit; the call is made only on cold paths.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur.min(i64::MAX as u64) as i64
+    } else {
+        0
+    };
+    let floor = if soft > HIGH_FD { HIGH_FD } else { soft / 2 };
+    if floor <= fd as i64 {
+        return fd;
+    }
+    // SAFETY: F_DUPFD_CLOEXEC reads no memory.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_fcntl,
+            [fd as i64, libc::F_DUPFD_CLOEXEC as i64, floor, 0, 0, 0],
+        )
+    };
+    if ret < 0 {
+        fd
+    } else {
+        ret as i32
+    }
+}
+
+/// Why a file the shim reads was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileError {
+    /// `open` or `read` failed with this errno.
+    Os(i32),
+    /// Not a regular file (a FIFO, a device, a directory ...).
+    NotRegular,
+    /// Larger than the shim reads.
+    TooBig,
+}
+
+impl core::fmt::Display for FileError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            FileError::Os(e) => write!(f, "{}", ErrnoName(e)),
+            FileError::NotRegular => f.write_str("not a regular file"),
+            FileError::TooBig => f.write_str("too large"),
+        }
+    }
+}
+
+/// An errno as its name where the shim's messages are likely to meet it, else its number.
+pub struct ErrnoName(pub i32);
+
+impl core::fmt::Display for ErrnoName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let name = match self.0 {
+            libc::ENOENT => "ENOENT, no such file",
+            libc::EACCES => "EACCES, permission denied",
+            libc::EPERM => "EPERM, not permitted",
+            libc::ENXIO => "ENXIO, no reader",
+            libc::EISDIR => "EISDIR, a directory",
+            libc::ENOTDIR => "ENOTDIR",
+            libc::ELOOP => "ELOOP",
+            libc::EROFS => "EROFS, read-only file system",
+            libc::EMFILE => "EMFILE, too many open files",
+            e => return write!(f, "errno {e}"),
+        };
+        f.write_str(name)
+    }
+}
+
+/// Opens `path` (NUL-terminated) for reading without ever blocking (`O_NONBLOCK`: a FIFO
+/// without a writer, a device) and checks it is a regular file.
+fn open_regular(path: &[u8]) -> Result<i32, FileError> {
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+    let fd = open(path, flags, 0).map_err(FileError::Os)?;
+    match fstat(fd) {
+        Some((_, kind, _)) if kind == libc::S_IFREG => Ok(fd),
+        _ => {
+            close(fd);
+            Err(FileError::NotRegular)
+        }
+    }
+}
+
+/// The first `buf.len()` bytes (at most) of the regular file at `path` (NUL-terminated): the
+/// one reader of every file the shim reads, bounded, non-blocking, regular files only.
+pub fn read_prefix(path: &[u8], buf: &mut [u8]) -> Result<usize, FileError> {
+    let fd = open_regular(path)?;
+    let n = read_all(fd, buf);
+    close(fd);
+    n.ok_or(FileError::Os(libc::EIO))
+}
+
+/// The whole regular file at `path` (NUL-terminated) into `buf`; [`FileError::TooBig`] when it
+/// does not fit.
+pub fn read_whole(path: &[u8], buf: &mut [u8]) -> Result<usize, FileError> {
+    let fd = open_regular(path)?;
+    let n = read_all(fd, buf);
+    let more = n == Some(buf.len()) && read_all(fd, &mut [0u8; 1]) != Some(0);
+    close(fd);
+    match n {
+        Some(_) if more => Err(FileError::TooBig),
+        Some(n) => Ok(n),
+        None => Err(FileError::Os(libc::EIO)),
+    }
+}
+
 /// Closes `fd`.
 pub fn close(fd: i32) {
     // SAFETY: closing an fd we opened.
@@ -306,6 +485,45 @@ pub fn now() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
+/// Static memory that its users reach one at a time by protocol rather than by a lock: the
+/// buffers of initialisation (only the thread that won the initialisation touches them, and
+/// only before the configuration is published; after that they are read-only), and the
+/// one-time warning's line (only the thread that claimed the warning). Big buffers live here
+/// and not on the stack: the shim runs on other programs' stacks, some of 16 KiB.
+pub struct Exclusive<T>(core::cell::UnsafeCell<T>);
+
+// SAFETY: every access goes through the unsafe methods below, whose callers guarantee that
+// a mutable access never overlaps any other access.
+unsafe impl<T> Sync for Exclusive<T> {}
+
+impl<T> Exclusive<T> {
+    /// Wraps an initial value.
+    pub const fn new(value: T) -> Self {
+        Exclusive(core::cell::UnsafeCell::new(value))
+    }
+
+    /// The value, for writing.
+    ///
+    /// # Safety
+    /// No other reference to the value may be live, now or until this one ends (the caller is
+    /// the one thread that may write it, per the protocol of the static).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get_mut(&self) -> &mut T {
+        // SAFETY: exclusive by the caller's guarantee.
+        unsafe { &mut *self.0.get() }
+    }
+
+    /// The value, for reading.
+    ///
+    /// # Safety
+    /// No mutable reference may be live: the writes are over and published (an Acquire load of
+    /// the flag that a Release store set after them), or the caller is the writer.
+    pub unsafe fn get(&self) -> &T {
+        // SAFETY: no writer overlaps, by the caller's guarantee.
+        unsafe { &*self.0.get() }
+    }
+}
+
 /// A small fixed buffer that builds NUL-terminated paths and other text without allocating.
 pub struct Buf<const N: usize> {
     // Not zeroed: a record's buffer is kilobytes, and only the written prefix is ever read.
@@ -355,6 +573,22 @@ impl<const N: usize> Buf<N> {
         self.bytes[self.len] = core::mem::MaybeUninit::new(0);
         // SAFETY: the first `len` bytes were written by `push`, and byte `len` just now.
         Some(unsafe { core::slice::from_raw_parts(self.bytes.as_ptr().cast(), self.len + 1) })
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Drops what was written after the first `len` bytes, and any overflow since.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+        self.overflow = false;
     }
 
     /// Whether everything written fitted.
@@ -411,6 +645,43 @@ mod tests {
     }
 
     #[test]
+    fn the_reader_takes_small_regular_files_only() {
+        let mut buf = [0u8; 64];
+        assert_eq!(
+            read_whole(b"/proc/self/stat\0", &mut buf),
+            Err(FileError::TooBig)
+        );
+        let n = read_prefix(b"/proc/self/stat\0", &mut buf).unwrap();
+        assert_eq!(n, 64);
+        let mut big = [0u8; 4096];
+        let n = read_whole(b"/proc/self/stat\0", &mut big).unwrap();
+        assert!(big[..n].ends_with(b"\n"));
+        assert_eq!(
+            read_whole(b"/dev/null\0", &mut buf),
+            Err(FileError::NotRegular)
+        );
+        assert_eq!(
+            read_whole(b"/proc/self\0", &mut buf),
+            Err(FileError::NotRegular)
+        );
+        assert_eq!(
+            read_whole(b"/no/such/file\0", &mut buf),
+            Err(FileError::Os(libc::ENOENT))
+        );
+    }
+
+    #[test]
+    fn dup_high_moves_a_descriptor_up_and_keeps_its_file() {
+        let fd = open(b"/proc/self/stat\0", libc::O_RDONLY | libc::O_CLOEXEC, 0).unwrap();
+        let high = dup_high(fd);
+        assert!(high >= 512 || high > fd, "{high}");
+        assert_eq!(identity(high), identity(fd));
+        close(fd);
+        close(high);
+        assert_eq!(identity(high), None);
+    }
+
+    #[test]
     fn buf_tracks_overflow() {
         let mut b = Buf::<8>::new();
         b.push(b"/proc");
@@ -418,5 +689,8 @@ mod tests {
         b.push(b"/self");
         assert!(!b.fits());
         assert_eq!(b.c_str(), None);
+        b.truncate(2);
+        assert!(b.fits());
+        assert_eq!(b.as_bytes(), b"/p");
     }
 }

@@ -1,0 +1,284 @@
+//! Cold: builds a process's configuration from its sources, once, in place.
+//!
+//! Owns: the sources in order: `GOSET_PLAN=<run dir>`, else `GOSET_CPUS=<cpulist>`, else the
+//! CPUs the process may use at start; `GOSET_LOG=FILE|stderr` overrides the log; the root
+//! file; and every file the shim reads at start, each through the one bounded, non-blocking,
+//! regular-file-only reader ([`sys::read_whole`]): a FIFO, a device or a huge file in any
+//! place is refused with one warning, never blocks or fills memory. A secure-exec process
+//! (`AT_SECURE`: setuid, setgid, file capabilities) never opens a path taken from the
+//! environment: `GOSET_PLAN` and `GOSET_LOG` are ignored with one warning (`GOSET_CPUS`, which
+//! names no file, still counts). Any problem disables the shim with one warning, and every
+//! hook then passes calls through.
+//!
+//! Stack: the plan is parsed into its static ([`crate::settings`]) and the file buffers (16 KiB
+//! of plan text, paths, the executable path) are one static scratch area that only the
+//! initialising thread touches, so that loading fits in about 2 KiB of stack even when a hook
+//! (not the constructor) is the first call of the process. Must not: allocate, lock, or be
+//! called but through [`crate::config`].
+
+use crate::log::{self, warn_once};
+use crate::role;
+use crate::settings::Config;
+use crate::sys::{self, Buf, Exclusive};
+use goset_plan::plan::{LOG_FILE, PLAN_FILE, SLOTS_FILE};
+use goset_plan::{cpulist, slots, CpuSet, Plan, SlotTable};
+
+/// Largest plan file read (also the buffer `/sys/devices/system/cpu/online` is read into).
+const PLAN_MAX: usize = 16 * 1024;
+/// Longest executable path looked at.
+const EXE_MAX: usize = 512;
+/// Longest path built from the run directory.
+const PATH_MAX: usize = 600;
+
+/// The initialising thread's buffers.
+struct Scratch {
+    text: [u8; PLAN_MAX],
+    exe: [u8; EXE_MAX],
+    path: Buf<PATH_MAX>,
+}
+
+static SCRATCH: Exclusive<Scratch> = Exclusive::new(Scratch {
+    text: [0; PLAN_MAX],
+    exe: [0; EXE_MAX],
+    path: Buf::new(),
+});
+
+fn show(b: &[u8]) -> &str {
+    core::str::from_utf8(b).unwrap_or("(not utf-8)")
+}
+
+/// `<dir>/<name>` with a NUL, in `path`; `None` when it does not fit.
+fn path_in<'a>(path: &'a mut Buf<PATH_MAX>, dir: &[u8], name: &str) -> Option<&'a [u8]> {
+    path.truncate(0);
+    path.push(dir).push(b"/").push(name.as_bytes());
+    path.c_str()
+}
+
+/// The shim stays out of this process (the reason, if any, was warned about).
+#[derive(Debug)]
+pub struct Disabled;
+
+/// Loads the configuration, filling `plan` in place.
+///
+/// # Safety
+/// Only by the thread that won [`crate::settings::begin`], once: it alone uses the scratch
+/// area and `plan`.
+#[cold]
+#[inline(never)]
+pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
+    // SAFETY: the caller is the one initialising thread.
+    let scratch = unsafe { SCRATCH.get_mut() };
+    let exe_len = sys::readlink(b"/proc/self/exe\0", &mut scratch.exe).unwrap_or(0);
+    let exe = &scratch.exe[..exe_len];
+    if role::is_goset(exe) {
+        // Not a problem to warn about: goset's own programs are never placed.
+        return Err(Disabled);
+    }
+    // SAFETY: the initialising thread, before any record is written.
+    unsafe { log::set_exe(exe) };
+    let Some(allowed) = sys::get_affinity(0) else {
+        warn_once(format_args!(
+            "cannot read this process's CPUs; not placing threads"
+        ));
+        return Err(Disabled);
+    };
+    let (dir_var, log_var) = env_paths();
+    let (table, dir) = match dir_var {
+        Some(dir) => (from_plan_dir(dir, plan, scratch)?, Some(dir)),
+        None => (by_hand(plan, &allowed)?, None),
+    };
+    check_cpus(plan, &allowed, &mut scratch.text)?;
+    let log_path = match (log_var, dir) {
+        (Some(path), _) => Some(path),
+        (None, Some(dir)) => match plan.log_path() {
+            Some(path) => Some(path),
+            None => path_in(&mut scratch.path, dir, LOG_FILE).map(|p| &p[..p.len() - 1]),
+        },
+        (None, None) => None,
+    };
+    if let Some(path) = log_path {
+        // SAFETY: the initialising thread.
+        unsafe { log::open(path) };
+    }
+    let launcher = role::is_launcher(&scratch.exe[..exe_len], &sys::thread_name());
+    let root = plan.main_on_housekeeper && is_root(dir, table, scratch);
+    Ok(Config {
+        plan,
+        table,
+        launcher,
+        root,
+    })
+}
+
+/// `GOSET_PLAN` and `GOSET_LOG`, when set, non-empty, and the process is not secure-exec.
+fn env_paths() -> (Option<&'static [u8]>, Option<&'static [u8]>) {
+    let var = |name: &[u8]| crate::env::get(name).filter(|v| !v.is_empty());
+    let (dir, log) = (var(b"GOSET_PLAN"), var(b"GOSET_LOG"));
+    // SAFETY: getauxval only reads the auxiliary vector.
+    let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
+    if secure && (dir.is_some() || log.is_some()) {
+        warn_once(format_args!(
+            "a setuid or otherwise secure-exec program: GOSET_PLAN and GOSET_LOG are ignored \
+             (the shim opens no path from the environment here)"
+        ));
+        return (None, None);
+    }
+    (dir, log)
+}
+
+fn from_plan_dir(
+    dir: &'static [u8],
+    plan: &mut Plan,
+    scratch: &mut Scratch,
+) -> Result<&'static SlotTable, Disabled> {
+    let Some(c_path) = path_in(&mut scratch.path, dir, PLAN_FILE) else {
+        warn_once(format_args!(
+            "GOSET_PLAN={} is too long; not placing threads",
+            show(dir)
+        ));
+        return Err(Disabled);
+    };
+    let len = sys::read_whole(c_path, &mut scratch.text).map_err(|e| {
+        warn_once(format_args!(
+            "GOSET_PLAN={}: cannot read {}/{PLAN_FILE} ({e}); not placing threads",
+            show(dir),
+            show(dir)
+        ));
+        Disabled
+    })?;
+    plan.parse_into(&scratch.text[..len]).map_err(|e| {
+        warn_once(format_args!(
+            "GOSET_PLAN={}: {e}; not placing threads",
+            show(dir)
+        ));
+        Disabled
+    })?;
+    let slots_path = path_in(&mut scratch.path, dir, SLOTS_FILE);
+    map_table(slots_path.unwrap_or(b"\0"), plan.slot_count()).map_err(|why| {
+        warn_once(format_args!(
+            "GOSET_PLAN={}: {}/{SLOTS_FILE} {why}; not placing threads",
+            show(dir),
+            show(dir)
+        ));
+        Disabled
+    })
+}
+
+/// Why the slot table cannot be used, as the warning says it.
+enum TableError {
+    Open(i32),
+    NotATable,
+    OtherPlan,
+}
+
+impl core::fmt::Display for TableError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            TableError::Open(e) => write!(f, "cannot be opened ({})", sys::ErrnoName(*e)),
+            TableError::NotATable => f.write_str("is not a slot table"),
+            TableError::OtherPlan => f.write_str("is not the slot table of this plan"),
+        }
+    }
+}
+
+/// Maps the run directory's slot table: a regular file of exactly the table's size.
+fn map_table(c_path: &[u8], slot_count: usize) -> Result<&'static SlotTable, TableError> {
+    let flags = libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+    let fd = sys::open(c_path, flags, 0).map_err(TableError::Open)?;
+    let table = match sys::fstat(fd) {
+        Some((_, kind, size)) if kind == libc::S_IFREG && size == SlotTable::SIZE as u64 => {
+            slots::map(Some(fd))
+        }
+        _ => None,
+    };
+    sys::close(fd);
+    let table = table.ok_or(TableError::NotATable)?;
+    if table.is_ready() && table.slot_count() == slot_count {
+        Ok(table)
+    } else {
+        Err(TableError::OtherPlan)
+    }
+}
+
+fn by_hand(plan: &mut Plan, allowed: &CpuSet) -> Result<&'static SlotTable, Disabled> {
+    match crate::env::get(b"GOSET_CPUS") {
+        Some(list) => plan.set_with_cpus(list).map_err(|e| {
+            warn_once(format_args!(
+                "GOSET_CPUS={}: {e}; not placing threads",
+                show(list)
+            ));
+            Disabled
+        })?,
+        None => plan.set_from_set(allowed).map_err(|e| {
+            warn_once(format_args!(
+                "cannot use this process's CPUs: {e}; not placing threads"
+            ));
+            Disabled
+        })?,
+    }
+    let Some(table) = slots::map(None) else {
+        warn_once(format_args!(
+            "cannot map an anonymous slot table; not placing threads"
+        ));
+        return Err(Disabled);
+    };
+    table.init(plan.slot_count());
+    Ok(table)
+}
+
+/// Plan CPUs must be ones this process may run on. A process narrowed by goset itself (a
+/// launcher's child on the housekeeper, a rank bound before exec) has a mask inside the
+/// reservation: then the plan's CPUs need only be online.
+fn check_cpus(plan: &Plan, allowed: &CpuSet, text: &mut [u8]) -> Result<(), Disabled> {
+    let cpus = plan.cpu_set();
+    let narrowed = !allowed.is_empty() && allowed.intersection(&plan.reservation) == *allowed;
+    let online = sys::read_whole(b"/sys/devices/system/cpu/online\0", text)
+        .ok()
+        .and_then(|n| cpulist::parse_set(&text[..n]).ok())
+        .filter(|s| !s.is_empty());
+    let usable = match online {
+        Some(online) if narrowed => online,
+        _ => *allowed,
+    };
+    if cpus.intersection(&usable) == cpus {
+        return Ok(());
+    }
+    let mut outside = Buf::<256>::new();
+    let missing: CpuSet = cpus.iter().filter(|&c| !usable.contains(c)).collect();
+    let _ = cpulist::write_ranges(&mut outside, &missing);
+    let mut have = Buf::<256>::new();
+    let _ = cpulist::write_ranges(&mut have, allowed);
+    warn_once(format_args!(
+        "plan CPUs {} are outside this process's allowed CPUs {}; not placing threads",
+        show(outside.as_bytes()),
+        show(have.as_bytes())
+    ));
+    Err(Disabled)
+}
+
+/// Whether this process is the task's first: the first to create `<dir>/root`, which holds its
+/// pid so that the same process after exec still knows. Without a run dir: unknown, false.
+fn is_root(dir: Option<&[u8]>, table: &SlotTable, scratch: &mut Scratch) -> bool {
+    let Some(dir) = dir else { return false };
+    let Some(c_path) = path_in(&mut scratch.path, dir, "root") else {
+        return false;
+    };
+    let pid = sys::getpid();
+    let mut text = Buf::<16>::new();
+    let _ = core::fmt::Write::write_fmt(&mut text, format_args!("{pid}"));
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    match sys::open(c_path, flags, 0o644) {
+        Ok(fd) => {
+            sys::write(fd, text.as_bytes());
+            sys::close(fd);
+            true
+        }
+        Err(libc::EEXIST) => {
+            let mut held = [0u8; 16];
+            sys::read_whole(c_path, &mut held)
+                .is_ok_and(|n| held[..n].trim_ascii() == text.as_bytes())
+        }
+        // The run dir is read-only to us: the first process is the one that finds no records.
+        Err(_) => table.records().next().is_none(),
+    }
+}

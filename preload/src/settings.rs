@@ -1,0 +1,101 @@
+//! What a process is configured with: the [`Config`] type, the one static that holds it (and
+//! its plan), and the life-cycle state (uninitialised → initialising → ready | disabled).
+//!
+//! Owns: the storage, written once, in place, by the one thread that wins
+//! [`begin`], and read by everyone after [`publish`] (Release/Acquire on the state). Must not:
+//! initialise anything itself (`config`, above every placing module, does that through
+//! `load`), or import a module that places threads: they all import this one.
+
+use crate::sys::Exclusive;
+use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicU8, Ordering};
+use goset_plan::{CpuSet, Plan, SlotTable};
+
+/// Everything fixed for the life of a process (a forked child keeps its parent's).
+pub struct Config {
+    /// The plan: task CPUs in slot order, housekeeper, reservation, skip mask.
+    pub plan: &'static Plan,
+    /// The shared slot table.
+    pub table: &'static SlotTable,
+    /// This process only launches others (`mpirun`, a shell ...).
+    pub launcher: bool,
+    /// The first process of the task, when it can be told (for `main_on_housekeeper`).
+    pub root: bool,
+}
+
+impl Config {
+    /// Where helpers and launcher threads run: the housekeeper, else the whole reservation.
+    pub fn helper_set(&self) -> CpuSet {
+        match self.plan.housekeeper {
+            Some(hk) => CpuSet::single(hk),
+            None => self.plan.reservation,
+        }
+    }
+
+    /// A request of a helper or launcher: `mask ∩ reservation`, or [`Config::helper_set`]
+    /// when that is empty.
+    pub fn clamp(&self, mask: &CpuSet) -> CpuSet {
+        let inside = mask.intersection(&self.plan.reservation);
+        if inside.is_empty() {
+            self.helper_set()
+        } else {
+            inside
+        }
+    }
+}
+
+const UNINIT: u8 = 0;
+const INITIALISING: u8 = 1;
+const READY: u8 = 2;
+const DISABLED: u8 = 3;
+
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+/// The plan, filled in place (2.7 KiB: never on a stack).
+static PLAN: Exclusive<Plan> = Exclusive::new(Plan::EMPTY);
+static CONFIG: Exclusive<MaybeUninit<Config>> = Exclusive::new(MaybeUninit::uninit());
+
+/// The configuration once it is ready; never initialises.
+#[inline]
+pub fn ready() -> Option<&'static Config> {
+    // SAFETY: READY is stored (Release) only after CONFIG was written, and never again after.
+    (STATE.load(Ordering::Acquire) == READY).then(|| unsafe { CONFIG.get().assume_init_ref() })
+}
+
+/// Whether initialisation failed or was refused: every hook passes through.
+#[inline]
+pub fn disabled() -> bool {
+    STATE.load(Ordering::Relaxed) == DISABLED
+}
+
+/// Takes the right to initialise (uninitialised → initialising); true for one thread only.
+pub fn begin() -> bool {
+    STATE
+        .compare_exchange(UNINIT, INITIALISING, Ordering::Acquire, Ordering::Acquire)
+        .is_ok()
+}
+
+/// The plan, for filling in place.
+///
+/// # Safety
+/// Only by the thread that won [`begin`], before [`publish`] or [`disable`].
+pub unsafe fn plan_mut() -> &'static mut Plan {
+    // SAFETY: the caller is the one initialising thread; nobody reads the plan before READY.
+    unsafe { PLAN.get_mut() }
+}
+
+/// Stores the configuration and marks it ready.
+///
+/// # Safety
+/// Only by the thread that won [`begin`], once.
+pub unsafe fn publish(config: Config) -> &'static Config {
+    // SAFETY: the caller is the one initialising thread; readers wait for READY.
+    let slot = unsafe { CONFIG.get_mut() };
+    let config = slot.write(config);
+    STATE.store(READY, Ordering::Release);
+    config
+}
+
+/// Marks initialisation failed: every hook passes through from now on.
+pub fn disable() {
+    STATE.store(DISABLED, Ordering::Release);
+}
