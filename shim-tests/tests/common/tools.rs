@@ -128,6 +128,40 @@ impl Build {
         )
     }
 
+    /// `musl-gcc -pthread`: a dynamic musl program, which libgoset.so cannot load into;
+    /// `None` (skipped) without musl-tools.
+    pub fn musl(&self, source: &str, out: &str) -> Option<PathBuf> {
+        if !runs("musl-gcc") {
+            missing("musl-gcc", "apt-get install -y musl-tools");
+            return None;
+        }
+        Some(
+            self.compile("musl-gcc", &["-O1", "-Wall", "-pthread"], source, out)
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+    }
+
+    /// `gcc -fsanitize=address -pthread`: ASan's runtime (libasan) linked dynamically, which
+    /// insists on coming first in the library list; `None` (skipped) without gcc or libasan.
+    pub fn asan(&self, source: &str, out: &str) -> Option<PathBuf> {
+        if !runs("gcc") {
+            missing("gcc (for AddressSanitizer)", "apt-get install -y gcc");
+            return None;
+        }
+        let args = ["-O1", "-g", "-Wall", "-pthread", "-fsanitize=address"];
+        match self.compile("gcc", &args, source, out) {
+            Ok(exe) => Some(exe),
+            Err(e) if e.contains("lasan") => {
+                missing(
+                    "libasan (gcc's AddressSanitizer runtime)",
+                    "apt-get install -y libasan8",
+                );
+                None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
     /// `gcc -fopenmp` (libgomp); `None` (skipped) without gcc.
     pub fn gomp(&self, source: &str, out: &str) -> Option<PathBuf> {
         if !runs("gcc") {
