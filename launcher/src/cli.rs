@@ -14,6 +14,9 @@ const SINGLE_DASH_VALUED: &[&str] = &[
     "include", "exclude", "numa", "interval", "sample", "smt", "json", "log", "skip", "fsroot",
 ];
 
+/// Longest noise sampling window: a typo such as `--sample 99999999` must not sleep for a day.
+pub const MAX_SAMPLE_MS: u64 = 60_000;
+
 /// Flags without a value, which the Go goset also wrote `-flag=true` / `-flag=false`.
 const BOOLEAN: &[&str] = &[
     "dry-run",
@@ -36,7 +39,8 @@ pub struct RunArgs {
     /// Number of task CPUs (one per thread the task runs).
     #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 1)]
     pub count: usize,
-    /// Noise sampling window in milliseconds before selection; 0 ranks by topology alone.
+    /// Noise sampling window in milliseconds before selection (at most 60000); 0 ranks by
+    /// topology alone.
     #[arg(long, value_name = "MS", default_value_t = 250)]
     pub sample: u64,
     /// SMT policy: spread = one thread per physical core first; pack = fill a core's siblings first.
@@ -74,7 +78,8 @@ pub struct RunArgs {
     /// Write the report as JSON to FILE (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Keep the placement log (one JSON line per placement decision) in FILE.
+    /// Keep the placement log (one JSON line per placement decision) in FILE; an existing
+    /// FILE is truncated, so the report reads this run's records only.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
     /// Print nothing but errors.
@@ -301,6 +306,12 @@ impl RunArgs {
         }
         if self.interval == 0 {
             return Err(Error::Usage("--interval 0: must be at least 1 ms".into()));
+        }
+        if self.sample > MAX_SAMPLE_MS {
+            return Err(Error::Usage(format!(
+                "--sample {}: at most {MAX_SAMPLE_MS} ms (60 s); noise is a rate, a longer window adds nothing",
+                self.sample
+            )));
         }
         if self.command.is_empty() && !self.dry_run {
             return Err(Error::Usage(

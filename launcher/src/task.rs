@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use goset_plan::CpuSet;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use std::time::Duration;
 
 /// What to start and where.
@@ -65,6 +65,23 @@ pub struct Usage {
 
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
+/// Bit `fd` set: standard descriptor `fd` (0, 1, 2) was closed when the program started.
+static CLOSED_STDIO: AtomicU8 = AtomicU8::new(0);
+
+/// Records which standard descriptors are closed. Called from a constructor of each binary
+/// (`.init_array`), which runs before Rust's runtime opens `/dev/null` on closed ones: the task
+/// must get a closed descriptor as it is, or a task that fails on a closed stdout would not.
+pub extern "C" fn note_closed_stdio() {
+    let mut closed = 0u8;
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only queries the descriptor table.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            closed |= 1 << fd;
+        }
+    }
+    CLOSED_STDIO.store(closed, Ordering::Relaxed);
+}
+
 extern "C" fn forward(sig: libc::c_int) {
     let pid = CHILD.load(Ordering::Relaxed);
     if pid > 0 {
@@ -101,6 +118,10 @@ fn install_signal_handlers() {
 pub fn resolve_command(program: &std::ffi::OsStr) -> Result<std::path::PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     let name = program.to_string_lossy().into_owned();
+    // An empty name is no command (as a shell says), not the PATH directory it would join to.
+    if program.is_empty() {
+        return Err(Error::CommandNotFound(name));
+    }
     let executable = |p: &std::path::Path| {
         let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
         // SAFETY: c is a valid NUL-terminated path.
@@ -172,9 +193,13 @@ impl Task {
         cmd.args(args).envs(launch.env.iter().map(|(k, v)| (k, v)));
         let cpus = launch.cpus;
         let node = launch.node;
+        let closed = CLOSED_STDIO.load(Ordering::Relaxed);
         // SAFETY: the closure only makes async-signal-safe system calls.
         unsafe {
             cmd.pre_exec(move || {
+                for fd in (0..3).filter(|fd| closed & (1 << fd) != 0) {
+                    libc::close(fd);
+                }
                 let (mask, len) = cpus.as_raw();
                 if libc::sched_setaffinity(0, len, mask as *const libc::cpu_set_t) != 0 {
                     return Err(std::io::Error::last_os_error());

@@ -172,6 +172,25 @@ fn bad_input_is_refused_before_the_task_runs() {
 }
 
 #[test]
+fn an_endless_sample_and_an_empty_command_are_refused() {
+    let out = run("goset-run", &["--sample", "99999999", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("goset-run: --sample 99999999: at most 60000 ms"),
+        "{err}"
+    );
+    let out = run("goset-run", &["-q", "--sample", "0", "--", ""]);
+    assert_eq!(
+        out.status.code(),
+        Some(127),
+        "an empty command is not found"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("command not found"), "{err}");
+}
+
+#[test]
 fn a_kept_log_may_have_any_name_and_goset_log_does_not_divert_it() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("place #1.log");
@@ -273,4 +292,20 @@ fn an_empty_goset_fsroot_is_unset_and_a_failed_run_keeps_the_old_json() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(v["run"]["exit"], 0);
+}
+
+#[test]
+fn a_closed_stdout_reaches_the_task_closed() {
+    // The task exits 7 when its fd 1 is closed, 0 when it is open (as /dev/null would be).
+    let script = format!(
+        "exec {} -q --sample 0 -- sh -c 'test -e /proc/self/fd/1 || exit 7' >&-",
+        common::bin("goset-run").display()
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

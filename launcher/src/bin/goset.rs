@@ -4,3 +4,8 @@
 fn main() {
     std::process::exit(goset::diag::main_with_args(std::env::args_os()))
 }
+
+/// Runs before Rust's runtime replaces closed standard descriptors with `/dev/null`.
+#[used]
+#[link_section = ".init_array"]
+static NOTE_CLOSED_STDIO: extern "C" fn() = goset::task::note_closed_stdio;

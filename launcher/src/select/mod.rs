@@ -89,6 +89,12 @@ pub enum SelectError {
         holds: usize,
         requested: usize,
     },
+    /// `--numa auto`: even the biggest node cannot hold `-n` CPUs.
+    NoNodeLargeEnough {
+        node: usize,
+        holds: usize,
+        requested: usize,
+    },
     /// `--include` names CPUs that are not candidates (offline, not allowed, excluded, or on
     /// another node).
     IncludeNotCandidate { cpus: Vec<usize> },
@@ -119,6 +125,10 @@ impl fmt::Display for SelectError {
             SelectError::NodeTooSmall { node, holds, requested } => write!(
                 f,
                 "--numa {node}: node {node} holds {holds} candidate CPUs, fewer than -n {requested}"
+            ),
+            SelectError::NoNodeLargeEnough { node, holds, requested } => write!(
+                f,
+                "--numa auto: no node holds -n {requested} candidate CPUs (the biggest, node {node}, holds {holds})"
             ),
             SelectError::IncludeNotCandidate { cpus } => write!(
                 f,
@@ -292,6 +302,14 @@ fn restrict_to_node(
                 .filter(|(_, cpus)| opts.include.iter().all(|c| cpus.contains(c)))
                 .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(&a.0)));
             match best {
+                // Name the biggest node, as `--numa N` does, rather than a count of all CPUs.
+                Some((node, cpus)) if cpus.len() < opts.count => {
+                    Err(SelectError::NoNodeLargeEnough {
+                        node,
+                        holds: cpus.len(),
+                        requested: opts.count,
+                    })
+                }
                 Some((node, cpus)) => Ok((Some(node), cpus)),
                 None if opts.include.is_empty() => Ok((None, usable.to_vec())),
                 None => Err(SelectError::IncludeNotCandidate {

@@ -213,6 +213,23 @@ fn numa_choices() {
             requested: 5
         }
     );
+    // Auto with no node large enough names the biggest node and its size.
+    assert_eq!(
+        plan(
+            &topo,
+            &quiet(),
+            &Options {
+                numa: NumaChoice::Auto,
+                ..opts(5)
+            }
+        )
+        .unwrap_err(),
+        SelectError::NoNodeLargeEnough {
+            node: 0,
+            holds: 4,
+            requested: 5
+        }
+    );
     assert_eq!(
         on(NumaChoice::Node(7)).unwrap_err(),
         SelectError::UnknownNode {
