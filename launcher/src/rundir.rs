@@ -7,7 +7,9 @@
 //! `LD_PRELOAD` can name `<dir>/lib/$PLATFORM/libgoset.so`: glibc's loader expands the
 //! `$PLATFORM` token and finds the shim; musl's loader, which cannot load the shim and treats
 //! an unloadable preload as fatal, takes the name literally, finds no such file and skips it.
-//! One rule for every process of the task, exec'd by a shell or not.
+//! One rule for every process of the task, exec'd by a shell or not. When the launcher's own
+//! loader does not find the shim through the links (no `AT_PLATFORM`, a platform name glibc
+//! makes up that is not in the list), the task gets the shim's own path, as before.
 
 use crate::error::{Error, Result};
 use goset_plan::plan::{Plan, LOG_FILE, PLAN_FILE, SLOTS_FILE};
@@ -28,8 +30,9 @@ pub struct RunDir {
 
 /// The names glibc's loader may give `$PLATFORM`, from the kernel's `AT_PLATFORM`: that name,
 /// and on x86_64 the ones glibc substitutes on Intel CPUs (`haswell` with AVX2, FMA, BMI and
-/// friends; `xeon_phi` with AVX-512ER/PF; glibc's sysdeps/x86/cpu-features.c), which the
-/// launcher cannot see. Empty when the kernel gives none (glibc could not expand it either).
+/// friends; `xeon_phi` with AVX-512ER/PF; glibc's sysdeps/x86/cpu-features.c), which
+/// `getauxval` does not show ([`loader_expands`] checks). Empty when the kernel gives none
+/// (glibc could not expand it either).
 pub fn platform_names(at_platform: Option<&[u8]>) -> Vec<&[u8]> {
     let Some(name) = at_platform.filter(|n| is_plain_name(n)) else {
         return Vec::new();
@@ -58,8 +61,9 @@ fn at_platform() -> Option<Vec<u8>> {
     Some(unsafe { std::ffi::CStr::from_ptr(ptr) }.to_bytes().to_vec())
 }
 
-/// The `LD_PRELOAD` entry for the shim: `<dir>/lib/$PLATFORM/libgoset.so` when there are
-/// platform links, else the shim's own path (musl programs then cannot start). A directory
+/// The `LD_PRELOAD` entry for the shim: `<dir>/lib/$PLATFORM/libgoset.so` when glibc's
+/// loader finds the shim through the platform links, else the shim's own path (musl programs
+/// then cannot start). A directory
 /// whose path holds a separator of `LD_PRELOAD` or a `$` gets the shim's path too.
 pub fn preload_entry(dir: &Path, shim: &Path, have_links: bool) -> std::ffi::OsString {
     use std::os::unix::ffi::OsStrExt;
@@ -84,15 +88,80 @@ const LIB_DIR: &str = "lib";
 const SHIM: &str = "libgoset.so";
 
 /// Makes `dir/lib/<name>/libgoset.so` a link to `shim` for every platform name; returns
-/// whether there are any.
+/// whether glibc's loader finds the shim through them (see [`loader_expands`]).
 fn link_shim(dir: &Path, shim: &Path, names: &[&[u8]]) -> std::io::Result<bool> {
     use std::os::unix::ffi::OsStrExt;
+    let lib = dir.join(LIB_DIR);
     for name in names {
-        let sub = dir.join(LIB_DIR).join(std::ffi::OsStr::from_bytes(name));
+        let sub = lib.join(std::ffi::OsStr::from_bytes(name));
         std::fs::create_dir_all(&sub)?;
         std::os::unix::fs::symlink(shim, sub.join(SHIM))?;
     }
-    Ok(!names.is_empty())
+    Ok(!names.is_empty() && loader_expands(&lib, names))
+}
+
+/// The name of the links [`loader_expands`] probes with.
+const PROBE: &str = "probe";
+
+/// Whether the loader running the launcher expands `<lib>/$PLATFORM/` to one of the `names`
+/// linked there. The launcher runs the task's glibc, so this asks the loader itself rather
+/// than trusting the list of names: a `probe` link to the launcher's own libc goes beside each
+/// shim link, and `dlopen(<lib>/$PLATFORM/probe, RTLD_NOLOAD)` finds the loaded libc only
+/// through a link of the right name. The probes are removed again (the loader keeps the
+/// pattern as another name of libc: each run directory is probed once, under its own path).
+fn loader_expands(lib: &Path, names: &[&[u8]]) -> bool {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let Some(libc_path) = own_libc() else {
+        return false;
+    };
+    let probes: Vec<PathBuf> = names
+        .iter()
+        .map(|n| lib.join(std::ffi::OsStr::from_bytes(n)).join(PROBE))
+        .collect();
+    let linked = probes
+        .iter()
+        .all(|p| std::os::unix::fs::symlink(&libc_path, p).is_ok());
+    let pattern = lib
+        .join("$PLATFORM")
+        .join(PROBE)
+        .into_os_string()
+        .into_vec();
+    let found = linked
+        && std::ffi::CString::new(pattern).is_ok_and(|c| {
+            // SAFETY: c is a NUL-terminated path; RTLD_NOLOAD maps nothing new and runs no
+            // constructor: it only returns a handle to an object already loaded.
+            let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+            if !handle.is_null() {
+                // SAFETY: handle came from dlopen above and is closed once.
+                unsafe { libc::dlclose(handle) };
+            }
+            !handle.is_null()
+        });
+    for p in &probes {
+        let _ = std::fs::remove_file(p);
+    }
+    found
+}
+
+/// The path of the libc this process runs on, from the loader's record of it.
+fn own_libc() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    let getpid: unsafe extern "C" fn() -> libc::pid_t = libc::getpid;
+    // SAFETY: dladdr only reads the address and fills info.
+    if unsafe { libc::dladdr(getpid as *const libc::c_void, info.as_mut_ptr()) } == 0 {
+        return None;
+    }
+    // SAFETY: dladdr succeeded, so info is filled.
+    let name = unsafe { info.assume_init() }.dli_fname;
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
+    let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+    // Only an absolute path names the file itself.
+    name.starts_with(b"/")
+        .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(name)))
 }
 
 fn base_dir() -> PathBuf {
@@ -221,6 +290,7 @@ pub fn find_shim() -> Result<Option<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn platform_names_cover_glibcs_intel_names_on_x86_64() {
@@ -256,13 +326,31 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         let shim = tmp.path().join("libgoset.so");
         std::fs::write(&shim, b"x").unwrap();
-        assert!(link_shim(&dir, &shim, &[b"x86_64", b"haswell"]).unwrap());
+        link_shim(&dir, &shim, &[b"x86_64", b"haswell"]).unwrap();
         for name in ["x86_64", "haswell"] {
-            let link = dir.join("lib").join(name).join("libgoset.so");
-            assert_eq!(std::fs::read_link(&link).unwrap(), shim);
+            let sub = dir.join("lib").join(name);
+            assert_eq!(std::fs::read_link(sub.join("libgoset.so")).unwrap(), shim);
+            assert!(!sub.join(PROBE).exists(), "the probe is removed");
         }
         assert!(!link_shim(&dir, &shim, &[]).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(shim.is_file(), "removing the links keeps the shim");
+    }
+
+    #[test]
+    fn the_loader_expands_platform_to_one_of_this_machines_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let platform = at_platform();
+        let names = platform_names(platform.as_deref());
+        let lib = tmp.path().join("lib");
+        for name in &names {
+            std::fs::create_dir_all(lib.join(std::ffi::OsStr::from_bytes(name))).unwrap();
+        }
+        assert!(loader_expands(&lib, &names), "{names:?}");
+        // The probe fails when no link has the loader's name. Another directory: the loader
+        // keeps a name it once resolved as another name of the object.
+        let other = tmp.path().join("other");
+        std::fs::create_dir_all(other.join("no-such-platform")).unwrap();
+        assert!(!loader_expands(&other, &[b"no-such-platform"]));
     }
 }
