@@ -243,6 +243,15 @@ fn check_cpus(plan: &Plan, allowed: &CpuSet, text: &mut [u8]) -> Result<(), Disa
     if cpus.intersection(&usable) == cpus {
         return Ok(());
     }
+    warn_outside(&cpus, &usable, allowed);
+    Err(Disabled)
+}
+
+/// The warning of [`check_cpus`], in a frame of its own: its buffers are not on the path of a
+/// plan that fits.
+#[cold]
+#[inline(never)]
+fn warn_outside(cpus: &CpuSet, usable: &CpuSet, allowed: &CpuSet) {
     let mut outside = Buf::<256>::new();
     let missing: CpuSet = cpus.iter().filter(|&c| !usable.contains(c)).collect();
     let _ = cpulist::write_ranges(&mut outside, &missing);
@@ -253,7 +262,6 @@ fn check_cpus(plan: &Plan, allowed: &CpuSet, text: &mut [u8]) -> Result<(), Disa
         show(outside.as_bytes()),
         show(have.as_bytes())
     ));
-    Err(Disabled)
 }
 
 /// Whether this process is the task's first: the first to create `<dir>/root`, which holds its

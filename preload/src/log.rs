@@ -76,7 +76,7 @@ pub struct Record<'a> {
 
 /// Size of a record's stack buffer, the executable path not included. A requested mask whose
 /// cpulist does not fit in what is left is logged as `"(too long)"`.
-pub const LINE_MAX: usize = 768;
+pub const LINE_MAX: usize = 640;
 /// Longest escaped executable path; a longer one is logged as `(too long)`.
 const EXE_JSON_MAX: usize = 1024;
 /// Longest log path (with its NUL).
