@@ -13,6 +13,8 @@ pub enum Error {
     NotExecutable(String),
     /// The machine did not let us do something we needed: exit 1.
     System(String),
+    /// A signal asked goset-run to end before the task was started: exit 128+signal.
+    Interrupted(i32),
 }
 
 impl Error {
@@ -23,6 +25,7 @@ impl Error {
             Error::CommandNotFound(_) => 127,
             Error::NotExecutable(_) => 126,
             Error::System(_) => 1,
+            Error::Interrupted(sig) => 128 + sig,
         }
     }
 }
@@ -33,6 +36,11 @@ impl fmt::Display for Error {
             Error::Usage(m) | Error::System(m) => f.write_str(m),
             Error::CommandNotFound(cmd) => write!(f, "{cmd}: command not found"),
             Error::NotExecutable(m) => f.write_str(m),
+            Error::Interrupted(sig) => write!(
+                f,
+                "{} before the task started: nothing was run",
+                crate::signals::name(*sig)
+            ),
         }
     }
 }

@@ -264,7 +264,11 @@ fn execute(
 
 /// Runs `goset-run` with validated options; returns the exit code.
 pub fn run(opts: &RunOptions) -> Result<i32> {
+    crate::signals::install();
     let (topo, noise, selection) = select_cpus(opts)?;
+    if let Some(sig) = crate::signals::pending() {
+        return Err(Error::Interrupted(sig));
+    }
     let sel_report = report::selection_report(&topo, &noise, &selection);
     let mut errors = errors_of(&topo, &noise);
     let json = JsonSink::open(opts.json.as_deref())?;

@@ -14,6 +14,7 @@ pub mod placement;
 pub mod report;
 pub mod rundir;
 pub mod select;
+pub mod signals;
 pub mod task;
 pub mod taskenv;
 pub mod topology;

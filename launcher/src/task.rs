@@ -1,13 +1,14 @@
 //! Starting the task on its CPUs and waiting for it.
 //!
-//! Owns: the child's process mask and memory policy (set between fork and exec), signal
-//! forwarding, `wait4` with rusage, and the mapping of a wait status to goset-run's exit code.
+//! Owns: the child's process mask and memory policy (set between fork and exec), its start
+//! under held signals (see [`crate::signals`]), `wait4` with rusage, and the mapping of a wait status to goset-run's exit code.
 
 use crate::error::{Error, Result};
+use crate::signals;
 use goset_plan::CpuSet;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 /// What to start and where.
@@ -63,8 +64,6 @@ pub struct Usage {
     pub involuntary_ctxsw: i64,
 }
 
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
 /// Bit `fd` set: standard descriptor `fd` (0, 1, 2) was closed when the program started.
 static CLOSED_STDIO: AtomicU8 = AtomicU8::new(0);
 
@@ -80,37 +79,6 @@ pub extern "C" fn note_closed_stdio() {
         }
     }
     CLOSED_STDIO.store(closed, Ordering::Relaxed);
-}
-
-extern "C" fn forward(sig: libc::c_int) {
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
-extern "C" fn ignore(_: libc::c_int) {}
-
-/// Installs handlers (not SIG_IGN, which exec would pass on to the task): a terminal's SIGINT
-/// and SIGQUIT already reach the task's process group, so the launcher only outlives them to
-/// report and clean up; SIGTERM and SIGHUP sent to the launcher are forwarded to the task.
-fn install_signal_handlers() {
-    for (sig, handler) in [
-        (libc::SIGINT, ignore as extern "C" fn(libc::c_int)),
-        (libc::SIGQUIT, ignore),
-        (libc::SIGTERM, forward),
-        (libc::SIGHUP, forward),
-    ] {
-        // SAFETY: a zeroed sigaction with a valid handler and SA_RESTART is well-formed.
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = handler as usize;
-            act.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut());
-        }
-    }
 }
 
 /// Finds `program` the way exec does (a name with a slash as it is, otherwise on `PATH`), so
@@ -210,7 +178,12 @@ impl Task {
                 Ok(())
             });
         }
-        install_signal_handlers();
+        // A signal that came before the task exists ends the run without starting it; one
+        // that comes while it is being started waits, and is then forwarded to it.
+        let held = signals::hold();
+        if let Some(sig) = signals::pending() {
+            return Err(Error::Interrupted(sig));
+        }
         let name = program.to_string_lossy().into_owned();
         let child = cmd.spawn().map_err(|e| match e.raw_os_error() {
             Some(libc::ENOENT) => Error::CommandNotFound(name.clone()),
@@ -220,7 +193,8 @@ impl Task {
             _ => Error::System(format!("cannot start {name}: {e}")),
         })?;
         let pid = child.id() as i32;
-        CHILD.store(pid, Ordering::Relaxed);
+        signals::set_task(pid);
+        drop(held);
         // The child is reaped with wait4 below, not through std's handle.
         std::mem::forget(child);
         Ok(Task { pid })
@@ -243,7 +217,7 @@ impl Task {
             // SAFETY: status and ru are valid out-parameters.
             let rc = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut ru) };
             if rc == self.pid {
-                CHILD.store(0, Ordering::Relaxed);
+                signals::clear_task();
                 if pidfd >= 0 {
                     // SAFETY: pidfd is ours and closed once.
                     unsafe { libc::close(pidfd) };

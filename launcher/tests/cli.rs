@@ -309,3 +309,95 @@ fn a_closed_stdout_reaches_the_task_closed() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Waits until process `pid` catches `sig` (its handler is installed), up to 10 s.
+fn wait_until_caught(pid: u32, sig: i32) {
+    let bit = 1u64 << (sig - 1);
+    for _ in 0..1000 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+        if caught.is_some_and(|m| m & bit != 0) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("process {pid} never caught signal {sig}");
+}
+
+/// Waits for `child` up to 30 s, killing it (and failing) past that.
+fn wait_or_kill(child: &mut std::process::Child) -> std::process::ExitStatus {
+    for _ in 0..3000 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("goset-run did not end");
+}
+
+#[test]
+fn a_sigterm_before_the_task_exists_ends_the_run_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let mut child = Command::new(common::bin("goset-run"))
+        .args(["-q", "--sample", "20000", "--", "touch"])
+        .arg(&marker)
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Sampling for 20 s: the signal arrives long before the task could exist.
+    wait_until_caught(child.id(), libc::SIGTERM);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = wait_or_kill(&mut child);
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("SIGTERM before the task started"), "{err}");
+    assert!(!marker.exists(), "the task was started");
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("goset"))
+        .map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "run directories left: {left:?}");
+}
+
+#[test]
+fn sigint_and_sigquit_sent_to_the_launcher_reach_the_task() {
+    for sig in [libc::SIGINT, libc::SIGQUIT] {
+        let dir = tempfile::tempdir().unwrap();
+        let (ready, got) = (dir.path().join("ready"), dir.path().join("got"));
+        let script = format!(
+            "trap 'touch {got}; exit 0' {sig}; touch {ready}; while [ ! -e {got} ]; do sleep 0.05; done",
+            got = got.display(),
+            ready = ready.display(),
+        );
+        let mut child = Command::new(common::bin("goset-run"))
+            .args(["-q", "--sample", "0", "--", "sh", "-c", &script])
+            .spawn()
+            .unwrap();
+        for _ in 0..1000 {
+            if ready.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(ready.exists(), "the task never started");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = wait_or_kill(&mut child);
+        assert!(got.exists(), "signal {sig} never reached the task");
+        assert_eq!(status.code(), Some(0));
+    }
+}

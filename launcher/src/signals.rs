@@ -1,0 +1,128 @@
+//! The launcher's signals. From the start of a run until the task is reaped, SIGINT, SIGQUIT,
+//! SIGTERM and SIGHUP neither kill goset-run (it must report and clean up) nor get lost: one
+//! that arrives before the task exists ends the run before anything is started; one that
+//! arrives while the task runs is forwarded to it, unless the kernel sent it to the whole
+//! process group (a terminal's Ctrl-C or hangup), which the task then got by itself.
+//!
+//! Owns: the handlers, the task's pid they forward to, and the first signal that arrived before
+//! there was a task. Must not: do anything in a handler but atomics, `getpid` and `kill`.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The signals the launcher outlives.
+const HANDLED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP];
+
+/// The task's pid while it runs, else 0.
+static TASK: AtomicI32 = AtomicI32::new(0);
+/// The first handled signal that arrived while there was no task, else 0.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+/// The launcher's own pid: a forked child that has not exec'd yet runs these handlers too.
+static LAUNCHER: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: getpid, signal and raise are async-signal-safe.
+    unsafe {
+        if libc::getpid() != LAUNCHER.load(Ordering::Relaxed) {
+            // The task between fork and exec: what the signal would have done to it.
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+            return;
+        }
+    }
+    let task = TASK.load(Ordering::Relaxed);
+    if task <= 0 {
+        let _ = PENDING.compare_exchange(0, sig, Ordering::Relaxed, Ordering::Relaxed);
+        return;
+    }
+    // si_code > 0: the kernel sent it (to the terminal's foreground group, which holds the
+    // task too); <= 0: a process did (kill, sigqueue, tgkill), and only the launcher got it.
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
+    if !from_kernel {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(task, sig) };
+    }
+}
+
+/// Installs the handlers (handlers, not SIG_IGN, which exec would pass on to the task).
+pub fn install() {
+    // SAFETY: getpid has no preconditions.
+    LAUNCHER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    for sig in HANDLED {
+        // SAFETY: a zeroed sigaction with a valid SA_SIGINFO handler is well-formed.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                on_signal;
+            act.sa_sigaction = handler as usize;
+            act.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The signal that asked the launcher to end before there was a task, if any.
+pub fn pending() -> Option<i32> {
+    Some(PENDING.load(Ordering::Relaxed)).filter(|&s| s != 0)
+}
+
+/// The handled signals, blocked until this is dropped: the task is started and its pid
+/// recorded while they are held, so one sent meanwhile is forwarded, not lost.
+pub struct Held {
+    old: libc::sigset_t,
+}
+
+/// Blocks the handled signals (the child's mask is reset before exec by `std::process`).
+pub fn hold() -> Held {
+    // SAFETY: both sets are valid; pthread_sigmask only changes this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in HANDLED {
+            libc::sigaddset(&mut set, sig);
+        }
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        Held { old }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by hold.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
+/// Signals from now on go to `pid` (call while [`Held`]).
+pub fn set_task(pid: i32) {
+    TASK.store(pid, Ordering::Relaxed);
+}
+
+/// The task was reaped: signals no longer go anywhere.
+pub fn clear_task() {
+    TASK.store(0, Ordering::Relaxed);
+}
+
+/// Sleeps for `d`, or less when a handled signal asks the launcher to end.
+pub fn sleep(d: Duration) {
+    let end = Instant::now() + d;
+    while pending().is_none() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        // At most 50 ms at a time: a signal interrupts nanosleep only when it arrives during
+        // it, not when it arrived just before.
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// The conventional name of a signal (`SIGTERM`), for messages.
+pub fn name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
