@@ -120,7 +120,7 @@ mod tests {
     fn fixture_root_reports_missing_interrupts() {
         let name = "16em64t-4s2c2t-offlines";
         let tarball = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/topology")
+            .join("tests/fixtures/topology")
             .join(name)
             .join(format!("{name}.tar.bz2"));
         assert!(tarball.is_file(), "fixture {} not found", tarball.display());

@@ -1,5 +1,6 @@
 //! Helpers shared by the launcher's integration tests: the built binaries and the topology
-//! fixtures of real machines (`../shared/fixtures/topology/`).
+//! fixtures of real machines (`tests/fixtures/topology/`, copies of the dumps in the team's
+//! shared folder, kept here so that a lone clone runs every test).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -17,12 +18,12 @@ pub const FIXTURES: [&str; 8] = [
     "offline-cpu0-node0",
 ];
 
-/// The shared fixtures folder beside the repository.
+/// The fixtures folder of the repository.
 pub fn fixtures_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/topology");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology");
     assert!(
         dir.is_dir(),
-        "topology fixtures not found at {} (shared/ must sit beside the repository)",
+        "topology fixtures not found at {}",
         dir.display()
     );
     dir
