@@ -1,21 +1,28 @@
 //! Every affinity entry point: `sched_setaffinity`, libc `syscall(SYS_sched_setaffinity)`,
-//! `pthread_setaffinity_np`, and the attr setters (which are logged and passed through, since
-//! `pthread_create` overrides the mask anyway).
+//! `pthread_setaffinity_np`, the attr setters (which are logged and passed through, since
+//! `pthread_create` overrides the mask anyway), and the readers `sched_getaffinity`,
+//! `syscall(SYS_sched_getaffinity)` and `pthread_getaffinity_np`.
 //!
 //! Owns: the answer to "thread T asks for mask M": a compute thread gets its own CPU (and
 //! success, never EINVAL: libomp aborts on errors); helpers and launcher threads get M clamped
-//! to the reservation; threads outside the task are left alone. The caller's mask is copied
+//! to the reservation; threads outside the task are left alone. Either way T's view becomes
+//! what the kernel would have set (see [`crate::view`]), and the readers answer with the
+//! view: the kernel is asked first, into the caller's buffer, so its checks (EFAULT, EINVAL
+//! for a short buffer, ESRCH) and its return value (the bytes written, which libomp sizes its
+//! masks from) are kept, and only the bytes it wrote are replaced. Threads the shim does not
+//! know (another process's, one it did not place) read their kernel mask. The caller's mask is copied
 //! with `process_vm_readv`, so that a bad pointer gets the kernel's EFAULT (the call is passed
 //! through) rather than a fault in the shim; a vfork child's calls pass through, since the
 //! cached pid, tid and placements it sees are its parent's. Under a seccomp filter (which may
 //! kill for a system call the program never makes) the mask is read directly instead, as
-//! glibc's own wrapper hands it on. Must not: call libc's `syscall` or `sched_setaffinity` (raw
-//! syscalls only), allocate, or lock.
+//! glibc's own wrapper hands it on. Must not: call libc's `syscall`, `sched_setaffinity` or
+//! `sched_getaffinity` (raw syscalls only), allocate, or lock.
 
 use crate::config::{self, Config};
 use crate::log::Event;
 use crate::placement::Placement;
 use crate::role::Role;
+use crate::view::{self, View};
 use crate::{process, real, sys, thread};
 use goset_plan::CpuSet;
 use libc::{c_int, pthread_attr_t, pthread_t};
@@ -77,10 +84,37 @@ fn answer(cfg: &Config, target: Target, requested: &CpuSet, call: &str) -> Optio
         // Our CPU is unusable (hot-unplugged, cgroup changed): let the request through.
         return None;
     }
+    if let Some(cell) = view_cell(tid) {
+        cell.put(Some(&view::granted(requested)));
+    }
     if !thread::repeats_last_set(fingerprint(tid, requested, &set)) {
         process::note(Event::Set, call, tid, Some(requested), &p, Some(&set));
     }
     Some(0)
+}
+
+/// The view cell of this process's thread `tid`: `None` for a thread without one (not the
+/// shim's, or not in the registry).
+fn view_cell(tid: i32) -> Option<&'static View> {
+    if tid == process::pid() {
+        Some(thread::main_view())
+    } else if tid == thread::tid() {
+        thread::own_view()
+    } else {
+        thread::view_of_tid(tid)
+    }
+}
+
+/// The calling thread's view cell, if it has one (a new thread inherits from it).
+pub fn own_view() -> Option<&'static View> {
+    view_cell(thread::tid())
+}
+
+/// What a thread of the task with view cell `cell` reads: its view, else (it never asked,
+/// or has no cell) the task's CPUs.
+fn seen(cfg: &Config, cell: Option<&View>) -> CpuSet {
+    cell.and_then(View::get)
+        .unwrap_or_else(|| cfg.plan.cpu_set())
 }
 
 /// A hash of the target, the requested mask and the applied mask (word at a time: this runs
@@ -207,6 +241,116 @@ pub unsafe fn pthread_set(thread: pthread_t, len: usize, mask: *const libc::cpu_
         Some(_) => 0,
         None => pass(),
     }
+}
+
+/// The raw `sched_getaffinity(tid, len, mask)`, into the caller's buffer.
+///
+/// # Safety
+/// None beyond the system call's own: the kernel checks the buffer.
+unsafe fn get_raw(tid: i32, len: usize, mask: *mut u8) -> i64 {
+    // SAFETY: the kernel writes at most len bytes at mask, checking the range itself.
+    unsafe {
+        sys::syscall6(
+            libc::SYS_sched_getaffinity,
+            [tid as i64, len as i64, mask as i64, 0, 0, 0],
+        )
+    }
+}
+
+/// What every reader needs before it may answer with a view: not re-entered, configured, not
+/// in a `vfork` child. `None`: the kernel's answer stands.
+fn reading() -> Option<(thread::Guard, &'static Config)> {
+    let guard = thread::Guard::enter()?;
+    let cfg = config::get()?;
+    process::own_pid()?;
+    Some((guard, cfg))
+}
+
+/// `syscall(SYS_sched_getaffinity, pid, len, mask)`: the kernel's raw result (the bytes it
+/// wrote, or -errno), those bytes holding the view of thread `pid` (0: the caller).
+///
+/// # Safety
+/// The arguments of the system call; a bad buffer gets the kernel's EFAULT.
+pub unsafe fn sched_get(pid: i32, len: usize, mask: *mut u8) -> i64 {
+    // SAFETY: the caller's arguments, unchanged.
+    let ret = unsafe { get_raw(pid, len, mask) };
+    if ret <= 0 {
+        return ret;
+    }
+    let Some((_guard, cfg)) = reading() else {
+        return ret;
+    };
+    let me = thread::tid();
+    let cell = if pid == 0 || pid == me {
+        view_cell(me)
+    } else if pid == process::pid() {
+        Some(thread::main_view())
+    } else {
+        match thread::view_of_tid(pid) {
+            Some(cell) => Some(cell),
+            // Not a thread the shim placed in this process: its kernel mask.
+            None => return ret,
+        }
+    };
+    // SAFETY: the kernel has just written ret bytes at mask.
+    unsafe { view::fill(mask, ret as usize, &seen(cfg, cell)) };
+    ret
+}
+
+/// libc's `sched_getaffinity`: 0, or -1 with errno; as glibc does, the kernel is given at most
+/// `INT_MAX` bytes and the rest of the caller's buffer is zeroed.
+///
+/// # Safety
+/// The arguments of `sched_getaffinity`: `mask` writable for `size` bytes.
+pub unsafe fn sched_get_libc(pid: i32, size: usize, mask: *mut u8) -> c_int {
+    // SAFETY: as this function's contract.
+    let ret = unsafe { sched_get(pid, size.min(i32::MAX as usize), mask) };
+    if let Some(e) = sys::error_of(ret) {
+        sys::set_errno(e);
+        return -1;
+    }
+    // SAFETY: mask is writable for size bytes (the caller's promise, as with glibc).
+    unsafe { view::zero_rest(mask, ret as usize, size) };
+    0
+}
+
+/// `pthread_getaffinity_np`: 0 or an error number, the view of `thread` in the caller's
+/// buffer (zeroed past what the kernel wrote, as glibc does). A thread the shim cannot name
+/// by tid goes to the real function.
+///
+/// # Safety
+/// The arguments of `pthread_getaffinity_np`.
+pub unsafe fn pthread_get(thread: pthread_t, size: usize, mask: *mut libc::cpu_set_t) -> c_int {
+    let pass = || match real::pthread_getaffinity_np() {
+        // SAFETY: the caller's arguments, unchanged.
+        Some(f) => unsafe { f(thread, size, mask) },
+        None => libc::ENOSYS,
+    };
+    let Some((_guard, cfg)) = reading() else {
+        return pass();
+    };
+    // SAFETY: pthread_self and pthread_equal have no preconditions.
+    let (tid, cell) = if unsafe { libc::pthread_equal(thread, libc::pthread_self()) } != 0 {
+        (0, own_view())
+    } else if let Some((tid, cell)) = thread::view_of_thread(thread) {
+        (tid, Some(cell))
+    } else if process::is_main_thread(thread) {
+        (process::pid(), Some(thread::main_view()))
+    } else {
+        return pass();
+    };
+    let mask = mask.cast::<u8>();
+    // SAFETY: the caller's buffer; the kernel checks it.
+    let ret = unsafe { get_raw(tid, size, mask) };
+    if let Some(e) = sys::error_of(ret) {
+        return e;
+    }
+    // SAFETY: the kernel has just written ret bytes at mask, and the caller promises size.
+    unsafe {
+        view::fill(mask, ret as usize, &seen(cfg, cell));
+        view::zero_rest(mask, ret as usize, size);
+    }
+    0
 }
 
 /// Logs an attr mask (it is replaced at `pthread_create`), with what the calling thread holds

@@ -1,8 +1,9 @@
 //! `pthread_create`: the new thread is given its slot before it exists and is born on its CPU.
 //!
 //! Owns: the role decision for a new thread (launcher process, `skip` mask, helper library),
-//! the claim in the parent, the attr copy carrying the CPU mask, and the start-routine
-//! trampoline that records the placement in the thread and arranges its release. When glibc
+//! the claim in the parent, the attr copy carrying the CPU mask, the new thread's view (its
+//! attr mask, else its creator's), and the start-routine trampoline that records the
+//! placement and the view in the thread and arranges its release. When glibc
 //! cannot apply the birth mask (EINVAL: the CPU went offline, the cpuset changed), the thread
 //! is created as the caller asked, unplaced, with one warning: the runtime must not fail.
 //! Must not: set the new thread's mask from the parent after it started; keep `Drop` values
@@ -14,7 +15,8 @@ use crate::log::{self, Event};
 use crate::placement::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
-use crate::{process, thread};
+use crate::view::{self, View};
+use crate::{affinity, process, thread};
 use core::sync::atomic::{AtomicU64, Ordering};
 use goset_plan::CpuSet;
 use libc::{c_int, c_void, pthread_attr_t, pthread_t};
@@ -25,6 +27,9 @@ struct Start {
     arg: *mut c_void,
     placement: Placement,
     requested: Option<CpuSet>,
+    /// The new thread's view: its attr mask as the kernel would set it, else its creator's
+    /// (as a kernel mask is inherited); `None`: never asked.
+    view: Option<CpuSet>,
 }
 
 const CACHE_SIZE: usize = 64;
@@ -106,6 +111,10 @@ pub unsafe fn create(
         // SAFETY: as above.
         return unsafe { real_create(thread, attr, routine, arg) };
     };
+    let view = match &requested {
+        Some(mask) => Some(view::granted(mask)),
+        None => affinity::own_view().and_then(View::get),
+    };
     let p = decide(cfg, routine);
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
@@ -124,6 +133,7 @@ pub unsafe fn create(
             arg,
             placement: p,
             requested,
+            view,
         })
     };
     // SAFETY: copy is an initialised attr; the trampoline takes ownership of start.
@@ -170,6 +180,7 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
         arg,
         placement,
         requested,
+        view,
     } = unsafe { start.read() };
     // SAFETY: start came from malloc and is read out.
     unsafe { libc::free(start.cast()) };
@@ -177,6 +188,9 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
         if let Some(_guard) = thread::Guard::enter() {
             let tid = thread::tid();
             process::adopt_thread(cfg, tid, placement);
+            if let Some(cell) = thread::own_view() {
+                cell.put(view.as_ref());
+            }
             let born = placement.birth_set(cfg);
             process::note(
                 Event::Create,

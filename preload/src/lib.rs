@@ -7,7 +7,8 @@
 //!   `GOSET_CPUS`, the start mask), cold; any problem disables the shim with one warning;
 //! - [`process`]: the main thread's slot at start, after fork and exec; thread exit; the log helper;
 //! - [`create`]: `pthread_create`, which claims a slot and gives the thread its CPU at birth;
-//! - [`affinity`]: the affinity entry points, answered with the thread's own CPU;
+//! - [`affinity`]: the affinity entry points, answered with the thread's own CPU; the readers,
+//!   answered with the thread's view ([`view`]: what it asked for, else the task's CPUs);
 //! - [`placement`], [`role`]: placements and roles; [`thread`]: per-thread state;
 //! - [`attr`], [`log`], [`env`], [`real`], [`sys`]: attr copies, the JSON log, getenv,
 //!   the real libc functions, raw system calls.
@@ -37,6 +38,7 @@ pub mod role;
 pub mod settings;
 pub mod sys;
 pub mod thread;
+pub mod view;
 
 use libc::{c_char, c_int, c_long, c_void, cpu_set_t, pid_t, pthread_attr_t, pthread_t, size_t};
 
@@ -122,8 +124,35 @@ pub unsafe extern "C" fn sched_setaffinity(
     finish(ret) as c_int
 }
 
-/// Hook: libc's `syscall`. Only `SYS_sched_setaffinity` (LLVM libomp's path) is handled; every
-/// other number goes straight to the kernel. Variadic in C; seven `long`s are ABI-compatible.
+/// Hook: the calling thread's view (what it asked for, else the task's CPUs) in the kernel's
+/// answer; threads outside the task read their kernel mask.
+///
+/// # Safety
+/// As `sched_getaffinity`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sched_getaffinity(pid: pid_t, size: size_t, set: *mut cpu_set_t) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { affinity::sched_get_libc(pid, size, set.cast()) }
+}
+
+/// Hook: as `sched_getaffinity`, by `pthread_t`.
+///
+/// # Safety
+/// As `pthread_getaffinity_np`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pthread_getaffinity_np(
+    thread: pthread_t,
+    size: size_t,
+    set: *mut cpu_set_t,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { affinity::pthread_get(thread, size, set) }
+}
+
+/// Hook: libc's `syscall`. `SYS_sched_setaffinity` (LLVM libomp's path) and
+/// `SYS_sched_getaffinity` are handled as the libc functions are (with the raw return value);
+/// every other number goes straight to the kernel. Variadic in C; seven `long`s are
+/// ABI-compatible.
 ///
 /// # Safety
 /// As `syscall`.
@@ -142,6 +171,10 @@ pub unsafe extern "C" fn syscall(
         return finish(unsafe {
             affinity::sched_set(a1 as i32, a2 as usize, a3 as *const u8, "syscall")
         });
+    }
+    if n == libc::SYS_sched_getaffinity {
+        // SAFETY: the caller's arguments, as the system call's.
+        return finish(unsafe { affinity::sched_get(a1 as i32, a2 as usize, a3 as *mut u8) });
     }
     // SAFETY: the caller's system call, unchanged.
     let ret = unsafe { sys::syscall6(n, [a1, a2, a3, a4, a5, a6]) };

@@ -234,7 +234,7 @@ extern "C" fn after_fork_child() {
     let Some(cfg) = settings::ready() else {
         return;
     };
-    thread::forget();
+    thread::forget(thread::tid() == pid());
     thread::clear_registry();
     log::after_fork();
     ROOT.store(false, Ordering::Relaxed);

@@ -20,6 +20,8 @@ pub type AttrAffinityFn =
 pub type SetDefaultFn = unsafe extern "C" fn(*const pthread_attr_t) -> c_int;
 /// `pthread_setaffinity_np`.
 pub type SetAffinityFn = unsafe extern "C" fn(pthread_t, size_t, *const cpu_set_t) -> c_int;
+/// `pthread_getaffinity_np`.
+pub type GetAffinityFn = unsafe extern "C" fn(pthread_t, size_t, *mut cpu_set_t) -> c_int;
 
 fn lookup(cache: &AtomicUsize, name: &[u8]) -> usize {
     let cached = cache.load(Ordering::Acquire);
@@ -61,6 +63,11 @@ real!(
     SetAffinityFn,
     b"pthread_setaffinity_np\0"
 );
+real!(
+    pthread_getaffinity_np,
+    GetAffinityFn,
+    b"pthread_getaffinity_np\0"
+);
 
 /// Looks every function up now (from the constructor).
 pub fn resolve_all() {
@@ -69,5 +76,6 @@ pub fn resolve_all() {
         pthread_attr_setaffinity_np(),
         pthread_setattr_default_np(),
         pthread_setaffinity_np(),
+        pthread_getaffinity_np(),
     );
 }

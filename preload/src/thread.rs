@@ -1,12 +1,16 @@
 //! Per-thread state: the reentrancy guard, the thread's placement, and the process-local
-//! registry that maps tids and `pthread_t`s of this process's placed threads to placements.
+//! registry that maps tids and `pthread_t`s of this process's placed threads to placements
+//! and views (what they read back from the affinity calls, see [`crate::view`]).
 //!
 //! Owns: thread-locals with const initialisers and no destructors (so they work in any thread,
-//! at any time, and register nothing with the runtime). Must not: allocate or lock.
+//! at any time, and register nothing with the runtime); the registry, lock-free chunks mapped
+//! as threads need them (no cost until used, no limit short of a quarter million threads),
+//! and the main thread's view. Must not: allocate on the heap or lock.
 
 use crate::placement::Placement;
+use crate::view::View;
 use core::cell::Cell;
-use core::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 thread_local! {
     static GUARD: Cell<bool> = const { Cell::new(false) };
@@ -65,80 +69,187 @@ pub fn take_state() -> (Placement, usize) {
     )
 }
 
-/// After fork: the surviving thread forgets its parent's tid, placement and entry.
-pub fn forget() {
+/// After fork: the surviving thread forgets its parent's tid, placement and entry. It is the
+/// child's main thread now, and its view becomes the main thread's (the kernel mask is
+/// inherited); `was_main` says whether it already was.
+pub fn forget(was_main: bool) {
+    if !was_main {
+        MAIN_VIEW.put(own_view().and_then(View::get).as_ref());
+    }
     let _ = TID.try_with(|t| t.set(0));
     let _ = STATE.try_with(|s| s.set(0));
     let _ = ENTRY.try_with(|e| e.set(usize::MAX));
 }
 
-const ENTRIES: usize = 1024;
+/// Entries per registry chunk; chunks are mapped one at a time, as threads need them.
+const CHUNK: usize = 1024;
+/// Chunks the registry can grow to: room for 262,144 live threads, more than Linux's
+/// default `threads-max` on most machines; past that, one warning and the rest go untracked.
+const CHUNKS: usize = 256;
 
 struct Entry {
     tid: AtomicI32,
     thread: AtomicUsize,
     placement: AtomicU64,
+    view: View,
 }
 
+/// The main thread's view (the main thread has no registry entry).
+static MAIN_VIEW: View = View::new();
+
 #[allow(clippy::declare_interior_mutable_const)]
-const FREE: Entry = Entry {
-    tid: AtomicI32::new(0),
-    thread: AtomicUsize::new(0),
-    placement: AtomicU64::new(0),
-};
-static REGISTRY: [Entry; ENTRIES] = [FREE; ENTRIES];
+const NO_CHUNK: AtomicPtr<Entry> = AtomicPtr::new(core::ptr::null_mut());
+/// The registry: chunks of [`CHUNK`] entries, mapped on demand and never unmapped (a forked
+/// child keeps them, as private copies), so a reader never meets freed memory.
+static CHUNKS_MAPPED: [AtomicPtr<Entry>; CHUNKS] = [NO_CHUNK; CHUNKS];
+/// One past the highest entry ever used since start or the last fork: lookups stop there.
 static USED: AtomicUsize = AtomicUsize::new(0);
 
-/// Records the calling thread (`tid`, `thread`) with placement `p`, for lookups by others.
+/// Chunk `i`, if it is mapped.
+fn chunk(i: usize) -> Option<&'static [Entry]> {
+    let ptr = CHUNKS_MAPPED.get(i)?.load(Ordering::Acquire);
+    // SAFETY: a non-null pointer is a mapping of CHUNK entries that is never unmapped; all-zero
+    // memory (a fresh anonymous mapping) is a free entry, since an Entry is only atomics.
+    (!ptr.is_null()).then(|| unsafe { core::slice::from_raw_parts(ptr, CHUNK) })
+}
+
+/// Chunk `i`, mapping it when it is not yet (another thread may win the race: the loser's
+/// mapping is returned to the kernel). `None` when the kernel gives no memory.
+#[cold]
+#[inline(never)]
+fn map_chunk(i: usize) -> Option<&'static [Entry]> {
+    let bytes = CHUNK * core::mem::size_of::<Entry>();
+    // SAFETY: a fresh private anonymous mapping; nothing else refers to it yet.
+    let ptr = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return None;
+    }
+    let installed = CHUNKS_MAPPED[i].compare_exchange(
+        core::ptr::null_mut(),
+        ptr.cast(),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    if installed.is_err() {
+        // SAFETY: our own mapping of `bytes` bytes, which no one else has seen.
+        unsafe { libc::munmap(ptr, bytes) };
+    }
+    chunk(i)
+}
+
+/// Records the calling thread (`tid`, `thread`) with placement `p` and no view yet, for
+/// lookups by others. When no entry can be had (the kernel gives no memory, or more than
+/// `CHUNK * CHUNKS` threads are alive), says so once: the thread keeps its own placement,
+/// but requests other threads make for it are clamped to the reservation instead.
 pub fn register(tid: i32, thread: libc::pthread_t, p: Placement) {
-    for (i, e) in REGISTRY.iter().enumerate() {
-        if e.tid.load(Ordering::Relaxed) == 0
-            && e.tid
-                .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            e.thread.store(thread as usize, Ordering::Release);
-            e.placement.store(p.pack(), Ordering::Release);
-            USED.fetch_max(i + 1, Ordering::AcqRel);
-            let _ = ENTRY.try_with(|c| c.set(i));
-            return;
+    for i in 0..CHUNKS {
+        let Some(entries) = chunk(i).or_else(|| map_chunk(i)) else {
+            break;
+        };
+        for (j, e) in entries.iter().enumerate() {
+            if e.tid.load(Ordering::Relaxed) == 0
+                && e.tid
+                    .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                e.view.put(None);
+                e.thread.store(thread as usize, Ordering::Release);
+                e.placement.store(p.pack(), Ordering::Release);
+                let index = i * CHUNK + j;
+                USED.fetch_max(index + 1, Ordering::AcqRel);
+                let _ = ENTRY.try_with(|c| c.set(index));
+                return;
+            }
         }
     }
+    crate::log::warn_once(format_args!(
+        "cannot track thread {tid} (more than {} threads, or no memory): \
+         other threads' affinity requests for it are clamped to the reservation",
+        CHUNK * CHUNKS
+    ));
+}
+
+fn entry(index: usize) -> Option<&'static Entry> {
+    chunk(index / CHUNK).map(|c| &c[index % CHUNK])
 }
 
 /// Removes a registry entry.
 pub fn unregister(index: usize) {
-    if let Some(e) = REGISTRY.get(index) {
+    if let Some(e) = entry(index) {
+        e.view.put(None);
         e.thread.store(0, Ordering::Relaxed);
         e.placement.store(0, Ordering::Relaxed);
         e.tid.store(0, Ordering::Release);
     }
 }
 
-fn used() -> &'static [Entry] {
-    &REGISTRY[..USED.load(Ordering::Acquire).min(ENTRIES)]
+/// The entries in use (and free ones among them), in index order.
+fn used() -> impl Iterator<Item = &'static Entry> {
+    let n = USED.load(Ordering::Acquire);
+    (0..n.div_ceil(CHUNK)).filter_map(chunk).flatten().take(n)
+}
+
+fn by_tid(tid: i32) -> Option<&'static Entry> {
+    used().find(|e| e.tid.load(Ordering::Acquire) == tid)
+}
+
+/// The entry of `thread` and its tid.
+fn by_thread(thread: libc::pthread_t) -> Option<(i32, &'static Entry)> {
+    used().find_map(|e| {
+        let tid = e.tid.load(Ordering::Acquire);
+        (tid != 0 && e.thread.load(Ordering::Acquire) == thread as usize).then_some((tid, e))
+    })
+}
+
+fn placement_of(e: &Entry) -> Placement {
+    Placement::unpack(e.placement.load(Ordering::Acquire))
 }
 
 /// The placement of this process's thread `tid`, if the shim placed it.
 pub fn find_tid(tid: i32) -> Option<Placement> {
-    used()
-        .iter()
-        .find(|e| e.tid.load(Ordering::Acquire) == tid)
-        .map(|e| Placement::unpack(e.placement.load(Ordering::Acquire)))
+    by_tid(tid).map(placement_of)
 }
 
 /// The tid and placement of this process's thread `thread`, if the shim placed it.
 pub fn find_thread(thread: libc::pthread_t) -> Option<(i32, Placement)> {
-    used().iter().find_map(|e| {
-        let tid = e.tid.load(Ordering::Acquire);
-        (tid != 0 && e.thread.load(Ordering::Acquire) == thread as usize)
-            .then(|| (tid, Placement::unpack(e.placement.load(Ordering::Acquire))))
-    })
+    by_thread(thread).map(|(tid, e)| (tid, placement_of(e)))
+}
+
+/// The view cell of this process's thread `tid`, if the shim placed it.
+pub fn view_of_tid(tid: i32) -> Option<&'static View> {
+    by_tid(tid).map(|e| &e.view)
+}
+
+/// The tid and view cell of this process's thread `thread`, if the shim placed it.
+pub fn view_of_thread(thread: libc::pthread_t) -> Option<(i32, &'static View)> {
+    by_thread(thread).map(|(tid, e)| (tid, &e.view))
+}
+
+/// The calling thread's own view cell, when it has a registry entry (the main thread has
+/// none: see [`main_view`]).
+pub fn own_view() -> Option<&'static View> {
+    let index = ENTRY.try_with(Cell::get).unwrap_or(usize::MAX);
+    entry(index).map(|e| &e.view)
+}
+
+/// The main thread's view cell.
+pub fn main_view() -> &'static View {
+    &MAIN_VIEW
 }
 
 /// After fork only the forking thread survives: empty the registry.
 pub fn clear_registry() {
     for e in used() {
+        e.view.put(None);
         e.tid.store(0, Ordering::Relaxed);
     }
     USED.store(0, Ordering::Release);
@@ -176,5 +287,30 @@ mod tests {
         let (_, entry) = take_state();
         unregister(entry);
         assert_eq!(find_tid(999_999), None);
+    }
+
+    #[test]
+    fn registry_grows_past_one_chunk() {
+        let n = CHUNK + 100;
+        let base = 5_000_000;
+        let mut entries = Vec::new();
+        for i in 0..n {
+            let p = Placement::unslotted(Role::Worker, Some(i % 7));
+            register(base + i as i32, 1_000_000 + i as libc::pthread_t, p);
+            entries.push(take_state().1);
+        }
+        assert!(entries.iter().any(|&e| e >= CHUNK), "{entries:?}");
+        let last = base + n as i32 - 1;
+        assert_eq!(find_tid(last).and_then(|p| p.cpu), Some((n - 1) % 7));
+        let view = view_of_tid(last).unwrap();
+        assert_eq!(view.get(), None, "a new entry has no view");
+        view.put(Some(&goset_plan::CpuSet::single(3)));
+        let (tid, by_thread) = view_of_thread(1_000_000 + n as libc::pthread_t - 1).unwrap();
+        assert_eq!(tid, last);
+        assert_eq!(by_thread.get(), Some(goset_plan::CpuSet::single(3)));
+        for e in entries {
+            unregister(e);
+        }
+        assert_eq!(find_tid(last), None);
     }
 }
