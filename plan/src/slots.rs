@@ -6,12 +6,21 @@
 //! compare-and-swap on the live count of the least-loaded slot, retried if another thread won.
 //! Thread records (tid -> slot) let an exec'd process find the slot its main thread already
 //! holds, and let `sched_setaffinity` on another tid find that thread's CPU.
+//!
+//! Every process of the task can write anything into the table. The shim takes it as it is
+//! (a task that corrupts its own table only hurts its own placement), but no reading may
+//! panic; the launcher, which must outlive any task, reads through [`SlotTable::live_counts`]
+//! and [`SlotTable::claim_among`], bounded by the plan it wrote rather than by the table, and
+//! maps a file that cannot shrink under it ([`create_file`]).
 
 use crate::plan::MAX_SLOTS;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Number of thread records; threads beyond this still claim slots but cannot be looked up.
 pub const MAX_RECORDS: usize = 4096;
+/// The most threads a Linux system can have (`PID_MAX_LIMIT`, 2^22): no claims could have
+/// made a live count above it, so such a count is garbage.
+pub const MAX_THREADS: u32 = 1 << 22;
 const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL1");
 
 /// The shared table. All fields are atomics so that a zero-filled mapping is a valid, empty
@@ -71,15 +80,31 @@ impl SlotTable {
     }
 
     /// Claims the slot with the fewest live threads (lowest index on ties) for `tid`.
-    /// `None` only when the table has no slots.
+    /// `None` only when the table has no slots, or none with a count that claims could have
+    /// made (see [`SlotTable::claim_among`]).
     pub fn claim(&self, tid: i32) -> Option<Claim> {
-        let count = self.slot_count();
-        if count == 0 {
-            return None;
-        }
+        self.claim_among(tid, self.slot_count())
+    }
+
+    /// Live threads of each of the first `slots` slots, for a reader that trusts neither the
+    /// table's slot count nor its counts (the launcher: the task can write anything here).
+    /// `slots` is the plan's count (at most [`MAX_SLOTS`] are read); a count above
+    /// [`MAX_THREADS`] is `None`, unknown.
+    pub fn live_counts(&self, slots: usize) -> impl Iterator<Item = Option<u32>> + '_ {
+        self.live[..slots.min(MAX_SLOTS)]
+            .iter()
+            .map(|l| Some(l.load(Ordering::Acquire)).filter(|&n| n <= MAX_THREADS))
+    }
+
+    /// Claims as [`SlotTable::claim`] does, among the first `slots` slots whatever the table
+    /// says its count is (the launcher passes its plan's). A slot whose count is unknown (see
+    /// [`SlotTable::live_counts`]) is never claimed; `None` when no slot is left.
+    pub fn claim_among(&self, tid: i32, slots: usize) -> Option<Claim> {
         let (slot, before) = loop {
-            let (best, load) = (0..count)
-                .map(|s| (s, self.live[s].load(Ordering::Acquire)))
+            let (best, load) = self
+                .live_counts(slots)
+                .enumerate()
+                .filter_map(|(s, load)| Some((s, load?)))
                 .min_by_key(|&(s, load)| (load, s))?;
             if self.live[best]
                 .compare_exchange(load, load + 1, Ordering::AcqRel, Ordering::Relaxed)
@@ -116,8 +141,8 @@ impl SlotTable {
     /// The record index and slot held by `tid`.
     pub fn find(&self, tid: i32) -> Option<(usize, usize)> {
         self.records_in_use().iter().enumerate().find_map(|(i, r)| {
-            let v = r.load(Ordering::Acquire);
-            (v != 0 && (v >> 32) as u32 == tid as u32).then(|| (i, (v & 0xffff_ffff) as usize - 1))
+            let (label, slot) = decode(r.load(Ordering::Acquire))?;
+            (label == tid).then_some((i, slot))
         })
     }
 
@@ -139,13 +164,15 @@ impl SlotTable {
         let mut freed = 0;
         for r in self.records_in_use() {
             let v = r.load(Ordering::Acquire);
-            if v == 0 || (v >> 32) as u32 != tid as u32 {
+            let Some((label, slot)) = decode(v) else {
+                continue;
+            };
+            if label != tid {
                 continue;
             }
             if r.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                let slot = (v & 0xffff_ffff) as usize - 1;
                 if let Some(live) = self.live.get(slot) {
                     let _ = live
                         .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |l| l.checked_sub(1));
@@ -158,11 +185,16 @@ impl SlotTable {
 
     /// Every `(tid, slot)` currently recorded.
     pub fn records(&self) -> impl Iterator<Item = (i32, usize)> + '_ {
-        self.records_in_use().iter().filter_map(|r| {
-            let v = r.load(Ordering::Acquire);
-            (v != 0).then(|| ((v >> 32) as u32 as i32, (v & 0xffff_ffff) as usize - 1))
-        })
+        self.records_in_use()
+            .iter()
+            .filter_map(|r| decode(r.load(Ordering::Acquire)))
     }
+}
+
+/// A record's `(label, slot)`; `None` for a free record, or one no claim wrote (slot part 0).
+fn decode(v: u64) -> Option<(i32, usize)> {
+    let slot = ((v & 0xffff_ffff) as usize).checked_sub(1)?;
+    Some(((v >> 32) as u32 as i32, slot))
 }
 
 /// Maps the table from `fd` (a file of at least [`SlotTable::SIZE`] bytes, created with
@@ -192,19 +224,53 @@ pub fn map(fd: Option<i32>) -> Option<&'static SlotTable> {
     Some(unsafe { &*(addr as *const SlotTable) })
 }
 
-/// Creates the table's file at `path`, zero-filled and initialised for `slot_count` slots
-/// (launcher side).
-pub fn create_file(path: &std::path::Path, slot_count: usize) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)?;
+/// Creates the table for `slot_count` slots and makes `path` name it (launcher side). The
+/// table is a memfd sealed against shrinking and growing: the task may write anything into
+/// it, but no process can truncate it under the launcher's mapping (a read past the end of a
+/// mapped file is SIGBUS). `path` is a symlink to `/proc/<launcher pid>/fd/<n>`, which the
+/// task's processes (the same user) open like the file it stands for: a regular file of
+/// [`SlotTable::SIZE`] bytes. Replacing `path` changes nothing for the returned mapping. The
+/// descriptor, like the mapping, stays open for the rest of the launcher's life.
+pub fn create_file(
+    path: &std::path::Path,
+    slot_count: usize,
+) -> std::io::Result<&'static SlotTable> {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    let file = memfd()?;
     file.set_len(SlotTable::SIZE as u64)?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a descriptor this function owns; no memory is passed.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
     let table = map(Some(file.as_raw_fd())).ok_or_else(std::io::Error::last_os_error)?;
     table.init(slot_count);
-    Ok(())
+    let target = format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd());
+    std::os::unix::fs::symlink(target, path)?;
+    // The symlink names this descriptor: it must stay open while the task runs.
+    let _ = file.into_raw_fd();
+    Ok(table)
+}
+
+/// A new sealable memfd, not executable where the kernel knows the flag (Linux 6.3: with
+/// `vm.memfd_noexec=2` a memfd without it is refused).
+fn memfd() -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    let name = c"goset-slots";
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    let mut fd = -1;
+    for extra in [libc::MFD_NOEXEC_SEAL, 0] {
+        // SAFETY: name is NUL-terminated; the call only returns a new descriptor.
+        fd = unsafe { libc::memfd_create(name.as_ptr(), flags | extra) };
+        if fd >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            break;
+        }
+    }
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor that nothing else owns.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 #[cfg(test)]
@@ -271,25 +337,114 @@ mod tests {
         assert!(t.records_in_use().len() <= 3);
     }
 
+    /// A fresh path for a table file in the temporary directory.
+    fn table_path(name: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("goset-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        path
+    }
+
+    /// The table as a task's process opens it: by path, read-write.
+    fn open_as_task(path: &std::path::Path) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap()
+    }
+
     #[test]
     fn a_file_table_is_shared_between_mappings() {
         use std::os::fd::AsRawFd;
-        let dir = std::env::temp_dir().join(format!("goset-slots-{}", std::process::id()));
-        let _ = std::fs::remove_file(&dir);
-        create_file(&dir, 3).unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&dir)
-            .unwrap();
+        let path = table_path("slots");
+        let launcher = create_file(&path, 3).unwrap();
+        let f = open_as_task(&path);
+        // What the shim checks before it maps the file.
+        let meta = f.metadata().unwrap();
+        assert!(meta.is_file());
+        assert_eq!(meta.len(), SlotTable::SIZE as u64);
         let a = map(Some(f.as_raw_fd())).unwrap();
         let b = map(Some(f.as_raw_fd())).unwrap();
-        std::fs::remove_file(&dir).unwrap();
+        std::fs::remove_file(&path).unwrap();
         assert!(a.is_ready());
         assert_eq!(a.slot_count(), 3);
         a.claim(5).unwrap();
         assert_eq!(b.live(0), 1);
+        assert_eq!(launcher.live(0), 1);
         assert_eq!(b.find(5).map(|f| f.1), Some(0));
+    }
+
+    #[test]
+    fn a_task_can_neither_shrink_nor_grow_nor_swap_the_launchers_table() {
+        let path = table_path("sealed");
+        let launcher = create_file(&path, 2).unwrap();
+        let f = open_as_task(&path);
+        let sealed = |r: std::io::Result<()>| r.unwrap_err().raw_os_error() == Some(libc::EPERM);
+        assert!(sealed(f.set_len(0)), "truncated");
+        assert!(sealed(f.set_len(2 * SlotTable::SIZE as u64)), "grown");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, b"").unwrap();
+        std::fs::remove_file(&path).unwrap();
+        // The launcher's mapping still reads (a truncated mapped file would be SIGBUS here).
+        assert_eq!(
+            launcher.live_counts(2).collect::<Vec<_>>(),
+            [Some(0), Some(0)]
+        );
+        assert_eq!(launcher.claim_among(9, 2).map(|c| c.slot), Some(0));
+    }
+
+    /// Writes `bytes` at `offset` of the table the way a task can: through its path.
+    fn scribble(path: &std::path::Path, offset: usize, bytes: &[u8]) {
+        use std::os::unix::fs::FileExt;
+        open_as_task(path)
+            .write_all_at(bytes, offset as u64)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_table_full_of_0xff_reads_as_unknown() {
+        let path = table_path("ff");
+        let t = create_file(&path, 2).unwrap();
+        scribble(&path, 0, &[0xff; SlotTable::SIZE]);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(t.live_counts(2).collect::<Vec<_>>(), [None, None]);
+        assert_eq!(t.claim_among(7, 2), None, "no slot has a real count");
+        assert_eq!(t.claim(7), None);
+        // Reading what the shim reads does not panic either.
+        assert_eq!(t.find(7), None);
+        assert_eq!(t.records().count(), MAX_RECORDS);
+        t.release_all(7);
+    }
+
+    #[test]
+    fn a_slot_count_beyond_the_layout_is_bounded() {
+        let path = table_path("count");
+        let t = create_file(&path, 2).unwrap();
+        let count = core::mem::offset_of!(SlotTable, slot_count);
+        scribble(&path, count, &2000u32.to_le_bytes());
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(t.slot_count(), 2000);
+        // Every slot is empty: the lowest takes the claim, whatever the table's count.
+        assert_eq!(t.claim(5).map(|c| c.slot), Some(0));
+        assert_eq!(t.claim_among(6, 2).map(|c| c.slot), Some(1));
+        assert_eq!(t.live_counts(usize::MAX).count(), MAX_SLOTS);
+    }
+
+    #[test]
+    fn a_record_no_claim_wrote_is_skipped() {
+        let path = table_path("record");
+        let t = create_file(&path, 2).unwrap();
+        let records = core::mem::offset_of!(SlotTable, records);
+        let used = core::mem::offset_of!(SlotTable, records_used);
+        // Label 7 with slot part 0 (a claim writes slot + 1), then a real claim.
+        scribble(&path, records, &(7u64 << 32).to_le_bytes());
+        scribble(&path, used, &1u32.to_le_bytes());
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(t.find(7), None);
+        assert_eq!(t.records().count(), 0);
+        assert_eq!(t.release_all(7), 0);
+        t.claim(7).unwrap();
+        assert_eq!(t.records().collect::<Vec<_>>(), [(7, 0)]);
     }
 
     #[test]
