@@ -151,8 +151,12 @@ impl Placer {
             }
         }
         self.pending = pending;
-        let live_counts: Vec<u32> = (0..self.table.slot_count())
-            .map(|s| self.table.live(s))
+        // The plan's slots, not the table's count: the task can write anything into the table.
+        // A count no claims could have made looks full, so that slot is not chosen.
+        let live_counts: Vec<u32> = self
+            .table
+            .live_counts(self.task_cpus.len())
+            .map(|n| n.unwrap_or(goset_plan::slots::MAX_THREADS))
             .collect();
         let by_tid: BTreeMap<i32, &Live> = live.iter().map(|t| (t.tid, t)).collect();
         for action in decide(&views, &live_counts, policy) {
@@ -191,7 +195,7 @@ impl Placer {
         if let Some(c) = old {
             self.table.release(&c);
         }
-        let Some(claim) = self.table.claim(t.tid) else {
+        let Some(claim) = self.table.claim_among(t.tid, self.task_cpus.len()) else {
             return;
         };
         self.apply(t.tid, t.pid, &t.comm, Spot::Slot(claim.slot), Some(claim));
@@ -305,39 +309,56 @@ mod tests {
         t
     }
 
-    #[test]
-    fn places_an_unplaced_thread_and_releases_its_slot_when_it_ends() {
-        let t = table(1);
-        let me = nix::unistd::gettid().as_raw();
+    /// The CPUs this test process may run on.
+    fn own_cpus() -> Vec<usize> {
         let home = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
-        // The only CPU this test may rely on is one it already runs on.
-        let cpus: Vec<usize> = (0..nix::sched::CpuSet::count())
+        (0..nix::sched::CpuSet::count())
             .filter(|&c| home.is_set(c).unwrap_or(false))
-            .collect();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
-            return;
-        }
-        let cpu = cpus[0];
+            .collect()
+    }
+
+    /// A thread of this test that waits until the returned sender is dropped or sent to.
+    fn parked_thread() -> (
+        i32,
+        std::sync::mpsc::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let h = std::thread::spawn(move || {
             tx.send(nix::unistd::gettid().as_raw()).unwrap();
-            done_rx.recv().unwrap();
+            let _ = done_rx.recv();
         });
-        let tid = rx.recv().unwrap();
-        // Two task CPUs so that the thread's mask (the test's) is not a single planned CPU.
-        let mut p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
-        let live = |demand| Live {
+        (rx.recv().unwrap(), done_tx, h)
+    }
+
+    /// A busy thread the shim did not place.
+    fn unplaced(tid: i32, demand: f64) -> Live {
+        Live {
             tid,
-            pid: me,
+            pid: std::process::id() as i32,
             comm: "w".into(),
             age_s: 1.0,
             demand,
             shim_placed: false,
             shim_cpu: None,
-        };
-        p.step(&[live(1.0)], &[], &Policy::default());
+        }
+    }
+
+    #[test]
+    fn places_an_unplaced_thread_and_releases_its_slot_when_it_ends() {
+        let t = table(1);
+        // The only CPU this test may rely on is one it already runs on.
+        let cpus = own_cpus();
+        if cpus.len() < 2 {
+            eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
+            return;
+        }
+        let cpu = cpus[0];
+        let (tid, done_tx, h) = parked_thread();
+        // Two task CPUs so that the thread's mask (the test's) is not a single planned CPU.
+        let mut p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
+        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default());
         assert_eq!(t.live(0), 1, "{:?}", p.failures);
         assert_eq!(p.owned[&tid].spot, Spot::Slot(0));
         let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
@@ -350,12 +371,45 @@ mod tests {
         assert_eq!(p.records.last().unwrap().event, "exit");
     }
 
+    /// The table as the launcher maps it, after a task wrote `bytes` at `offset` through the
+    /// run directory's path.
+    fn scribbled(offset: usize, bytes: &[u8]) -> &'static SlotTable {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slots");
+        let t = goset_plan::slots::create_file(&path, 2).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(bytes, offset as u64).unwrap();
+        t
+    }
+
+    #[test]
+    fn a_table_the_task_wrote_garbage_into_is_read_within_the_plan() {
+        let cpus = own_cpus();
+        if cpus.len() < 2 {
+            eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
+            return;
+        }
+        let (tid, _done, _h) = parked_thread();
+        // All 0xff: a slot count of 2^32 - 1 (once a 16 GiB vector of counts) and counts no
+        // claims could make, so no slot can be claimed.
+        let t = scribbled(0, &[0xff; SlotTable::SIZE]);
+        let mut p = Placer::new(t, vec![cpus[0], usize::MAX - 1], cpus[0], None);
+        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default());
+        assert!(p.owned.is_empty(), "{:?}", p.owned);
+        // A slot count of 2000 (past the 1024 the layout holds) over empty slots: the claim
+        // stays among the plan's two.
+        let t = scribbled(8, &2000u32.to_le_bytes());
+        assert_eq!(t.slot_count(), 2000);
+        let mut p = Placer::new(t, vec![cpus[0], usize::MAX - 1], cpus[0], None);
+        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default());
+        assert_eq!(p.owned[&tid].spot, Spot::Slot(0), "{:?}", p.failures);
+        p.release_all();
+    }
+
     #[test]
     fn threads_that_inherited_the_shared_housekeeper_cpu_are_placed() {
-        let home = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
-        let cpus: Vec<usize> = (0..nix::sched::CpuSet::count())
-            .filter(|&c| home.is_set(c).unwrap_or(false))
-            .collect();
+        let cpus = own_cpus();
         if cpus.len() < 2 {
             eprintln!("skipped: needs a mask of two CPUs");
             return;
