@@ -3,9 +3,15 @@
 //! Every reader in the launcher takes an [`FsRoot`], so tests point it at the sysfs dumps in
 //! `shared/fixtures/topology/` and the real machine is just the root `/`. Errors name the file
 //! and why it could not be read; callers decide whether a missing file is fatal (rarely).
+//! A dump is anyone's files: a device, a FIFO or an endless file where a `/proc` file should
+//! be is refused (see [`crate::bounded`]), never read until memory runs out.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+/// The longest file read as text: `/proc/interrupts` of a machine with thousands of CPUs
+/// and interrupts stays below it.
+pub const MAX_TEXT: u64 = 64 << 20;
 
 /// The directory that stands for `/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,16 +62,20 @@ impl FsRoot {
         self.0.join(abs.trim_start_matches('/'))
     }
 
-    /// Reads `abs` as text.
+    /// Reads `abs` as text: a regular file of at most [`MAX_TEXT`] bytes.
     pub fn read(&self, abs: &str) -> Result<String, ReadError> {
-        std::fs::read_to_string(self.path(abs)).map_err(|e| ReadError {
+        let fail = |reason: String| ReadError {
             file: abs.to_string(),
-            reason: match e.kind() {
+            reason,
+        };
+        let bytes = crate::bounded::read_regular(&self.path(abs), MAX_TEXT).map_err(|e| {
+            fail(match e.kind() {
                 std::io::ErrorKind::NotFound => "missing".to_string(),
                 std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
                 _ => e.to_string(),
-            },
-        })
+            })
+        })?;
+        String::from_utf8(bytes).map_err(|_| fail("not UTF-8 text".to_string()))
     }
 
     /// Reads `abs` as text with surrounding white space trimmed; `None` when it is missing or
@@ -103,5 +113,19 @@ mod tests {
         assert_eq!(err.to_string(), "/proc/interrupts: missing");
         assert!(FsRoot::default().read("/proc/self/status").is_ok());
         assert!(FsRoot::default().is_live());
+    }
+
+    #[test]
+    fn a_device_or_a_fifo_in_a_dump_is_refused_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("proc")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("proc/interrupts")).unwrap();
+        let fifo = dir.path().join("proc/stat");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let root = FsRoot::new(dir.path());
+        for file in ["/proc/interrupts", "/proc/stat"] {
+            let e = root.read(file).unwrap_err();
+            assert_eq!(e.to_string(), format!("{file}: not a regular file"));
+        }
     }
 }
