@@ -9,6 +9,7 @@ pub mod checks;
 pub mod plan;
 pub mod program;
 pub mod report;
+pub mod runtimes;
 pub mod tools;
 
 // Not every test file makes these checks.

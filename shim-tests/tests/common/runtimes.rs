@@ -1,0 +1,96 @@
+//! Builds for the runtimes issue 7 tests that the common compilers do not cover: a C program
+//! linked with OpenBLAS, and a Go program built with cgo. Each returns `None` (the test skips,
+//! see [`super::missing`]) when its package is missing.
+
+use super::{missing, programs_dir, Build};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A program built by a runtime's own tool, in a temporary directory that lives as long as
+/// this value.
+pub struct Built {
+    _build: Build,
+    /// The executable.
+    pub path: PathBuf,
+}
+
+fn run_tool(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// `cc -pthread <source> -lopenblas`; `None` (skipped) when it does not link (no
+/// libopenblas-dev) or there is no C compiler.
+pub fn openblas(source: &str) -> Option<Built> {
+    let build = Build::new();
+    let path = build.dir().join("openblas_program");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = Command::new(&cc);
+    cmd.args(["-O1", "-Wall", "-pthread", "-o"])
+        .arg(&path)
+        .arg(programs_dir().join(source))
+        .arg("-lopenblas");
+    match run_tool(&mut cmd) {
+        Ok(()) => Some(Built {
+            _build: build,
+            path,
+        }),
+        Err(e) if e.contains("lopenblas") || e.contains("cannot run") => {
+            missing(
+                "OpenBLAS (libopenblas-dev) or a C compiler",
+                "apt-get install -y gcc libopenblas-dev",
+            );
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// `go build` of `source` with cgo on, caches in the temporary directory (HOME may be
+/// unwritable); `None` (skipped) without golang-go.
+pub fn go_cgo(source: &str) -> Option<Built> {
+    let works = Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        missing("go", "apt-get install -y golang-go");
+        return None;
+    }
+    let build = Build::new();
+    let dir = build.dir().to_path_buf();
+    let src = dir.join(source);
+    std::fs::copy(programs_dir().join(source), &src).expect("copy the Go source");
+    let path = dir.join("go_program");
+    let mut cmd = Command::new("go");
+    cmd.arg("build")
+        .arg("-o")
+        .arg(&path)
+        .arg(&src)
+        .current_dir(&dir)
+        .env("CGO_ENABLED", "1")
+        .env("GOCACHE", dir.join("gocache"))
+        .env("GOPATH", dir.join("gopath"))
+        .env("GOTOOLCHAIN", "local")
+        .env("GO111MODULE", "off")
+        .env_remove("GOFLAGS");
+    run_tool(&mut cmd).unwrap_or_else(|e| panic!("{e}"));
+    Some(Built {
+        _build: build,
+        path,
+    })
+}
+
+/// The workspace's own binary `name` (from `src/bin`), built by `cargo build --workspace`.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    super::built(name)
+}
