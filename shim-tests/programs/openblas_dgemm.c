@@ -1,19 +1,22 @@
 /* openblas_dgemm: OpenBLAS sizes its thread pool from the affinity mask when it loads
- * (capped by OPENBLAS_NUM_THREADS / OMP_NUM_THREADS). This multiplies two 1200x1200 matrices
- * a few times with cblas_dgemm, checks one element of the result, then reports the pool size
- * (pool=openblas_get_num_threads()) on the main thread's line and one line per thread of the
- * process from /proc (role=task): the CPU it last ran on (cpu=, stat field 39), its
- * Cpus_allowed_list and the CPU time it used (ticks=, utime+stime), so the test sees where the
- * busy threads ran. Built with `cc -lopenblas`; the two functions are declared here, so no
- * header path is needed. */
+ * (capped by OPENBLAS_NUM_THREADS / OMP_NUM_THREADS). Like numpy, this loads it late, with
+ * dlopen from main, after the shim placed the main thread (linked at build time, its
+ * constructor would run before the shim narrows the main thread, and so see the whole start
+ * mask). It multiplies two 1200x1200 matrices a few times with cblas_dgemm, checks the
+ * result, then reports the pool size (pool=openblas_get_num_threads()) on the main thread's
+ * line and one line per thread of the process from /proc (role=task): the CPU it last ran on
+ * (cpu=, stat field 39), its Cpus_allowed_list and the CPU time it used (ticks=,
+ * utime+stime), so the test sees where the busy threads ran. Exits 77 when OpenBLAS cannot
+ * be loaded. */
 #include "report.h"
 #include <dirent.h>
+#include <dlfcn.h>
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111 };
-extern void cblas_dgemm(int order, int transa, int transb, int m, int n, int k, double alpha,
-                        const double *a, int lda, const double *b, int ldb, double beta,
-                        double *c, int ldc);
-extern int openblas_get_num_threads(void);
+typedef void (*dgemm_fn)(int order, int transa, int transb, int m, int n, int k, double alpha,
+                         const double *a, int lda, const double *b, int ldb, double beta,
+                         double *c, int ldc);
+typedef int (*num_threads_fn)(void);
 
 #define N 1200
 #define ROUNDS 4
@@ -56,6 +59,14 @@ static void report_task(long tid) {
 }
 
 int main(void) {
+    void *blas = dlopen("libopenblas.so.0", RTLD_NOW);
+    dgemm_fn cblas_dgemm = blas ? (dgemm_fn)dlsym(blas, "cblas_dgemm") : NULL;
+    num_threads_fn openblas_get_num_threads =
+        blas ? (num_threads_fn)dlsym(blas, "openblas_get_num_threads") : NULL;
+    if (!cblas_dgemm || !openblas_get_num_threads) {
+        fprintf(stderr, "openblas_dgemm: cannot load OpenBLAS: %s\n", dlerror());
+        return 77;
+    }
     double *a = malloc(sizeof(double) * N * N), *b = malloc(sizeof(double) * N * N),
            *c = malloc(sizeof(double) * N * N);
     if (!a || !b || !c)

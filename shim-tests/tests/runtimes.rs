@@ -1,12 +1,12 @@
 //! Runtimes that size their pools from the affinity mask see the task's CPUs (issue 7), and
 //! their busy threads still run one to a planned CPU: OpenBLAS (`programs/openblas_dgemm.c`,
-//! `openblas_get_num_threads()` and its threads from /proc), rayon (`src/bin/rayon_pool.rs`,
+//! which loads it late, as numpy does; `openblas_get_num_threads()` and its threads from /proc), rayon (`src/bin/rayon_pool.rs`,
 //! `current_num_threads()` and each busy worker from inside), and Go with cgo
 //! (`runtime.GOMAXPROCS(0)`, which comes from goset-run's `GOMAXPROCS`: Go reads the mask
 //! with a raw system call no preload sees).
 
 mod common;
-use common::runtimes::{go_cgo, openblas, workspace_bin};
+use common::runtimes::{go_cgo, workspace_bin};
 use common::*;
 use std::path::Path;
 
@@ -26,10 +26,14 @@ fn run_mode(mode: Mode, program: &Path, env: &[(&str, &str)]) -> (Outcome, Vec<u
 }
 
 fn openblas_pool(mode: Mode, env: &[(&str, &str)]) {
-    let Some(prog) = openblas("openblas_dgemm.c") else {
+    let Some(prog) = Program::c("openblas_dgemm.c") else {
         return;
     };
-    let (outcome, plan) = run_mode(mode, &prog.path, env);
+    let (outcome, plan) = run_mode(mode, prog.path(), env);
+    if outcome.code() == 77 {
+        missing("OpenBLAS", "apt-get install -y libopenblas-dev");
+        return;
+    }
     outcome.expect_code(0);
     let reports = reports(&outcome);
     let main = one(&reports, "main", 0);
@@ -87,6 +91,11 @@ fn rayon_pool(mode: Mode) {
     assert_eq!(workers.len(), plan.len(), "{}", outcome.dump());
     // All busy at once, each on its own planned CPU.
     assert_distinct(workers.iter().copied(), &plan);
+}
+
+#[test]
+fn openblas_does_not_count_the_housekeeper_under_goset_run_n1() {
+    openblas_pool(Mode::goset_run(1), &[]);
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! Builds for the runtimes issue 7 tests that the common compilers do not cover: a C program
-//! linked with OpenBLAS, and a Go program built with cgo. Each returns `None` (the test skips,
-//! see [`super::missing`]) when its package is missing.
+//! Builds for the runtimes issue 7 tests that the common compilers do not cover: a Go program
+//! built with cgo (`None`, the test skips, see [`super::missing`], without golang-go), and the
+//! workspace's own `src/bin` programs.
 
 use super::{missing, programs_dir, Build};
 use std::path::PathBuf;
@@ -26,33 +26,6 @@ fn run_tool(cmd: &mut Command) -> Result<(), String> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     ))
-}
-
-/// `cc -pthread <source> -lopenblas`; `None` (skipped) when it does not link (no
-/// libopenblas-dev) or there is no C compiler.
-pub fn openblas(source: &str) -> Option<Built> {
-    let build = Build::new();
-    let path = build.dir().join("openblas_program");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let mut cmd = Command::new(&cc);
-    cmd.args(["-O1", "-Wall", "-pthread", "-o"])
-        .arg(&path)
-        .arg(programs_dir().join(source))
-        .arg("-lopenblas");
-    match run_tool(&mut cmd) {
-        Ok(()) => Some(Built {
-            _build: build,
-            path,
-        }),
-        Err(e) if e.contains("lopenblas") || e.contains("cannot run") => {
-            missing(
-                "OpenBLAS (libopenblas-dev) or a C compiler",
-                "apt-get install -y gcc libopenblas-dev",
-            );
-            None
-        }
-        Err(e) => panic!("{e}"),
-    }
 }
 
 /// `go build` of `source` with cgo on, caches in the temporary directory (HOME may be
