@@ -1,11 +1,25 @@
 //! The placement log that libgoset.so writes: one JSON object a line, one line a decision.
 //!
-//! Owns: reading the log and folding it into one entry per thread for the report.
+//! Owns: reading the log ([`Follower`], incrementally, for the housekeeper during the run and
+//! for the report at its end) and folding it into one entry per thread for the report.
 //! The schema is documented in the README ("Placement log").
+//!
+//! The task writes the log, so it is read as bytes under caps: a record with invalid UTF-8 is
+//! repaired (U+FFFD), not lost; a line longer than [`MAX_LINE`] is skipped to its newline; no
+//! more than [`MAX_BYTES`] are read in a run; and only a regular file is read at all.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The longest line taken for a record. The shim's are a few hundred bytes; one with a path
+/// of the kernel's longest (4096 bytes), every byte escaped, stays below it.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// The most bytes of the log read in one run (about 200,000 records).
+pub const MAX_BYTES: u64 = 64 << 20;
 
 /// One decision of the shim (or of the housekeeper).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -81,23 +95,171 @@ pub struct Log {
     pub bad_lines: usize,
 }
 
-/// Parses log text.
-pub fn parse(text: &str) -> Log {
-    let mut log = Log::default();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str(line) {
-            Ok(r) => log.records.push(r),
-            Err(_) => log.bad_lines += 1,
-        }
-    }
-    log
+/// Splits log bytes, fed in chunks as they arrive, into records. Holds at most [`MAX_LINE`]
+/// bytes of an unfinished line.
+#[derive(Debug, Default)]
+pub struct Lines {
+    partial: Vec<u8>,
+    /// Inside a line longer than [`MAX_LINE`], dropped up to its newline.
+    skipping: bool,
+    /// Lines that were not records (a torn last line after a crash, say), long ones included.
+    pub bad_lines: usize,
+    /// Lines longer than [`MAX_LINE`].
+    pub long_lines: usize,
 }
 
-/// Reads the log file; a missing file is an empty log.
+impl Lines {
+    /// Takes the next bytes of the log, handing each complete record to `each`.
+    pub fn feed(&mut self, mut bytes: &[u8], each: &mut impl FnMut(Record)) {
+        while let Some(end) = bytes.iter().position(|&b| b == b'\n') {
+            if self.skipping {
+                self.skipping = false;
+            } else if self.partial.len() + end > MAX_LINE {
+                self.long_line();
+            } else {
+                self.partial.extend_from_slice(&bytes[..end]);
+                self.take_line(each);
+            }
+            self.partial.clear();
+            bytes = &bytes[end + 1..];
+        }
+        if self.skipping {
+            return;
+        }
+        if self.partial.len() + bytes.len() > MAX_LINE {
+            self.partial.clear();
+            self.skipping = true;
+            self.long_line();
+        } else {
+            self.partial.extend_from_slice(bytes);
+        }
+    }
+
+    /// The log ended: an unfinished last line is a bad one.
+    pub fn finish(&mut self, each: &mut impl FnMut(Record)) {
+        if !self.partial.is_empty() {
+            self.take_line(each);
+            self.partial.clear();
+        }
+    }
+
+    fn long_line(&mut self) {
+        self.bad_lines += 1;
+        self.long_lines += 1;
+    }
+
+    fn take_line(&mut self, each: &mut impl FnMut(Record)) {
+        if self.partial.trim_ascii().is_empty() {
+            return;
+        }
+        match parse_line(&self.partial) {
+            Some(r) => each(r),
+            None => self.bad_lines += 1,
+        }
+    }
+}
+
+/// One record from one line; a line of invalid UTF-8 (a thread's name is any bytes) is read
+/// with the bad bytes replaced, so the record still counts.
+fn parse_line(line: &[u8]) -> Option<Record> {
+    match std::str::from_utf8(line) {
+        Ok(text) => serde_json::from_str(text).ok(),
+        Err(_) => serde_json::from_str(&String::from_utf8_lossy(line)).ok(),
+    }
+}
+
+/// The log file, read as it grows: what was appended since the last [`Follower::poll`],
+/// up to [`MAX_BYTES`] in all. Opened once, so a task that replaces the file is not followed.
+#[derive(Debug)]
+pub struct Follower {
+    path: PathBuf,
+    file: Option<File>,
+    offset: u64,
+    /// The read buffer, kept: a poll allocates nothing when the log did not grow (a large
+    /// buffer freed every poll could make `free` trim the heap, and the trim flush the TLB).
+    buf: Vec<u8>,
+    /// The records so far, split.
+    pub lines: Lines,
+    /// Why the log, or part of it, was not read (not a regular file, too long).
+    pub problem: Option<String>,
+}
+
+impl Follower {
+    /// Follows the log at `path` (which may not exist yet).
+    pub fn new(path: PathBuf) -> Follower {
+        Follower {
+            path,
+            file: None,
+            offset: 0,
+            buf: Vec::new(),
+            lines: Lines::default(),
+            problem: None,
+        }
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads what was appended since the last call, handing each complete record to `each`.
+    pub fn poll(&mut self, mut each: impl FnMut(Record)) {
+        if self.problem.is_some() {
+            return;
+        }
+        if self.file.is_none() {
+            let mut read = std::fs::OpenOptions::new();
+            match crate::bounded::open_regular(&self.path, read.read(true)) {
+                Ok(f) => self.file = Some(f),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(e) => {
+                    self.problem = Some(e.to_string());
+                    return;
+                }
+            }
+        }
+        let Some(file) = &self.file else {
+            return;
+        };
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; 64 * 1024];
+        }
+        loop {
+            let room = (MAX_BYTES - self.offset).min(self.buf.len() as u64) as usize;
+            if room == 0 {
+                // Only a regular file gets here, so the check for more is a plain read.
+                let mut byte = [0u8];
+                if file.read_at(&mut byte, self.offset).is_ok_and(|n| n > 0) {
+                    self.problem = Some(crate::bounded::too_long(MAX_BYTES).to_string());
+                }
+                break;
+            }
+            match file.read_at(&mut self.buf[..room], self.offset) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.offset += n as u64;
+                    self.lines.feed(&self.buf[..n], &mut each);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.problem = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Reads the log file whole, within the caps; a missing file is an empty log.
 pub fn read(path: &Path) -> Log {
-    std::fs::read_to_string(path)
-        .map(|t| parse(&t))
-        .unwrap_or_default()
+    let mut records = Vec::new();
+    let mut follower = Follower::new(path.to_path_buf());
+    follower.poll(|r| records.push(r));
+    follower.lines.finish(&mut |r| records.push(r));
+    Log {
+        records,
+        bad_lines: follower.lines.bad_lines,
+    }
 }
 
 impl Log {
@@ -149,6 +311,89 @@ impl Log {
 mod tests {
     use super::*;
 
+    /// Parses a whole log as [`read`] does a file.
+    fn parse(bytes: &[u8]) -> Log {
+        let mut records = Vec::new();
+        let mut lines = Lines::default();
+        let mut each = |r| records.push(r);
+        lines.feed(bytes, &mut each);
+        lines.finish(&mut each);
+        Log {
+            records,
+            bad_lines: lines.bad_lines,
+        }
+    }
+
+    fn record(tid: i32, comm: &str) -> String {
+        format!(
+            r#"{{"time":1.0,"pid":10,"tid":{tid},"comm":"{comm}","event":"create","cpu":1,"slot":0,"role":"worker"}}"#
+        )
+    }
+
+    #[test]
+    fn a_record_with_invalid_utf8_is_repaired_and_the_others_kept() {
+        let mut bytes = format!("{}\n{}", record(10, "a"), record(11, "bX")).into_bytes();
+        let x = bytes.iter().rposition(|&b| b == b'X').unwrap();
+        bytes[x] = 0xff;
+        bytes.extend(format!("\n{}\n", record(12, "c")).as_bytes());
+        let log = parse(&bytes);
+        assert_eq!(log.bad_lines, 0);
+        let t = log.threads();
+        let roles: Vec<(i32, &str)> = t.iter().map(|t| (t.tid, t.role.as_str())).collect();
+        assert_eq!(roles, [(10, "worker"), (11, "worker"), (12, "worker")]);
+        assert!(t[1].comm.contains('\u{fffd}'), "{:?}", t[1].comm);
+    }
+
+    #[test]
+    fn a_line_longer_than_the_cap_is_skipped_to_its_newline() {
+        let mut lines = Lines::default();
+        let mut got = Vec::new();
+        let mut each = |r: Record| got.push(r.tid);
+        lines.feed(format!("{}\n", record(1, "a")).as_bytes(), &mut each);
+        // A line that grows past the cap over many feeds, then ends in a record's text.
+        for _ in 0..40 {
+            lines.feed(&[b'x'; 4096], &mut each);
+        }
+        lines.feed(
+            format!("{}\n{}\n", record(2, "b"), record(3, "c")).as_bytes(),
+            &mut each,
+        );
+        lines.finish(&mut each);
+        assert_eq!(got, [1, 3]);
+        assert_eq!((lines.bad_lines, lines.long_lines), (1, 1));
+        assert!(lines.partial.capacity() <= 2 * MAX_LINE);
+    }
+
+    #[test]
+    fn a_log_that_is_not_a_regular_file_is_not_read() {
+        for path in ["/dev/zero", "/dev/full"] {
+            let mut f = Follower::new(path.into());
+            f.poll(|_| panic!("a record from {path}"));
+            assert_eq!(f.problem.as_deref(), Some("not a regular file"));
+            assert!(read(Path::new(path)).records.is_empty());
+        }
+    }
+
+    #[test]
+    fn no_more_than_the_cap_is_read() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut file = std::fs::File::create(&path).unwrap();
+        writeln!(file, "{}", record(1, "a")).unwrap();
+        // Sparse: MAX_BYTES of zeros cost no disk.
+        file.set_len(MAX_BYTES + 10).unwrap();
+        let mut f = Follower::new(path.clone());
+        let mut got = Vec::new();
+        f.poll(|r| got.push(r.tid));
+        assert_eq!(got, [1]);
+        assert_eq!(f.offset, MAX_BYTES);
+        assert_eq!(
+            f.problem.as_deref(),
+            Some(format!("longer than {MAX_BYTES} bytes: not read").as_str())
+        );
+    }
+
     #[test]
     fn folds_records_per_thread() {
         let text = r#"{"time":1.5,"pid":10,"tid":10,"comm":"app","exe":"/bin/app","event":"init","call":"init","requested":null,"cpu":1,"slot":0,"role":"main","shared":false,"placed_by":"shim"}
@@ -157,7 +402,7 @@ mod tests {
 {"time":1.8,"pid":10,"tid":11,"comm":"w1","exe":"/bin/app","event":"exit","call":"exit","requested":null,"cpu":null,"slot":1,"role":"worker","shared":false,"placed_by":"shim"}
 {"time":1.9,"pid":10,"tid":1
 "#;
-        let log = parse(text);
+        let log = parse(text.as_bytes());
         assert_eq!(log.bad_lines, 1);
         let t = log.threads();
         assert_eq!(t.len(), 2);

@@ -233,7 +233,7 @@ impl RunDir {
             )));
         }
         // Truncate a kept log so the report reads only this run's records.
-        std::fs::write(&log, b"").map_err(|e| fail("log", &log, e))?;
+        crate::bounded::create_regular(&log).map_err(|e| fail("log", &log, e))?;
         let plan_path = run_dir.dir.join(PLAN_FILE);
         std::fs::write(&plan_path, plan.to_text()).map_err(|e| fail("plan", &plan_path, e))?;
         let slots_path = run_dir.dir.join(SLOTS_FILE);

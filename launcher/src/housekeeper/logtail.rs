@@ -1,12 +1,12 @@
 //! Following the placement log while the task runs.
 //!
-//! Owns: reading the lines appended since the last poll (a torn last line waits for the next
-//! poll) and remembering which threads the shim placed and on which CPU. Must not: write.
+//! Owns: remembering which threads the shim placed and on which CPU, from the records appended
+//! since the last poll (read by [`crate::placement::Follower`], within its caps; a torn last
+//! line waits for the next poll). Must not: write.
 
-use crate::placement::Record;
+use crate::fsroot::ReadError;
+use crate::placement::{Follower, Record, MAX_LINE};
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 /// What the shim said about one thread.
@@ -21,14 +21,7 @@ pub struct ShimThread {
 /// The placement log, read incrementally.
 #[derive(Debug)]
 pub struct LogTail {
-    path: PathBuf,
-    file: Option<File>,
-    offset: u64,
-    /// Bytes read but not yet parsed (a torn last line).
-    partial: Vec<u8>,
-    /// The read buffer, kept: a poll allocates nothing when the log did not grow (a large
-    /// buffer freed every poll could make `free` trim the heap, and the trim flush the TLB).
-    buf: Vec<u8>,
+    follower: Follower,
     /// Threads the shim (not the housekeeper) wrote records for.
     pub shim: BTreeMap<i32, ShimThread>,
 }
@@ -37,62 +30,46 @@ impl LogTail {
     /// Follows the log at `path` (which may not exist yet).
     pub fn new(path: PathBuf) -> LogTail {
         LogTail {
-            path,
-            file: None,
-            offset: 0,
-            partial: Vec::new(),
-            buf: Vec::new(),
+            follower: Follower::new(path),
             shim: BTreeMap::new(),
         }
     }
 
     /// Reads what was appended since the last call.
     pub fn poll(&mut self) {
-        if self.file.is_none() {
-            self.file = File::open(&self.path).ok();
-        }
-        let Some(file) = &self.file else {
-            return;
-        };
-        if self.buf.is_empty() {
-            self.buf = vec![0u8; 64 * 1024];
-        }
-        loop {
-            match file.read_at(&mut self.buf, self.offset) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    self.offset += n as u64;
-                    self.partial.extend_from_slice(&self.buf[..n]);
-                }
-            }
-        }
-        let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') else {
-            return;
-        };
-        let partial = std::mem::take(&mut self.partial);
-        for line in partial[..=end].split(|&b| b == b'\n') {
-            // Lossy: a name of invalid UTF-8 must not cost the thread its record.
-            if let Ok(r) = serde_json::from_str::<Record>(&String::from_utf8_lossy(line)) {
-                self.note(&r);
-            }
-        }
-        self.partial = partial;
-        self.partial.drain(..=end);
+        let shim = &mut self.shim;
+        self.follower.poll(|r| note(shim, &r));
     }
 
-    fn note(&mut self, r: &Record) {
-        if r.placed_by.as_deref() == Some("housekeeper") {
-            return;
+    /// What could not be read of the log, for the Errors table.
+    pub fn errors(&self) -> Vec<ReadError> {
+        let error = |reason: String| ReadError {
+            file: self.follower.path().display().to_string(),
+            reason,
+        };
+        let mut errors: Vec<ReadError> = self.follower.problem.iter().cloned().map(error).collect();
+        let long = self.follower.lines.long_lines;
+        if long > 0 {
+            errors.push(error(format!(
+                "{long} line(s) longer than {MAX_LINE} bytes skipped: not placement records"
+            )));
         }
-        let t = self.shim.entry(r.tid).or_insert(ShimThread {
-            cpu: None,
-            exited: false,
-        });
-        if r.event == "exit" {
-            t.exited = true;
-        } else {
-            t.cpu = r.cpu;
-        }
+        errors
+    }
+}
+
+fn note(shim: &mut BTreeMap<i32, ShimThread>, r: &Record) {
+    if r.placed_by.as_deref() == Some("housekeeper") {
+        return;
+    }
+    let t = shim.entry(r.tid).or_insert(ShimThread {
+        cpu: None,
+        exited: false,
+    });
+    if r.event == "exit" {
+        t.exited = true;
+    } else {
+        t.cpu = r.cpu;
     }
 }
 

@@ -147,12 +147,10 @@ impl Housekeeper {
         table: &'static goset_plan::SlotTable,
         log: Option<&std::path::Path>,
     ) -> Housekeeper {
+        // Only a regular file: the task may have put a FIFO there, whose open would block.
         let appender = log.and_then(|p| {
-            std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(p)
-                .ok()
+            let mut append = std::fs::OpenOptions::new();
+            crate::bounded::open_regular(p, append.append(true).create(true)).ok()
         });
         let every = ALL_CHILDREN_EVERY.as_nanos() / settings.interval.as_nanos().max(1);
         Housekeeper {
@@ -459,6 +457,7 @@ impl Housekeeper {
         let wall_s = self.started.elapsed().as_secs_f64();
         let (cpus, all, mut errors) = self.cpus.finish();
         errors.extend(self.errors);
+        errors.extend(self.log.iter().flat_map(LogTail::errors));
         for why in &self.placer.failures {
             errors.push(ReadError {
                 file: "sched_setaffinity(<tid>)".into(),
