@@ -1,4 +1,5 @@
-//! A plain text table: a title, right-aligned columns, two spaces between them.
+//! A plain text table: a title, right-aligned columns, two spaces between them; and the
+//! escaping of text the task chose (thread names, paths) for a terminal.
 
 /// Rows of cells under a title and a header line.
 #[derive(Debug, Clone)]
@@ -18,9 +19,10 @@ impl Table {
         }
     }
 
-    /// Adds a row; missing cells are blank, extra cells are dropped.
+    /// Adds a row; missing cells are blank, extra cells are dropped, and control characters
+    /// are escaped (see [`escape`]).
     pub fn row(&mut self, cells: Vec<String>) {
-        let mut cells = cells;
+        let mut cells: Vec<String> = cells.iter().map(|c| escape(c).into_owned()).collect();
         cells.resize(self.header.len(), String::new());
         self.rows.push(cells);
     }
@@ -60,6 +62,24 @@ impl Table {
     }
 }
 
+/// `text` for a terminal: a thread name or a path is any bytes its owner chose, and an escape
+/// sequence in it must not reach the terminal raw. Control characters (C0, DEL, C1) read
+/// `\xNN`, and a backslash `\\` so that the escaped text is not ambiguous.
+pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() || c == '\\') {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +90,19 @@ mod tests {
         t.row(vec!["10".into(), "*".into()]);
         t.row(vec!["3".into()]);
         assert_eq!(t.render(), "T\n  cpu  sel\n   10    *\n    3\n");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_aligned_as_shown() {
+        assert_eq!(
+            escape("\x1b]0;pwned\x07\u{9b}2J"),
+            "\\x1b]0;pwned\\x07\\x9b2J"
+        );
+        assert_eq!(escape("a\\b\tc\nd\x7f"), "a\\\\b\\x09c\\x0ad\\x7f");
+        assert_eq!(escape("wörker"), "wörker");
+        let mut t = Table::new("T", &["comm", "n"]);
+        t.row(vec!["\x1b[2J".into(), "1".into()]);
+        t.row(vec!["ab".into(), "2".into()]);
+        assert_eq!(t.render(), "T\n     comm  n\n  \\x1b[2J  1\n       ab  2\n");
     }
 }

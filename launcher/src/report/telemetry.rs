@@ -3,7 +3,7 @@
 //!
 //! Pure renderers: values in, text out. Unmeasured cells are `n/a`, never a 0.
 
-use super::table::Table;
+use super::table::{escape, Table};
 use crate::fsroot::ReadError;
 use crate::housekeeper::outcome::{TelemetryReport, ThreadReport};
 use crate::housekeeper::telemetry::CpuTelemetry;
@@ -222,7 +222,7 @@ pub fn render_errors(errors: &[ReadError]) -> String {
     }
     let mut out = String::from("Errors\n");
     for e in errors {
-        out.push_str(&format!("  {}: {}\n", e.file, e.reason));
+        out.push_str(&format!("  {}: {}\n", escape(&e.file), escape(&e.reason)));
     }
     out
 }
@@ -254,6 +254,18 @@ mod tests {
         assert_eq!(
             cells,
             ["1", "n/a", "n/a", "n/a", "n/a", "n/a", "3", "-", "2", "-", "n/a", "n/a"]
+        );
+    }
+
+    #[test]
+    fn an_error_naming_a_path_with_an_escape_sequence_is_printed_escaped() {
+        let e = ReadError {
+            file: "/tmp/\x1b[2Jlog".into(),
+            reason: "not a regular file".into(),
+        };
+        assert_eq!(
+            render_errors(&[e]),
+            "Errors\n  /tmp/\\x1b[2Jlog: not a regular file\n"
         );
     }
 }
