@@ -108,6 +108,19 @@ fn boot_time_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
+/// Raises `RLIMIT_NOFILE`'s soft limit to the hard one (1024 is a common soft limit, a few
+/// per thread kept open would not go far); returns the soft limit now in force.
+fn raise_nofile() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 0;
+    };
+    if hard > soft && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
+    }
+    soft
+}
+
 /// The threads of a process, as `/proc/<pid>/task` lists them.
 #[derive(Debug, PartialEq, Eq)]
 enum Listing {
@@ -181,8 +194,10 @@ impl Housekeeper {
         }
     }
 
-    /// The task's process id: the root of the tree to follow.
+    /// The task's process id: the root of the tree to follow. Called once the task runs, so
+    /// that the descriptor limit raised here is the launcher's alone.
     pub fn attach(&mut self, pid: i32) {
+        threads::set_descriptor_limit(raise_nofile());
         self.task = Some(pid);
         self.procs.entry(pid).or_default();
         self.cpu_start = own_cpu_time();

@@ -17,6 +17,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What `/proc/<pid>/task/<tid>/stat` says (field numbers as in proc(5)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -161,10 +162,33 @@ pub enum Read<'a> {
     Failed(String),
 }
 
+/// The longest per-thread file read (`children` of a thread with 100,000 children is
+/// 700 KB; the others are a few KB).
+pub const MAX_FILE: usize = 1 << 20;
+
+/// How many descriptors the handles may keep open, process-wide (descriptors are): past it a
+/// file is opened, read and closed at each read, so that every thread is still read and the
+/// housekeeper keeps descriptors to list `/proc/<pid>/task` and follow the log with.
+static KEEP_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_KEEP);
+/// Half of the usual soft limit of 1024, until [`set_descriptor_limit`] is called.
+const DEFAULT_KEEP: usize = 512;
+/// Descriptors the handles hold.
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// Lets the handles keep half of `nofile` descriptors (`RLIMIT_NOFILE`'s soft limit) open;
+/// the rest are for everything else the launcher opens.
+pub fn set_descriptor_limit(nofile: u64) {
+    KEEP_LIMIT.store(
+        (nofile / 2).min(usize::MAX as u64) as usize,
+        Ordering::Relaxed,
+    );
+}
+
 /// One per-thread file, opened on first use and re-read with `pread` at offset 0: a `/proc`
 /// file regenerates its text on every read from offset 0, so keeping it open saves the path
-/// walk of every poll. When the process runs out of descriptors it reads by path instead.
-/// The buffer is kept too, so a poll allocates nothing for a thread it reads.
+/// walk of every poll, as long as the descriptor limit allows (see [`set_descriptor_limit`]);
+/// past it the file is opened for each read. The buffer is kept too, so a poll allocates
+/// nothing for a thread it reads.
 #[derive(Debug)]
 pub struct Handle {
     path: PathBuf,
@@ -182,28 +206,40 @@ impl Handle {
         }
     }
 
-    /// Reads the whole file.
+    /// Reads the whole file, if it is a regular file of at most [`MAX_FILE`] bytes.
     pub fn read(&mut self) -> Read<'_> {
-        if self.file.is_none() {
-            match File::open(&self.path) {
-                Ok(f) => self.file = Some(f),
-                Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
-                    return match std::fs::read(&self.path) {
-                        Ok(b) if b.is_empty() => Read::Gone,
-                        Ok(b) => Read::Text(String::from_utf8_lossy(&b).into_owned().into()),
-                        Err(e) => classify(e, &self.path),
-                    };
+        let opened;
+        let file = match &self.file {
+            Some(f) => f,
+            None => {
+                let mut read = std::fs::OpenOptions::new();
+                let f = match crate::bounded::open_regular(&self.path, read.read(true)) {
+                    Ok(f) => f,
+                    Err(e) => return classify(e, &self.path),
+                };
+                let limit = KEEP_LIMIT.load(Ordering::Relaxed);
+                let kept = KEPT
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                        (n < limit).then_some(n + 1)
+                    })
+                    .is_ok();
+                if kept {
+                    &*self.file.insert(f)
+                } else {
+                    opened = f;
+                    &opened
                 }
-                Err(e) => return classify(e, &self.path),
             }
-        }
-        let file = self.file.as_ref().expect("opened above");
+        };
         if self.buf.len() < 1024 {
             self.buf.resize(1024, 0);
         }
         let mut len = 0;
         let result = loop {
             if len == self.buf.len() {
+                if len >= MAX_FILE {
+                    break Err(crate::bounded::too_long(MAX_FILE as u64));
+                }
                 self.buf.resize(self.buf.len() * 2, 0);
             }
             match file.read_at(&mut self.buf[len..], len as u64) {
@@ -225,6 +261,14 @@ impl Handle {
             Ok(()) if len == 0 => Read::Gone,
             Ok(()) => Read::Text(String::from_utf8_lossy(&self.buf[..len])),
             Err(e) => classify(e, &self.path),
+        }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            KEPT.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -332,6 +376,40 @@ mod tests {
         assert_eq!((s.migrations, s.voluntary, s.involuntary), (None, 12, 4));
         assert_eq!(parse_children("19830 19831 \n"), vec![19830, 19831]);
         assert!(parse_children("").is_empty());
+    }
+
+    #[test]
+    fn a_file_that_is_no_proc_file_is_refused_not_read() {
+        let failed = |h: &mut Handle| match h.read() {
+            Read::Failed(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            failed(&mut Handle::new("/dev/zero".into())),
+            "not a regular file"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("stat");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(2 * MAX_FILE as u64)
+            .unwrap();
+        let why = failed(&mut Handle::new(big));
+        assert_eq!(why, format!("longer than {MAX_FILE} bytes: not read"));
+    }
+
+    #[test]
+    fn past_the_descriptor_limit_a_file_is_read_without_keeping_it_open() {
+        let own = format!("/proc/self/task/{}/stat", nix::unistd::gettid());
+        set_descriptor_limit(0);
+        let mut h = Handle::new(own.into());
+        let read = matches!(h.read(), Read::Text(_));
+        // Other tests may run meanwhile: with the limit at 0 they too just open each time.
+        KEEP_LIMIT.store(DEFAULT_KEEP, Ordering::Relaxed);
+        assert!(read);
+        assert!(h.file.is_none(), "kept open past the limit");
+        assert!(matches!(h.read(), Read::Text(_)));
+        assert!(h.file.is_some(), "kept open within the limit");
     }
 
     #[test]
