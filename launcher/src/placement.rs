@@ -230,7 +230,7 @@ impl Follower {
                 // Only a regular file gets here, so the check for more is a plain read.
                 let mut byte = [0u8];
                 if file.read_at(&mut byte, self.offset).is_ok_and(|n| n > 0) {
-                    self.problem = Some(crate::bounded::too_long(MAX_BYTES).to_string());
+                    self.problem = Some(format!("over {MAX_BYTES} bytes: the rest was not read"));
                 }
                 break;
             }
@@ -390,7 +390,7 @@ mod tests {
         assert_eq!(f.offset, MAX_BYTES);
         assert_eq!(
             f.problem.as_deref(),
-            Some(format!("longer than {MAX_BYTES} bytes: not read").as_str())
+            Some(format!("over {MAX_BYTES} bytes: the rest was not read").as_str())
         );
     }
 
