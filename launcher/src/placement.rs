@@ -5,8 +5,9 @@
 //! The schema is documented in the README ("Placement log").
 //!
 //! The task writes the log, so it is read as bytes under caps: a record with invalid UTF-8 is
-//! repaired (U+FFFD), not lost; a line longer than [`MAX_LINE`] is skipped to its newline; no
-//! more than [`MAX_BYTES`] are read in a run; and only a regular file is read at all.
+//! repaired (U+FFFD), not lost; a line longer than [`MAX_LINE`] is skipped to its newline; a
+//! read takes at most as many bytes as its caller allows (the report's, [`MAX_BYTES`]); and
+//! only a regular file is read at all.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -18,7 +19,8 @@ use std::path::{Path, PathBuf};
 /// of the kernel's longest (4096 bytes), every byte escaped, stays below it.
 pub const MAX_LINE: usize = 64 * 1024;
 
-/// The most bytes of the log read in one run (about 200,000 records).
+/// The most bytes of the log read for the report (about 200,000 records, each kept in memory
+/// until the report is written).
 pub const MAX_BYTES: u64 = 64 << 20;
 
 /// One decision of the shim (or of the housekeeper).
@@ -168,8 +170,8 @@ fn parse_line(line: &[u8]) -> Option<Record> {
     }
 }
 
-/// The log file, read as it grows: what was appended since the last [`Follower::poll`],
-/// up to [`MAX_BYTES`] in all. Opened once, so a task that replaces the file is not followed.
+/// The log file, read as it grows: what was appended since the last [`Follower::poll`].
+/// Opened once, so a task that replaces the file is not followed.
 #[derive(Debug)]
 pub struct Follower {
     path: PathBuf,
@@ -180,7 +182,7 @@ pub struct Follower {
     buf: Vec<u8>,
     /// The records so far, split.
     pub lines: Lines,
-    /// Why the log, or part of it, was not read (not a regular file, too long).
+    /// Why the log was not read (not a regular file, a read error).
     pub problem: Option<String>,
 }
 
@@ -202,8 +204,14 @@ impl Follower {
         &self.path
     }
 
-    /// Reads what was appended since the last call, handing each complete record to `each`.
-    pub fn poll(&mut self, mut each: impl FnMut(Record)) {
+    /// Bytes read so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Reads what was appended since the last call, at most `max` bytes, handing each
+    /// complete record to `each`.
+    pub fn poll(&mut self, max: u64, mut each: impl FnMut(Record)) {
         if self.problem.is_some() {
             return;
         }
@@ -224,14 +232,10 @@ impl Follower {
         if self.buf.is_empty() {
             self.buf = vec![0u8; 64 * 1024];
         }
+        let end = self.offset.saturating_add(max);
         loop {
-            let room = (MAX_BYTES - self.offset).min(self.buf.len() as u64) as usize;
+            let room = (end - self.offset).min(self.buf.len() as u64) as usize;
             if room == 0 {
-                // Only a regular file gets here, so the check for more is a plain read.
-                let mut byte = [0u8];
-                if file.read_at(&mut byte, self.offset).is_ok_and(|n| n > 0) {
-                    self.problem = Some(format!("over {MAX_BYTES} bytes: the rest was not read"));
-                }
                 break;
             }
             match file.read_at(&mut self.buf[..room], self.offset) {
@@ -250,11 +254,11 @@ impl Follower {
     }
 }
 
-/// Reads the log file whole, within the caps; a missing file is an empty log.
+/// Reads the log file's first [`MAX_BYTES`]; a missing file is an empty log.
 pub fn read(path: &Path) -> Log {
     let mut records = Vec::new();
     let mut follower = Follower::new(path.to_path_buf());
-    follower.poll(|r| records.push(r));
+    follower.poll(MAX_BYTES, |r| records.push(r));
     follower.lines.finish(&mut |r| records.push(r));
     Log {
         records,
@@ -368,7 +372,7 @@ mod tests {
     fn a_log_that_is_not_a_regular_file_is_not_read() {
         for path in ["/dev/zero", "/dev/full"] {
             let mut f = Follower::new(path.into());
-            f.poll(|_| panic!("a record from {path}"));
+            f.poll(MAX_BYTES, |_| panic!("a record from {path}"));
             assert_eq!(f.problem.as_deref(), Some("not a regular file"));
             assert!(read(Path::new(path)).records.is_empty());
         }
@@ -381,38 +385,15 @@ mod tests {
         let path = dir.path().join("log");
         let mut file = std::fs::File::create(&path).unwrap();
         writeln!(file, "{}", record(1, "a")).unwrap();
-        // Sparse: MAX_BYTES of zeros cost no disk.
-        file.set_len(MAX_BYTES + 10).unwrap();
+        // Sparse: megabytes of zeros that cost no disk.
+        file.set_len(3 << 20).unwrap();
         let mut f = Follower::new(path.clone());
         let mut got = Vec::new();
-        f.poll(|r| got.push(r.tid));
+        f.poll(1 << 20, |r| got.push(r.tid));
         assert_eq!(got, [1]);
-        assert_eq!(f.offset, MAX_BYTES);
-        assert_eq!(
-            f.problem.as_deref(),
-            Some(format!("over {MAX_BYTES} bytes: the rest was not read").as_str())
-        );
-    }
-
-    #[test]
-    fn folds_records_per_thread() {
-        let text = r#"{"time":1.5,"pid":10,"tid":10,"comm":"app","exe":"/bin/app","event":"init","call":"init","requested":null,"cpu":1,"slot":0,"role":"main","shared":false,"placed_by":"shim"}
-{"time":1.6,"pid":10,"tid":11,"comm":"app","exe":"/bin/app","event":"create","call":"pthread_create","requested":null,"cpu":0,"slot":1,"role":"worker","shared":false,"placed_by":"shim"}
-{"time":1.7,"pid":10,"tid":11,"comm":"w1","exe":"/bin/app","event":"set","call":"sched_setaffinity","requested":"0-1","cpu":0,"slot":1,"role":"worker","shared":false,"placed_by":"shim"}
-{"time":1.8,"pid":10,"tid":11,"comm":"w1","exe":"/bin/app","event":"exit","call":"exit","requested":null,"cpu":null,"slot":1,"role":"worker","shared":false,"placed_by":"shim"}
-{"time":1.9,"pid":10,"tid":1
-"#;
-        let log = parse(text.as_bytes());
-        assert_eq!(log.bad_lines, 1);
-        let t = log.threads();
-        assert_eq!(t.len(), 2);
-        assert_eq!(
-            (t[0].tid, t[0].role.as_str(), t[0].cpu, t[0].slot),
-            (10, "main", Some(1), Some(0))
-        );
-        assert_eq!(
-            (t[1].comm.as_str(), t[1].set_calls, t[1].exited, t[1].cpu),
-            ("w1", 1, true, Some(0))
-        );
+        assert_eq!(f.offset(), 1 << 20);
+        f.poll(1 << 20, |_| {});
+        assert_eq!(f.offset(), 2 << 20);
+        assert_eq!(f.problem, None);
     }
 }
