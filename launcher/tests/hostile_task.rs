@@ -300,3 +300,41 @@ fn a_raised_descriptor_limit_is_the_launchers_alone() {
         assert_eq!(nofile, "nofile 1024");
     }
 }
+
+#[test]
+fn devices_and_fifos_in_an_fsroot_dump_are_errors_not_endless_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(common::fixture_root("offline-cpu0-node0"))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let proc = root.join("proc");
+    for file in ["cmdline", "interrupts"] {
+        let _ = std::fs::remove_file(proc.join(file));
+        std::os::unix::fs::symlink("/dev/zero", proc.join(file)).unwrap();
+    }
+    let _ = std::fs::remove_file(proc.join("stat"));
+    nix::unistd::mkfifo(
+        &proc.join("stat"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit -v {VM_KIB} && exec timeout -k 1 20 \"$@\""))
+        .arg("sh")
+        .arg(common::bin("goset-run"))
+        .args(["--dry-run", "-n", "1", "--fsroot"])
+        .arg(&root)
+        .args(["--", "true"]);
+    let out = run(cmd);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    for file in ["/proc/cmdline", "/proc/interrupts", "/proc/stat"] {
+        let line = format!("  {file}: not a regular file\n");
+        assert!(out.stderr.contains(&line), "{}", out.stderr);
+    }
+}
