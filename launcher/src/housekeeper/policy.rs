@@ -76,7 +76,7 @@ fn least_loaded(load: &[u32]) -> Option<usize> {
 /// The policy: actions for `threads` given the live count of each slot (`live[s]`, threads of
 /// the shim and of the housekeeper alike). Demotions come first so that their slots are free
 /// for the burners; burners claim in order of demand (then tid), each taking the least-loaded
-/// slot (lowest index on ties, as [`SlotTable::claim`] does).
+/// slot (lowest index on ties, as [`goset_plan::SlotTable::claim_among`] does).
 pub fn decide(threads: &[View], live: &[u32], policy: &Policy) -> Vec<Action> {
     let mut load = live.to_vec();
     let mut actions = Vec::new();

@@ -3,7 +3,10 @@
 //!
 //! Owns: parsing `/proc/<pid>/task/<tid>/{stat,schedstat,sched,status}` and `children`, and
 //! reading them cheaply (`pread` at offset 0 on a file kept open, so a poll is one syscall per
-//! file, not open + read + close). Must not: decide placement or print.
+//! file, not open + read + close) within a process-wide budget of descriptors, past which a
+//! file is opened for each read: a task's thread count must not exhaust the launcher's
+//! descriptors. Only a regular file of at most [`MAX_FILE`] bytes is read. Must not: decide
+//! placement or print.
 //!
 //! Why these files are silent: each is generated from fields of the thread's `task_struct`
 //! (`se.sum_exec_runtime`, `sched_info.run_delay`, `nvcsw`, `se.nr_migrations`, `task_cpu()`)
