@@ -295,7 +295,7 @@ pub fn emit(r: &Record) {
     let (head, tail) = line.as_bytes().split_at(exe_at);
     // SAFETY: EXE was written at initialisation, before any record.
     let exe = unsafe { EXE.get() }.as_bytes();
-    for _ in 0..2 {
+    for _ in 0..3 {
         let fd = FD.load(Ordering::Acquire);
         if fd < 0 {
             return;
@@ -316,13 +316,22 @@ pub fn emit(r: &Record) {
 
 /// `stale` is not the log's file any more (the program closed it, and maybe reused the
 /// number): reopen the log path, or stop logging with one warning. Never closes `stale`, which
-/// is not ours. True when the record may be tried again on a new descriptor.
+/// is not ours. True when the record may be tried again on a new descriptor (another thread's
+/// replacement included).
 #[cold]
 #[inline(never)]
 fn replace(stale: i32) -> bool {
     if REPLACING.swap(true, Ordering::Acquire) {
-        // Another thread is on it: this record is dropped.
-        return false;
+        // Another thread is reopening the log: wait for it (briefly: a few system calls), then
+        // try the record on its descriptor.
+        for _ in 0..10_000 {
+            if !REPLACING.load(Ordering::Acquire) {
+                break;
+            }
+            // SAFETY: sched_yield has no arguments and no memory effects.
+            unsafe { sys::syscall6(libc::SYS_sched_yield, [0; 6]) };
+        }
+        return true;
     }
     let retry = if FD.load(Ordering::Acquire) != stale {
         true
