@@ -7,7 +7,7 @@
 //! Owns: the handlers, the task's pid they forward to, and the first signal that arrived before
 //! there was a task. Must not: do anything in a handler but atomics, `getpid` and `kill`.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The signals the launcher outlives.
@@ -45,10 +45,35 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
     }
 }
 
+/// Bit `sig`: a handled signal that was blocked before [`hold`] blocked it, so the child
+/// keeps it blocked.
+static BLOCKED_BEFORE: AtomicU64 = AtomicU64::new(0);
+
+/// In a forked child: the handled signals [`hold`] blocked are unblocked again, so the task
+/// starts with the mask goset-run was given (a mask is inherited across exec; `std::process`
+/// does not reset it).
+extern "C" fn unblock_in_child() {
+    let before = BLOCKED_BEFORE.load(Ordering::Relaxed);
+    // SAFETY: sigemptyset, sigaddset and pthread_sigmask on a local set are async-signal-safe.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in HANDLED.into_iter().filter(|&s| before & (1 << s) == 0) {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// Installs the handlers (handlers, not SIG_IGN, which exec would pass on to the task).
 pub fn install() {
     // SAFETY: getpid has no preconditions.
     LAUNCHER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    static AT_FORK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: the child handler is an extern "C" fn that only changes the signal mask.
+    AT_FORK.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(unblock_in_child));
+    });
     for sig in HANDLED {
         // SAFETY: a zeroed sigaction with a valid SA_SIGINFO handler is well-formed.
         unsafe {
@@ -74,7 +99,7 @@ pub struct Held {
     old: libc::sigset_t,
 }
 
-/// Blocks the handled signals (the child's mask is reset before exec by `std::process`).
+/// Blocks the handled signals (a forked child unblocks them again, see [`unblock_in_child`]).
 pub fn hold() -> Held {
     // SAFETY: both sets are valid; pthread_sigmask only changes this thread's mask.
     unsafe {
@@ -85,6 +110,11 @@ pub fn hold() -> Held {
         }
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        let before = HANDLED
+            .into_iter()
+            .filter(|&s| libc::sigismember(&old, s) == 1)
+            .fold(0u64, |bits, s| bits | 1 << s);
+        BLOCKED_BEFORE.store(before, Ordering::Relaxed);
         Held { old }
     }
 }
