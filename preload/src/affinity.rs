@@ -10,7 +10,8 @@
 //! view: the kernel is asked first, into the caller's buffer, so its checks (EFAULT, EINVAL
 //! for a short buffer, ESRCH) and its return value (the bytes written, which libomp sizes its
 //! masks from) are kept, and only the bytes it wrote are replaced. Threads the shim does not
-//! know (another process's, one it did not place) read their kernel mask. The caller's mask is copied
+//! know (another process's, one it did not place), helpers and launcher threads (whose
+//! requests the shim applies, clamped) read their kernel mask. The caller's mask is copied
 //! with `process_vm_readv`, so that a bad pointer gets the kernel's EFAULT (the call is passed
 //! through) rather than a fault in the shim; a vfork child's calls pass through, since the
 //! cached pid, tid and placements it sees are its parent's. Under a seccomp filter (which may
@@ -45,8 +46,8 @@ fn of_tid(cfg: &Config, pid: i32, call: &str) -> Target {
     if pid == process::pid() {
         return Target::Placed(pid, process::main_placement());
     }
-    if let Some(p) = thread::find_tid(pid) {
-        return Target::Placed(pid, p);
+    if let Some(k) = thread::find_tid(pid) {
+        return Target::Placed(pid, k.placement);
     }
     if let Some((_, slot)) = cfg.table.find(pid) {
         let p = Placement {
@@ -84,7 +85,7 @@ fn answer(cfg: &Config, target: Target, requested: &CpuSet, call: &str) -> Optio
         // Our CPU is unusable (hot-unplugged, cgroup changed): let the request through.
         return None;
     }
-    if let Some(cell) = view_cell(tid) {
+    if let Some(cell) = view_cell(tid).filter(|_| !p.role.is_clamped()) {
         cell.put(Some(&view::granted(requested)));
     }
     if !thread::repeats_last_set(fingerprint(tid, requested, &set)) {
@@ -101,7 +102,7 @@ fn view_cell(tid: i32) -> Option<&'static View> {
     } else if tid == thread::tid() {
         thread::own_view()
     } else {
-        thread::view_of_tid(tid)
+        thread::find_tid(tid).map(|k| k.view)
     }
 }
 
@@ -110,11 +111,56 @@ pub fn own_view() -> Option<&'static View> {
     view_cell(thread::tid())
 }
 
-/// What a thread of the task with view cell `cell` reads: its view, else (it never asked,
-/// or has no cell) the task's CPUs.
-fn seen(cfg: &Config, cell: Option<&View>) -> CpuSet {
-    cell.and_then(View::get)
-        .unwrap_or_else(|| cfg.plan.cpu_set())
+/// The thread a reader asks about: the tid to ask the kernel about (0: the caller), its role
+/// and its view cell.
+struct Read {
+    tid: i32,
+    role: Role,
+    cell: Option<&'static View>,
+}
+
+impl Read {
+    /// The calling thread.
+    fn own() -> Read {
+        Read {
+            tid: 0,
+            role: process::recorded().role,
+            cell: own_view(),
+        }
+    }
+
+    /// This process's main thread.
+    fn main() -> Read {
+        Read {
+            tid: process::pid(),
+            role: process::main_placement().role,
+            cell: Some(thread::main_view()),
+        }
+    }
+
+    /// Another placed thread of this process.
+    fn known(k: thread::Known) -> Read {
+        Read {
+            tid: k.tid,
+            role: k.placement.role,
+            cell: Some(k.view),
+        }
+    }
+
+    /// What the thread reads: its view, or the task's CPUs when it never asked (or has no
+    /// cell). `None` for helpers and launcher threads, which read their kernel mask: the
+    /// shim applied their requests for real, clamped to the reservation, and a launcher that
+    /// re-applies what it reads (mpirun does, through hwloc) must stay on the housekeeper.
+    fn view(&self, cfg: &Config) -> Option<CpuSet> {
+        if self.role.is_clamped() {
+            return None;
+        }
+        Some(
+            self.cell
+                .and_then(View::get)
+                .unwrap_or_else(|| cfg.plan.cpu_set()),
+        )
+    }
 }
 
 /// A hash of the target, the requested mask and the applied mask (word at a time: this runs
@@ -220,8 +266,8 @@ pub unsafe fn pthread_set(thread: pthread_t, len: usize, mask: *const libc::cpu_
     // SAFETY: pthread_self and pthread_equal have no preconditions.
     let target = if unsafe { libc::pthread_equal(thread, libc::pthread_self()) } != 0 {
         Target::Placed(thread::tid(), process::current(cfg, call))
-    } else if let Some((tid, p)) = thread::find_thread(thread) {
-        Target::Placed(tid, p)
+    } else if let Some(k) = thread::find_thread(thread) {
+        Target::Placed(k.tid, k.placement)
     } else if process::is_main_thread(thread) {
         Target::Placed(process::pid(), process::main_placement())
     } else {
@@ -280,20 +326,21 @@ pub unsafe fn sched_get(pid: i32, len: usize, mask: *mut u8) -> i64 {
     let Some((_guard, cfg)) = reading() else {
         return ret;
     };
-    let me = thread::tid();
-    let cell = if pid == 0 || pid == me {
-        view_cell(me)
+    let read = if pid == 0 || pid == thread::tid() {
+        Read::own()
     } else if pid == process::pid() {
-        Some(thread::main_view())
+        Read::main()
     } else {
-        match thread::view_of_tid(pid) {
-            Some(cell) => Some(cell),
+        match thread::find_tid(pid) {
+            Some(k) => Read::known(k),
             // Not a thread the shim placed in this process: its kernel mask.
             None => return ret,
         }
     };
-    // SAFETY: the kernel has just written ret bytes at mask.
-    unsafe { view::fill(mask, ret as usize, &seen(cfg, cell)) };
+    if let Some(view) = read.view(cfg) {
+        // SAFETY: the kernel has just written ret bytes at mask.
+        unsafe { view::fill(mask, ret as usize, &view) };
+    }
     ret
 }
 
@@ -330,26 +377,27 @@ pub unsafe fn pthread_get(thread: pthread_t, size: usize, mask: *mut libc::cpu_s
         return pass();
     };
     // SAFETY: pthread_self and pthread_equal have no preconditions.
-    let (tid, cell) = if unsafe { libc::pthread_equal(thread, libc::pthread_self()) } != 0 {
-        (0, own_view())
-    } else if let Some((tid, cell)) = thread::view_of_thread(thread) {
-        (tid, Some(cell))
+    let read = if unsafe { libc::pthread_equal(thread, libc::pthread_self()) } != 0 {
+        Read::own()
+    } else if let Some(k) = thread::find_thread(thread) {
+        Read::known(k)
     } else if process::is_main_thread(thread) {
-        (process::pid(), Some(thread::main_view()))
+        Read::main()
     } else {
         return pass();
     };
     let mask = mask.cast::<u8>();
     // SAFETY: the caller's buffer; the kernel checks it.
-    let ret = unsafe { get_raw(tid, size, mask) };
+    let ret = unsafe { get_raw(read.tid, size, mask) };
     if let Some(e) = sys::error_of(ret) {
         return e;
     }
-    // SAFETY: the kernel has just written ret bytes at mask, and the caller promises size.
-    unsafe {
-        view::fill(mask, ret as usize, &seen(cfg, cell));
-        view::zero_rest(mask, ret as usize, size);
+    if let Some(view) = read.view(cfg) {
+        // SAFETY: the kernel has just written ret bytes at mask.
+        unsafe { view::fill(mask, ret as usize, &view) };
     }
+    // SAFETY: the caller promises size writable bytes, as with glibc.
+    unsafe { view::zero_rest(mask, ret as usize, size) };
     0
 }
 

@@ -210,28 +210,33 @@ fn by_thread(thread: libc::pthread_t) -> Option<(i32, &'static Entry)> {
     })
 }
 
-fn placement_of(e: &Entry) -> Placement {
-    Placement::unpack(e.placement.load(Ordering::Acquire))
+/// A thread of this process the shim placed, as the registry knows it.
+#[derive(Clone, Copy)]
+pub struct Known {
+    /// Its tid.
+    pub tid: i32,
+    /// Its placement.
+    pub placement: Placement,
+    /// Its view cell.
+    pub view: &'static View,
 }
 
-/// The placement of this process's thread `tid`, if the shim placed it.
-pub fn find_tid(tid: i32) -> Option<Placement> {
-    by_tid(tid).map(placement_of)
+fn known(tid: i32, e: &'static Entry) -> Known {
+    Known {
+        tid,
+        placement: Placement::unpack(e.placement.load(Ordering::Acquire)),
+        view: &e.view,
+    }
 }
 
-/// The tid and placement of this process's thread `thread`, if the shim placed it.
-pub fn find_thread(thread: libc::pthread_t) -> Option<(i32, Placement)> {
-    by_thread(thread).map(|(tid, e)| (tid, placement_of(e)))
+/// This process's thread `tid`, if the shim placed it.
+pub fn find_tid(tid: i32) -> Option<Known> {
+    by_tid(tid).map(|e| known(tid, e))
 }
 
-/// The view cell of this process's thread `tid`, if the shim placed it.
-pub fn view_of_tid(tid: i32) -> Option<&'static View> {
-    by_tid(tid).map(|e| &e.view)
-}
-
-/// The tid and view cell of this process's thread `thread`, if the shim placed it.
-pub fn view_of_thread(thread: libc::pthread_t) -> Option<(i32, &'static View)> {
-    by_thread(thread).map(|(tid, e)| (tid, &e.view))
+/// This process's thread `thread`, if the shim placed it.
+pub fn find_thread(thread: libc::pthread_t) -> Option<Known> {
+    by_thread(thread).map(|(tid, e)| known(tid, e))
 }
 
 /// The calling thread's own view cell, when it has a registry entry (the main thread has
@@ -282,11 +287,12 @@ mod tests {
     fn registry_finds_by_tid_and_thread() {
         let p = Placement::unslotted(Role::Helper, Some(3));
         register(999_999, 77, p);
-        assert_eq!(find_tid(999_999), Some(p));
-        assert_eq!(find_thread(77), Some((999_999, p)));
+        assert_eq!(find_tid(999_999).map(|k| k.placement), Some(p));
+        let k = find_thread(77).unwrap();
+        assert_eq!((k.tid, k.placement), (999_999, p));
         let (_, entry) = take_state();
         unregister(entry);
-        assert_eq!(find_tid(999_999), None);
+        assert!(find_tid(999_999).is_none());
     }
 
     #[test]
@@ -301,16 +307,16 @@ mod tests {
         }
         assert!(entries.iter().any(|&e| e >= CHUNK), "{entries:?}");
         let last = base + n as i32 - 1;
-        assert_eq!(find_tid(last).and_then(|p| p.cpu), Some((n - 1) % 7));
-        let view = view_of_tid(last).unwrap();
-        assert_eq!(view.get(), None, "a new entry has no view");
-        view.put(Some(&goset_plan::CpuSet::single(3)));
-        let (tid, by_thread) = view_of_thread(1_000_000 + n as libc::pthread_t - 1).unwrap();
-        assert_eq!(tid, last);
-        assert_eq!(by_thread.get(), Some(goset_plan::CpuSet::single(3)));
+        let k = find_tid(last).unwrap();
+        assert_eq!(k.placement.cpu, Some((n - 1) % 7));
+        assert_eq!(k.view.get(), None, "a new entry has no view");
+        k.view.put(Some(&goset_plan::CpuSet::single(3)));
+        let by_thread = find_thread(1_000_000 + n as libc::pthread_t - 1).unwrap();
+        assert_eq!(by_thread.tid, last);
+        assert_eq!(by_thread.view.get(), Some(goset_plan::CpuSet::single(3)));
         for e in entries {
             unregister(e);
         }
-        assert_eq!(find_tid(last), None);
+        assert!(find_tid(last).is_none());
     }
 }

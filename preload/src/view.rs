@@ -9,7 +9,9 @@
 //! success where the kernel would have refused). A new thread without an attr mask, and a
 //! forked child's main thread, start with the view of the thread that created them, as the
 //! kernel mask is inherited; an exec'd image starts with none. Helpers and launcher threads
-//! follow the same rules, so a runtime that verifies its binding reads back what it asked.
+//! have no view: the shim applies their requests for real (clamped to the reservation), so
+//! they read their kernel mask, and a launcher that re-applies what it reads (mpirun, through
+//! hwloc) stays on the housekeeper instead of spreading over the task's CPUs.
 //!
 //! Owns: those rules, the lock-free cell that holds one thread's view (a sequence lock over
 //! atomics, so any thread may read any other's), and putting a view into a caller's buffer.
