@@ -22,6 +22,7 @@ const BOOLEAN: &[&str] = &[
     "dry-run",
     "quiet",
     "main-on-housekeeper",
+    "die-with-launcher",
     "help",
     "version",
     "cgroup",
@@ -72,6 +73,10 @@ pub struct RunArgs {
     /// programs whose main thread only coordinates).
     #[arg(long)]
     pub main_on_housekeeper: bool,
+    /// End the task (SIGKILL) when goset-run dies first: killed with SIGKILL or crashed
+    /// (otherwise the task goes on alone).
+    #[arg(long)]
+    pub die_with_launcher: bool,
     /// Print the selection and exit without running anything.
     #[arg(long)]
     pub dry_run: bool,
@@ -242,6 +247,8 @@ pub struct RunOptions {
     pub skip: u64,
     /// See [`RunArgs::main_on_housekeeper`].
     pub main_on_housekeeper: bool,
+    /// See [`RunArgs::die_with_launcher`].
+    pub die_with_launcher: bool,
     /// Selection only.
     pub dry_run: bool,
     /// JSON report destination.
@@ -340,6 +347,7 @@ impl RunArgs {
             interval: Duration::from_millis(self.interval),
             skip: skip_arg(&self.skip)?,
             main_on_housekeeper: self.main_on_housekeeper,
+            die_with_launcher: self.die_with_launcher,
             dry_run: self.dry_run,
             json: self.json.clone(),
             log: self.log.clone(),
@@ -372,6 +380,7 @@ mod tests {
                 "1,3",
                 "-numa=-1",
                 "-dry-run=true",
+                "-die-with-launcher",
                 "--",
                 "-include"
             ]),
@@ -383,6 +392,7 @@ mod tests {
                 "1,3",
                 "--numa=-1",
                 "--dry-run",
+                "--die-with-launcher",
                 "--",
                 "-include"
             ]

@@ -26,6 +26,17 @@ pub struct ReadError {
     pub reason: String,
 }
 
+impl ReadError {
+    /// A fact of the machine rather than a failure of this run: a per-CPU file that a driver
+    /// this machine lacks would provide (no cpufreq or thermal driver, as on a VM), or one not
+    /// read because reading it would interrupt a task CPU. `--quiet` leaves these out.
+    pub fn is_machine_fact(&self) -> bool {
+        self.file.starts_with("/sys/devices/system/cpu/cpuN/")
+            && (self.reason.starts_with("missing on cpus ")
+                || self.reason.starts_with("not read (kernel"))
+    }
+}
+
 impl fmt::Display for ReadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.file, self.reason)
@@ -113,6 +124,19 @@ mod tests {
         assert_eq!(err.to_string(), "/proc/interrupts: missing");
         assert!(FsRoot::default().read("/proc/self/status").is_ok());
         assert!(FsRoot::default().is_live());
+    }
+
+    #[test]
+    fn missing_drivers_are_facts_of_the_machine_not_errors_of_the_run() {
+        let e = |file: &str, reason: &str| ReadError {
+            file: file.into(),
+            reason: reason.into(),
+        };
+        let cpufreq = "/sys/devices/system/cpu/cpuN/cpufreq/scaling_cur_freq";
+        assert!(e(cpufreq, "missing on cpus 0,1: no cpufreq driver").is_machine_fact());
+        assert!(e(cpufreq, "not read (kernel 5.10) on cpus 1: it would IPI").is_machine_fact());
+        assert!(!e(cpufreq, "permission denied on cpus 1").is_machine_fact());
+        assert!(!e("/proc/interrupts", "missing").is_machine_fact());
     }
 
     #[test]

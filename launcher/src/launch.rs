@@ -72,8 +72,8 @@ fn select_cpus(opts: &RunOptions) -> Result<(Topology, Noise, select::Selection)
     Ok((topo, noise, selection))
 }
 
-/// Where `--json` goes, opened before anything runs so that a bad path is a usage error and
-/// not a lost report after the task ran.
+/// Where `--json` goes, opened before anything runs (by the rules of [`crate::userfile`]) so
+/// that a bad path is a usage error and not a lost report after the task ran.
 enum JsonSink {
     None,
     Stdout,
@@ -86,11 +86,7 @@ impl JsonSink {
             None => Ok(JsonSink::None),
             Some(p) if p == Path::new("-") => Ok(JsonSink::Stdout),
             // Not truncated yet: a run that fails before the report leaves the old file.
-            Some(p) => std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(p)
+            Some(p) => crate::userfile::open(p)
                 .map(|f| JsonSink::File(f, p.to_path_buf()))
                 .map_err(|e| Error::Usage(format!("--json {}: cannot create: {e}", p.display()))),
         }
@@ -103,8 +99,11 @@ impl JsonSink {
         let (result, name) = match self {
             JsonSink::None => return,
             JsonSink::Stdout => (output::to_stdout(&text), "-".into()),
+            // Only a regular file is emptied: a pipe or a terminal (`/dev/stdout`) cannot be.
             JsonSink::File(mut f, path) => (
-                f.set_len(0).and_then(|_| f.write_all(text.as_bytes())),
+                f.metadata()
+                    .and_then(|m| if m.is_file() { f.set_len(0) } else { Ok(()) })
+                    .and_then(|_| f.write_all(text.as_bytes())),
                 path.display().to_string(),
             ),
         };
@@ -191,6 +190,7 @@ fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared>
         // The plan names the log; a GOSET_LOG left in the environment would override it and
         // hide the task's threads from the report.
         env_remove: vec!["GOSET_LOG".into(), "GOSET_CPUS".into()],
+        die_with_launcher: opts.die_with_launcher,
     };
     Ok(Prepared {
         launch,
@@ -262,6 +262,17 @@ fn execute(
     })
 }
 
+/// What `--quiet` prints: the Errors table without the machine's facts (no cpufreq or thermal
+/// driver, as on every VM), which are not errors of this run.
+fn quiet_errors(errors: &[ReadError]) -> String {
+    let of_this_run: Vec<ReadError> = errors
+        .iter()
+        .filter(|e| !e.is_machine_fact())
+        .cloned()
+        .collect();
+    report::telemetry::render_errors(&of_this_run)
+}
+
 /// Runs `goset-run` with validated options; returns the exit code.
 pub fn run(opts: &RunOptions) -> Result<i32> {
     crate::signals::install();
@@ -275,7 +286,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     if opts.dry_run {
         let errors_table = report::telemetry::render_errors(&errors);
         if opts.quiet {
-            output::to_stderr(&errors_table);
+            output::to_stderr(&quiet_errors(&errors));
         } else {
             output::to_stderr(&format!(
                 "{}{}{errors_table}",
@@ -299,7 +310,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     merge_errors(&mut errors, &run.errors);
     let errors_table = report::telemetry::render_errors(&errors);
     if opts.quiet {
-        output::to_stderr(&errors_table);
+        output::to_stderr(&quiet_errors(&errors));
     } else {
         use report::telemetry as tele;
         let threads_table = if run.threads.is_empty() {

@@ -19,3 +19,4 @@ pub mod signals;
 pub mod task;
 pub mod taskenv;
 pub mod topology;
+pub mod userfile;

@@ -1,7 +1,11 @@
 //! The run directory: where the launcher exports the plan and the slot table for the shim.
 //!
 //! `/run/goset/<id>/` for root, `$XDG_RUNTIME_DIR/goset/<id>/` otherwise (falling back to
-//! `/tmp/goset-<uid>/<id>/`). The directory is removed when the [`RunDir`] is dropped.
+//! `/tmp/goset-<uid>/<id>/`), private (0700). The directory is removed when the [`RunDir`] is
+//! dropped. `<id>` is `<pid>-<start time>`, so that a launcher killed with SIGKILL, whose
+//! directory stays, can be told from a later one with the same pid: the next launcher removes
+//! it ([`sweep`]), and a reused pid never names the same directory (the shim of a task left
+//! running would otherwise join the new run's slot table).
 //!
 //! It also holds `lib/<platform>/libgoset.so`, symlinks to the shim, so that the task's
 //! `LD_PRELOAD` can name `<dir>/lib/$PLATFORM/libgoset.so`: glibc's loader expands the
@@ -198,20 +202,111 @@ fn private_base(base: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Names `log` in `plan`, or says why the shim could not read it back.
+fn set_log(plan: &mut Plan, log: &Path) -> Result<()> {
+    if plan.set_log_path(log.as_os_str().as_encoded_bytes()) {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "--log {}: path too long, holding a newline, or beginning or ending with a blank",
+        log.display()
+    )))
+}
+
+/// Checks the user's `--log` path, names it in `plan` and empties it, so that the report reads
+/// only this run's records; returns its absolute path. Only a regular file, opened by the rules
+/// of [`crate::userfile`], is a log.
+fn kept_log(plan: &mut Plan, log: &Path) -> Result<PathBuf> {
+    let usage =
+        |e: std::io::Error| Error::Usage(format!("--log {}: cannot create: {e}", log.display()));
+    let path = std::path::absolute(log).map_err(usage)?;
+    set_log(plan, &path)?;
+    let file = crate::userfile::open(&path).map_err(|e| match e.raw_os_error() {
+        // A FIFO without a reader, or a socket.
+        Some(libc::ENXIO) => usage(crate::bounded::not_regular()),
+        _ => usage(e),
+    })?;
+    match file.metadata() {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(usage(crate::bounded::not_regular())),
+        Err(e) => return Err(usage(e)),
+    }
+    file.set_len(0).map_err(usage)?;
+    Ok(path)
+}
+
+/// This launcher's run directory name: `<pid>-<start>`, the start time (clock ticks after boot,
+/// field 22 of `/proc/<pid>/stat`) telling this process from an earlier one with the same pid.
+fn own_name() -> std::io::Result<String> {
+    let pid = std::process::id();
+    let start = start_ticks(pid)
+        .ok_or_else(|| std::io::Error::other(format!("no start time in /proc/{pid}/stat")))?;
+    Ok(format!("{pid}-{start}"))
+}
+
+/// The start time of process `pid`, if it is alive.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    crate::housekeeper::threads::parse_stat(&text).map(|s| s.start_ticks)
+}
+
+/// The pid and start time a run directory's name holds, if it has the shape [`own_name`]
+/// gives (and no other spelling of it: no sign, no leading zero).
+fn parse_name(name: &str) -> Option<(u32, u64)> {
+    let (pid, start) = name.split_once('-')?;
+    let parsed = (pid.parse().ok()?, start.parse().ok()?);
+    (format!("{}-{}", parsed.0, parsed.1) == name && parsed.0 != 0).then_some(parsed)
+}
+
+/// Removes the run directories in `base` whose launcher is gone (killed with SIGKILL, or a
+/// crash): a directory of ours, by name and owner, whose pid is not alive with the start time
+/// the name holds. A live launcher's directory, another name, a link or another owner's entry
+/// stays. `remove_dir_all` does not follow links, so nothing outside the directory goes.
+fn sweep(base: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    for entry in entries.flatten() {
+        let Some((pid, start)) = entry.file_name().to_str().and_then(parse_name) else {
+            continue;
+        };
+        let ours =
+            std::fs::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if ours && start_ticks(pid) != Some(start) {
+            // Another launcher may be sweeping it too.
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 impl RunDir {
     /// Creates a fresh run directory, writes `plan` (with the log path set) and `slots`, and
     /// links the shim under `lib/`. `log` is where the placement log goes; `None` keeps it
-    /// inside the directory.
+    /// inside the directory. First removes the directories of launchers that are gone
+    /// ([`sweep`]).
     pub fn create(plan: &Plan, log: Option<&Path>, shim: &Path) -> Result<RunDir> {
-        let base = base_dir();
+        use std::os::unix::fs::DirBuilderExt;
         let fail = |what: &str, path: &Path, e: std::io::Error| {
             Error::System(format!("cannot create {what} {}: {e}", path.display()))
         };
+        let mut plan = plan.clone();
+        // A kept log is the user's path: checked (and emptied) before anything is created.
+        let kept = log.map(|l| kept_log(&mut plan, l)).transpose()?;
+        let base = base_dir();
         private_base(&base).map_err(|e| fail("run directory", &base, e))?;
-        let dir = base.join(std::process::id().to_string());
-        // A directory left by a crashed launcher with our pid holds nothing of value.
+        sweep(&base);
+        let name = own_name().map_err(|e| fail("run directory in", &base, e))?;
+        let dir = base.join(name);
+        // Only this process has this name: a directory under it is a previous boot's.
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).map_err(|e| fail("run directory", &dir, e))?;
+        // 0700: the plan and the log of root's task are nobody else's to read.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| fail("run directory", &dir, e))?;
         let shim = std::fs::canonicalize(shim).map_err(|e| fail("shim link to", shim, e))?;
         let platform = at_platform();
         let linked = link_shim(&dir, &shim, &platform_names(platform.as_deref()))
@@ -221,25 +316,19 @@ impl RunDir {
             preload: preload_entry(&dir, &shim, linked),
             dir,
         };
-        let mut plan = plan.clone();
-        let log = match log {
-            Some(l) => std::path::absolute(l).map_err(|e| fail("log", l, e))?,
-            None => run_dir.log.clone(),
-        };
-        if !plan.set_log_path(log.as_os_str().as_encoded_bytes()) {
-            return Err(Error::Usage(format!(
-                "--log {}: path too long, holding a newline, or beginning or ending with a blank",
-                log.display()
-            )));
+        match kept {
+            Some(path) => run_dir.log = path,
+            None => {
+                let log = run_dir.log.clone();
+                set_log(&mut plan, &log)?;
+                crate::bounded::create_regular(&log).map_err(|e| fail("log", &log, e))?;
+            }
         }
-        // Truncate a kept log so the report reads only this run's records.
-        crate::bounded::create_regular(&log).map_err(|e| fail("log", &log, e))?;
         let plan_path = run_dir.dir.join(PLAN_FILE);
         std::fs::write(&plan_path, plan.to_text()).map_err(|e| fail("plan", &plan_path, e))?;
         let slots_path = run_dir.dir.join(SLOTS_FILE);
         slots::create_file(&slots_path, plan.slot_count())
             .map_err(|e| fail("slot table", &slots_path, e))?;
-        run_dir.log = log;
         Ok(run_dir)
     }
 
@@ -291,6 +380,24 @@ pub fn find_shim() -> Result<Option<PathBuf>> {
 mod tests {
     use super::*;
     use std::os::unix::ffi::OsStrExt;
+
+    #[test]
+    fn run_directory_names_are_pid_and_start_time_in_one_spelling() {
+        assert_eq!(parse_name("42-1234"), Some((42, 1234)));
+        for odd in [
+            "42", "042-1", "42-01", "+42-1", "42-+1", "0-5", "42-1-2", "a-1", "42-", "-1", "",
+        ] {
+            assert_eq!(parse_name(odd), None, "{odd}");
+        }
+        let own = own_name().unwrap();
+        let (pid, start) = parse_name(&own).unwrap();
+        assert_eq!(pid, std::process::id());
+        assert_eq!(
+            start_ticks(pid),
+            Some(start),
+            "this process is its own live launcher"
+        );
+    }
 
     #[test]
     fn platform_names_cover_glibcs_intel_names_on_x86_64() {

@@ -1,7 +1,8 @@
 //! Starting the task on its CPUs and waiting for it.
 //!
-//! Owns: the child's process mask and memory policy (set between fork and exec), its start
-//! under held signals (see [`crate::signals`]), `wait4` with rusage, and the mapping of a wait status to goset-run's exit code.
+//! Owns: the child's process mask, memory policy and parent-death signal (set between fork and
+//! exec), its start under held signals (see [`crate::signals`]), `wait4` with rusage, and the
+//! mapping of a wait status to goset-run's exit code.
 
 use crate::error::{Error, Result};
 use crate::signals;
@@ -24,6 +25,8 @@ pub struct Launch {
     pub env: Vec<(OsString, OsString)>,
     /// Variables removed from the inherited environment.
     pub env_remove: Vec<OsString>,
+    /// The task gets SIGKILL when the launcher dies first (`PR_SET_PDEATHSIG`).
+    pub die_with_launcher: bool,
 }
 
 /// How the task ended.
@@ -147,6 +150,26 @@ fn set_mempolicy_bind(node: usize) -> std::io::Result<()> {
     }
 }
 
+/// In the child before exec: asks for SIGKILL when the launcher dies. The signal comes when
+/// the thread that forked ends, and goset-run forks from its main thread, which lives as long
+/// as the launcher. SIGKILL rather than SIGTERM: the launcher forwards every signal it can
+/// catch and waits for the task, so it dies first only by SIGKILL or a crash, and nobody is
+/// left to follow a SIGTERM that the task ignores with a SIGKILL.
+fn die_with(launcher: libc::pid_t) -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no memory.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // The launcher may have died before the prctl, and then no signal comes.
+    // SAFETY: getppid and raise are async-signal-safe.
+    unsafe {
+        if libc::getppid() != launcher {
+            libc::raise(libc::SIGKILL);
+        }
+    }
+    Ok(())
+}
+
 impl Task {
     /// Starts the task: process mask and memory policy are set in the child before exec.
     pub fn start(launch: &Launch) -> Result<Task> {
@@ -162,6 +185,9 @@ impl Task {
         let cpus = launch.cpus;
         let node = launch.node;
         let closed = CLOSED_STDIO.load(Ordering::Relaxed);
+        let die_with_launcher = launch.die_with_launcher;
+        // SAFETY: getpid cannot fail.
+        let launcher = unsafe { libc::getpid() };
         // SAFETY: the closure only makes async-signal-safe system calls.
         unsafe {
             cmd.pre_exec(move || {
@@ -174,6 +200,9 @@ impl Task {
                 }
                 if let Some(node) = node {
                     set_mempolicy_bind(node)?;
+                }
+                if die_with_launcher {
+                    die_with(launcher)?;
                 }
                 Ok(())
             });
