@@ -59,7 +59,7 @@ fn of_tid(cfg: &Config, pid: i32, call: &str) -> Target {
         };
         return Target::Placed(pid, p);
     }
-    let mut path = sys::Buf::<48>::new();
+    let mut path = crate::buf::Buf::<48>::new();
     let _ = core::fmt::Write::write_fmt(&mut path, format_args!("/proc/self/task/{pid}"));
     match path.c_str() {
         Some(p) if sys::exists(p) => Target::Unplaced(pid),

@@ -10,8 +10,8 @@
 //! - [`affinity`]: the affinity entry points, answered with the thread's own CPU; the readers,
 //!   answered with the thread's view ([`view`]: what it asked for, else the task's CPUs);
 //! - [`placement`], [`role`]: placements and roles; [`thread`]: per-thread state;
-//! - [`attr`], [`log`], [`env`], [`real`], [`sys`]: attr copies, the JSON log, getenv,
-//!   the real libc functions, raw system calls.
+//! - [`attr`], [`log`], [`env`], [`real`], [`sys`], [`buf`]: attr copies, the JSON log,
+//!   getenv, the real libc functions, raw system calls, fixed buffers and static scratch.
 //!
 //! Every exported symbol is listed below; each hook is a thin `extern "C"` function that hands
 //! over to its module. Under `cargo test` nothing is exported, so tests do not interpose on
@@ -26,6 +26,7 @@
 
 pub mod affinity;
 pub mod attr;
+pub mod buf;
 pub mod config;
 pub mod create;
 pub mod env;

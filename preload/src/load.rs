@@ -16,10 +16,11 @@
 //! (not the constructor) is the first call of the process. Must not: allocate, lock, or be
 //! called but through [`crate::config`].
 
+use crate::buf::{Buf, Exclusive};
 use crate::log::{self, warn_once};
 use crate::role;
 use crate::settings::Config;
-use crate::sys::{self, Buf, Exclusive};
+use crate::sys;
 use goset_plan::plan::{LOG_FILE, PLAN_FILE, SLOTS_FILE};
 use goset_plan::{cpulist, slots, CpuSet, Plan, SlotTable};
 

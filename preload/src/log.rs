@@ -17,8 +17,9 @@
 //! Must not: allocate, lock, use std I/O, or make a system call on a hook path that does not
 //! log; it never writes to stdout.
 
+use crate::buf::{Buf, Exclusive};
 use crate::role::Role;
-use crate::sys::{self, Buf, Exclusive, Identity};
+use crate::sys::{self, Identity};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use goset_plan::cpulist;

@@ -7,9 +7,10 @@
 //! Records are labelled, since a thread's tid is not known to the parent that claims for it:
 //! a main thread's record carries its tid (= pid), any other thread's carries `-pid`.
 
+use crate::buf::Buf;
 use crate::role::Role;
 use crate::settings::Config;
-use crate::sys::{self, Buf};
+use crate::sys;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use goset_plan::slots::Claim;
 use goset_plan::CpuSet;

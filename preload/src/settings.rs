@@ -6,7 +6,7 @@
 //! initialise anything itself (`config`, above every placing module, does that through
 //! `load`), or import a module that places threads: they all import this one.
 
-use crate::sys::Exclusive;
+use crate::buf::Exclusive;
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU8, Ordering};
 use goset_plan::{CpuSet, Plan, SlotTable};
