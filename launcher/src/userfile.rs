@@ -5,15 +5,11 @@
 //! swap for a link afterwards (the shim and the housekeeper reopen the log by its name).
 //! Must not: truncate or write; the callers do, once the file is known to be the right one.
 //!
-//! The rule, as root, for a file in a directory that other users can write to (group- or
-//! world-writable, or owned by another user): the file itself must not be a symbolic link
-//! (`O_NOFOLLOW`); an existing file must be a regular file with one link, owned by root or by
-//! the directory's owner; and a group- or world-writable directory must be sticky, so that
-//! nobody else can rename or remove root's file later. In a directory only root can write to
-//! (`/dev/stdout` in `/dev`, a link root made), links are followed as before. Other users'
-//! runs follow links: they cannot be made to write anywhere they could not write anyway, and the
-//! kernel's `fs.protected_symlinks` guards their sticky directories.
+//! The rule, as root, is [`goset_plan::rootfile`]'s. Other users' runs follow links: they
+//! cannot be made to write anywhere they could not write anyway, and the kernel's
+//! `fs.protected_symlinks` guards their sticky directories.
 
+use goset_plan::rootfile::{self, Owned};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -34,8 +30,8 @@ pub fn open(path: &Path) -> io::Result<File> {
     let dir_file = open_dir(dir)?;
     let dir_meta = dir_file.metadata()?;
     // SAFETY: geteuid cannot fail.
-    let guarded = unsafe { libc::geteuid() } == 0 && others_can_write(&dir_meta);
-    if guarded && dir_meta.mode() & 0o022 != 0 && dir_meta.mode() & libc::S_ISVTX == 0 {
+    let guarded = unsafe { libc::geteuid() } == 0 && rootfile::others_can_write(owned(&dir_meta));
+    if guarded && rootfile::others_can_swap(owned(&dir_meta)) {
         return Err(refused(&format!(
             "other users can write to {} and it is not sticky, so they could swap the file for a link (name a file in a directory of root's)",
             dir.display()
@@ -76,8 +72,7 @@ pub fn open(path: &Path) -> io::Result<File> {
     };
     if guarded {
         let meta = file.metadata()?;
-        if !meta.is_file() || meta.nlink() != 1 || (meta.uid() != 0 && meta.uid() != dir_meta.uid())
-        {
+        if !rootfile::is_safe_in(owned(&meta), owned(&dir_meta)) {
             return Err(refused(&format!(
                 "in {}, which other users can write to, it must be a regular file with one link, of root's or of the directory's owner",
                 dir.display()
@@ -87,9 +82,12 @@ pub fn open(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
-/// A directory that users other than root can add names to.
-fn others_can_write(dir: &std::fs::Metadata) -> bool {
-    dir.uid() != 0 || dir.mode() & 0o022 != 0
+fn owned(meta: &std::fs::Metadata) -> Owned {
+    Owned {
+        uid: meta.uid(),
+        mode: meta.mode(),
+        nlink: meta.nlink(),
+    }
 }
 
 /// Whether `name` in `dir` is a symbolic link.

@@ -1,9 +1,10 @@
 //! The contract between `goset-run` and `libgoset.so`.
 //!
-//! This crate owns the three things both sides must agree on, and nothing else:
+//! This crate owns the four things both sides must agree on, and nothing else:
 //! - [`cpulist`]: the kernel's cpulist syntax (`1,3-5`, `0-10:2`), parsed without allocation;
 //! - [`plan`]: the plan file the launcher writes into the run directory and the shim reads;
-//! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task.
+//! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task;
+//! - [`rootfile`]: when root may write a file at a name a user gave (the log, the report).
 //!
 //! Everything the shim calls here is allocation-free and lock-free, so it is safe on hook paths,
 //! after `fork` and in a `vfork` child. The launcher-only helpers (formatting the plan) allocate.
@@ -11,6 +12,7 @@
 pub mod cpulist;
 pub mod cpuset;
 pub mod plan;
+pub mod rootfile;
 pub mod slots;
 
 pub use cpulist::CpuListError;

@@ -344,9 +344,29 @@ impl fmt::Debug for Plan {
     }
 }
 
+/// goset's own programs: the shim stays out of them entirely (a goset-run started inside a
+/// goset task must pin itself and its task with the real calls, not be placed as a worker),
+/// and goset-run starts them on the task's CPUs, not on a slot.
+const GOSET_PROGRAMS: &[&[u8]] = &[b"goset-run", b"goset"];
+
+/// Whether executable path `exe` (as `/proc/<pid>/exe` resolves it) is one of goset's own
+/// programs.
+pub fn is_goset_program(exe: &[u8]) -> bool {
+    let name = exe.rsplit(|&c| c == b'/').next().unwrap_or(exe);
+    GOSET_PROGRAMS.contains(&name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn goset_itself_is_recognised_by_executable() {
+        assert!(is_goset_program(b"/work/target/release/goset-run"));
+        assert!(is_goset_program(b"/usr/bin/goset"));
+        assert!(is_goset_program(b"goset"));
+        assert!(!is_goset_program(b"/usr/bin/gosetx"));
+    }
 
     #[test]
     fn round_trips_through_text() {

@@ -71,7 +71,7 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
     let scratch = unsafe { SCRATCH.get_mut() };
     let exe_len = sys::readlink(b"/proc/self/exe\0", &mut scratch.exe).unwrap_or(0);
     let exe = &scratch.exe[..exe_len];
-    if role::is_goset(exe) {
+    if goset_plan::plan::is_goset_program(exe) {
         // Not a problem to warn about: goset's own programs are never placed.
         return Err(Disabled);
     }
@@ -187,7 +187,7 @@ fn map_table(c_path: &[u8], slot_count: usize) -> Result<&'static SlotTable, Tab
     let flags = libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
     let fd = sys::open(c_path, flags, 0).map_err(TableError::Open)?;
     let table = match sys::fstat(fd) {
-        Some((_, kind, size)) if kind == libc::S_IFREG && size == SlotTable::SIZE as u64 => {
+        Some(st) if st.kind == libc::S_IFREG && st.size == SlotTable::SIZE as u64 => {
             slots::map(Some(fd))
         }
         _ => None,

@@ -21,7 +21,7 @@ use crate::buf::{Buf, Exclusive};
 use crate::role::Role;
 use crate::sys::{self, Identity};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use goset_plan::cpulist;
 use goset_plan::CpuSet;
 
@@ -174,6 +174,11 @@ static REPLACING: AtomicBool = AtomicBool::new(false);
 /// The log path, NUL-terminated, and the escaped executable path: written at initialisation.
 static PATH: Exclusive<Buf<PATH_MAX>> = Exclusive::new(Buf::new());
 static EXE: Exclusive<Buf<EXE_JSON_MAX>> = Exclusive::new(Buf::new());
+/// The log's directory, NUL-terminated, and where the file's name starts in [`PATH`]: root
+/// opens the log in the directory it checked (see [`goset_plan::rootfile`]). Written at
+/// initialisation.
+static DIR: Exclusive<Buf<PATH_MAX>> = Exclusive::new(Buf::new());
+static NAME_AT: AtomicUsize = AtomicUsize::new(0);
 /// What fd 2 was at start; the warning is written there only while it still is.
 static STDERR_KNOWN: AtomicBool = AtomicBool::new(false);
 static STDERR_DEV: AtomicU64 = AtomicU64::new(0);
@@ -244,6 +249,12 @@ pub unsafe fn open(path: &[u8]) -> bool {
     let stored = unsafe { PATH.get_mut() };
     stored.truncate(0);
     stored.push(path);
+    let (dir, name_at) = split_dir(path);
+    // SAFETY: as PATH.
+    let dir_stored = unsafe { DIR.get_mut() };
+    dir_stored.truncate(0);
+    dir_stored.push(dir).push(b"\0");
+    NAME_AT.store(name_at, Ordering::Relaxed);
     let opened = match stored.c_str() {
         Some(c_path) => open_file(c_path),
         None => Err(libc::ENAMETOOLONG),
@@ -254,15 +265,32 @@ pub unsafe fn open(path: &[u8]) -> bool {
             install(fd, id);
         }
         Err(e) => warn_once(format_args!(
-            "cannot open the placement log {} ({}); not logging",
+            "cannot open the placement log {} ({}){}; not logging",
             core::str::from_utf8(path).unwrap_or("(not utf-8)"),
-            sys::ErrnoName(e)
+            sys::ErrnoName(e),
+            if sys::geteuid() == 0 && (e == libc::EPERM || e == libc::ELOOP) {
+                ": as root, in a directory others can write to, the log must be a regular file \
+                 of root's (or of the directory's owner) with one link, not a symbolic link, \
+                 and the directory sticky"
+            } else {
+                ""
+            }
         )),
     }
     enabled()
 }
 
-/// Opens the log file (appending, never blocking) on a high descriptor.
+/// `path`'s directory and where its last component starts.
+fn split_dir(path: &[u8]) -> (&[u8], usize) {
+    match path.iter().rposition(|&b| b == b'/') {
+        None => (b".", 0),
+        Some(0) => (b"/", 1),
+        Some(at) => (&path[..at], at + 1),
+    }
+}
+
+/// Opens the log file (appending, never blocking) on a high descriptor; as root, by
+/// [`goset_plan::rootfile`]'s rule (EPERM when the rule refuses, ELOOP for a link).
 fn open_file(c_path: &[u8]) -> Result<(i32, Identity), i32> {
     let flags = libc::O_WRONLY
         | libc::O_CREAT
@@ -270,7 +298,13 @@ fn open_file(c_path: &[u8]) -> Result<(i32, Identity), i32> {
         | libc::O_CLOEXEC
         | libc::O_NONBLOCK
         | libc::O_NOCTTY;
-    let fd = sys::open(c_path, flags, 0o644)?;
+    let fd = if sys::geteuid() == 0 {
+        // SAFETY: DIR was written at initialisation, before any open, and is read-only since.
+        let dir = unsafe { DIR.get() }.as_bytes();
+        open_as_root(dir, &c_path[NAME_AT.load(Ordering::Relaxed)..], flags)?
+    } else {
+        sys::open(c_path, flags, 0o644)?
+    };
     let high = sys::dup_high(fd);
     if high != fd {
         sys::close(fd);
@@ -279,6 +313,40 @@ fn open_file(c_path: &[u8]) -> Result<(i32, Identity), i32> {
         Some(id) => Ok((high, id)),
         None => Err(libc::EBADF),
     }
+}
+
+/// Opens `name` in `dir` (both NUL-terminated) through one descriptor of the directory, so
+/// that a directory renamed meanwhile cannot send the open elsewhere.
+fn open_as_root(dir: &[u8], name: &[u8], flags: i32) -> Result<i32, i32> {
+    use goset_plan::rootfile;
+    let dir_fd = sys::open(dir, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)?;
+    let opened = (|| {
+        let dir_st = sys::fstat(dir_fd).ok_or(libc::EBADF)?.owned;
+        let guarded = rootfile::others_can_write(dir_st);
+        if !guarded {
+            return sys::open_in(dir_fd, name, flags, 0o644);
+        }
+        if rootfile::others_can_swap(dir_st) {
+            return Err(libc::EPERM);
+        }
+        let fd = sys::open_in(dir_fd, name, flags | libc::O_NOFOLLOW, 0o644).map_err(|e| {
+            // Some kernels check O_CREAT's permission (EACCES) before the link (ELOOP).
+            if sys::is_link_in(dir_fd, name) {
+                libc::ELOOP
+            } else {
+                e
+            }
+        })?;
+        match sys::fstat(fd) {
+            Some(st) if rootfile::is_safe_in(st.owned, dir_st) => Ok(fd),
+            _ => {
+                sys::close(fd);
+                Err(libc::EPERM)
+            }
+        }
+    })();
+    sys::close(dir_fd);
+    opened
 }
 
 /// Whether records are written.
@@ -405,6 +473,14 @@ mod tests {
         let mut out = String::new();
         escape(&mut out, s).unwrap();
         out
+    }
+
+    #[test]
+    fn a_log_path_splits_into_its_directory_and_its_name() {
+        assert_eq!(split_dir(b"log"), (&b"."[..], 0));
+        assert_eq!(split_dir(b"/log"), (&b"/"[..], 1));
+        assert_eq!(split_dir(b"/tmp/x/log"), (&b"/tmp/x"[..], 7));
+        assert_eq!(split_dir(b"a/log"), (&b"a"[..], 2));
     }
 
     #[test]

@@ -103,15 +103,6 @@ pub fn until_nul(name: &[u8]) -> &[u8] {
     }
 }
 
-/// goset's own programs: the shim stays out of them entirely (a goset-run started inside a
-/// goset task must pin itself and its task with the real calls, not be placed as a worker).
-const GOSET_PROGRAMS: &[&[u8]] = &[b"goset-run", b"goset"];
-
-/// Whether executable path `exe` is one of goset's own programs.
-pub fn is_goset(exe: &[u8]) -> bool {
-    GOSET_PROGRAMS.contains(&basename(exe))
-}
-
 /// Whether a process with executable path `exe` and name `comm` is a launcher.
 pub fn is_launcher(exe: &[u8], comm: &[u8]) -> bool {
     let exe = basename(exe);
@@ -135,13 +126,6 @@ pub fn is_skipped(skip: u64, index: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn goset_itself_is_recognised_by_executable() {
-        assert!(is_goset(b"/work/target/release/goset-run"));
-        assert!(is_goset(b"/usr/bin/goset"));
-        assert!(!is_goset(b"/usr/bin/gosetx"));
-    }
 
     #[test]
     fn launchers_by_exe_or_comm() {

@@ -184,11 +184,62 @@ pub fn seccomp_filtered() -> bool {
 
 /// `openat(AT_FDCWD, path, flags, mode)`; `path` must end with a NUL byte. The error is an errno.
 pub fn open(path: &[u8], flags: i32, mode: u32) -> Result<i32, i32> {
-    let ret = at_cwd(libc::SYS_openat, path, flags as i64, mode as i64)?;
+    open_in(libc::AT_FDCWD, path, flags, mode)
+}
+
+/// `openat(dir, name, flags, mode)`; `name` must end with a NUL byte. The error is an errno.
+pub fn open_in(dir: i32, name: &[u8], flags: i32, mode: u32) -> Result<i32, i32> {
+    if name.last() != Some(&0) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: name is NUL-terminated and lives across the call.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_openat,
+            [
+                dir as i64,
+                name.as_ptr() as i64,
+                flags as i64,
+                mode as i64,
+                0,
+                0,
+            ],
+        )
+    };
     match error_of(ret) {
         Some(e) => Err(e),
         None => Ok(ret as i32),
     }
+}
+
+/// Whether `name` (NUL-terminated) in the directory `dir` is a symbolic link.
+pub fn is_link_in(dir: i32, name: &[u8]) -> bool {
+    if name.last() != Some(&0) {
+        return false;
+    }
+    let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: name is NUL-terminated; the kernel writes one stat struct into st.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_newfstatat,
+            [
+                dir as i64,
+                name.as_ptr() as i64,
+                st.as_mut_ptr() as i64,
+                libc::AT_SYMLINK_NOFOLLOW as i64,
+                0,
+                0,
+            ],
+        )
+    };
+    // SAFETY: newfstatat succeeded, so st is initialised.
+    ret == 0 && unsafe { st.assume_init_ref() }.st_mode & libc::S_IFMT == libc::S_IFLNK
+}
+
+/// The effective user id.
+pub fn geteuid() -> u32 {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { syscall6(libc::SYS_geteuid, [0; 6]) as u32 }
 }
 
 /// A `*at` system call on `path` relative to the working directory, with two more arguments;
@@ -287,9 +338,21 @@ pub struct Identity {
     pub ino: u64,
 }
 
-/// `fstat(fd)`: the file's identity, type (`S_IFMT` bits) and size; `None` for a descriptor
-/// that is not open.
-pub fn fstat(fd: i32) -> Option<(Identity, u32, u64)> {
+/// What `fstat` tells the shim about an open file.
+#[derive(Debug, Clone, Copy)]
+pub struct FileStat {
+    /// Device and inode.
+    pub id: Identity,
+    /// The type (`S_IFMT` bits).
+    pub kind: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Owner, mode and links, for [`goset_plan::rootfile`].
+    pub owned: goset_plan::rootfile::Owned,
+}
+
+/// `fstat(fd)`; `None` for a descriptor that is not open.
+pub fn fstat(fd: i32) -> Option<FileStat> {
     let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: the kernel writes one stat struct into st.
     let ret = unsafe {
@@ -303,16 +366,24 @@ pub fn fstat(fd: i32) -> Option<(Identity, u32, u64)> {
     }
     // SAFETY: fstat succeeded, so st is initialised.
     let st = unsafe { st.assume_init_ref() };
-    let id = Identity {
-        dev: st.st_dev,
-        ino: st.st_ino,
-    };
-    Some((id, st.st_mode & libc::S_IFMT, st.st_size as u64))
+    Some(FileStat {
+        id: Identity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        },
+        kind: st.st_mode & libc::S_IFMT,
+        size: st.st_size as u64,
+        owned: goset_plan::rootfile::Owned {
+            uid: st.st_uid,
+            mode: st.st_mode,
+            nlink: st.st_nlink,
+        },
+    })
 }
 
 /// The identity of `fd`, when it is open.
 pub fn identity(fd: i32) -> Option<Identity> {
-    fstat(fd).map(|(id, _, _)| id)
+    fstat(fd).map(|st| st.id)
 }
 
 /// Lowest descriptor the shim keeps its own files on, when the limit allows: far above the
@@ -399,7 +470,7 @@ fn open_regular(path: &[u8]) -> Result<i32, FileError> {
     let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
     let fd = open(path, flags, 0).map_err(FileError::Os)?;
     match fstat(fd) {
-        Some((_, kind, _)) if kind == libc::S_IFREG => Ok(fd),
+        Some(st) if st.kind == libc::S_IFREG => Ok(fd),
         _ => {
             close(fd);
             Err(FileError::NotRegular)

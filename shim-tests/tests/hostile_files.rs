@@ -232,3 +232,66 @@ fn a_setuid_program_opens_no_path_from_the_environment() {
     assert!(!log.exists(), "GOSET_LOG was created by a setuid program");
     assert!(!plan.exists(), "GOSET_PLAN was created by a setuid program");
 }
+
+/// Makes `path` belong to nobody (65534), as if another user had made it.
+fn give_away(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: c is a NUL-terminated path.
+    assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
+}
+
+#[test]
+fn as_root_goset_log_does_not_follow_a_link_planted_where_others_can_write() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip_note("as_root_goset_log_...: the link rule is root's (run as root to test it)");
+        return;
+    }
+    let Some(prog) = Program::c("pthreads.c") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "victim\n").unwrap();
+    let shared = tmp.path().join("shared");
+    let open_dir = tmp.path().join("open");
+    for (dir, mode) in [(&shared, 0o1777), (&open_dir, 0o777)] {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let log = shared.join("log");
+    std::os::unix::fs::symlink(&victim, &log).unwrap();
+    give_away(&log);
+    warns(&prog, &[("GOSET_LOG", &log)], "ELOOP");
+    std::fs::remove_file(&log).unwrap();
+    // Another user's file, a hard link to root's file, a directory without the sticky bit.
+    std::fs::write(&log, "theirs\n").unwrap();
+    give_away(&log);
+    warns(
+        &prog,
+        &[("GOSET_LOG", &log)],
+        "as root, in a directory others can write to",
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "theirs\n");
+    std::fs::remove_file(&log).unwrap();
+    std::fs::hard_link(&victim, &log).unwrap();
+    warns(&prog, &[("GOSET_LOG", &log)], "EPERM");
+    std::fs::remove_file(&log).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim\n");
+    warns(&prog, &[("GOSET_LOG", &open_dir.join("log"))], "EPERM");
+    assert!(!open_dir.join("log").exists());
+    // Root's own file in the sticky directory is logged to, and so is a link in a directory
+    // of root's.
+    let mine = tmp.path().join("mine");
+    std::os::unix::fs::symlink(&log, &mine).unwrap();
+    for path in [&log, &mine] {
+        let mut cmd = by_hand(prog.path(), "0");
+        cmd.arg("2").env("GOSET_LOG", path);
+        let outcome = run(cmd);
+        outcome.expect_code(0);
+        assert!(!outcome.stderr.contains("goset:"), "{}", outcome.dump());
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.matches("\"event\":\"init\"").count(), 2, "{text}");
+}
