@@ -14,7 +14,8 @@ use crate::placement;
 use crate::report::{self, SelectionReport};
 use crate::rundir::{self, RunDir};
 use crate::select;
-use crate::task::{Ending, Launch, Task, Usage};
+use crate::summary::RunSummary;
+use crate::task::{Launch, Task};
 use crate::taskenv;
 use crate::topology::Topology;
 use goset_plan::{CpuSet, Plan};
@@ -38,23 +39,6 @@ pub struct JsonReport<'a> {
     pub telemetry: Option<TelemetryReport>,
     /// Files that could not be read, once each.
     pub errors: Vec<ReadError>,
-}
-
-/// The Run section.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunSummary {
-    /// Wall time in seconds.
-    pub wall_s: f64,
-    /// CPU time over wall time, in percent (100 = one busy thread).
-    pub util_pct: f64,
-    /// goset-run's exit code (the task's status, or 128+signal).
-    pub exit: i32,
-    /// The signal that killed the task.
-    pub signal: Option<i32>,
-    /// `wait4` rusage.
-    pub rusage: Usage,
-    /// The shim was preloaded.
-    pub shim: bool,
 }
 
 /// Reads the machine and selects; shared by the dry run and the real one.
@@ -232,22 +216,7 @@ fn execute(
     let wall_s = started.elapsed().as_secs_f64();
     let outcome = hk.finish();
 
-    let cpu_s = rusage.user_s + rusage.system_s;
-    let summary = RunSummary {
-        wall_s,
-        util_pct: if wall_s > 0.0 {
-            100.0 * cpu_s / wall_s
-        } else {
-            0.0
-        },
-        exit: ending.exit_code(),
-        signal: match ending {
-            Ending::Signaled(s) => Some(s),
-            Ending::Exited(_) => None,
-        },
-        rusage,
-        shim: prepared.shim,
-    };
+    let summary = RunSummary::new(wall_s, ending, rusage, prepared.shim);
     let log = run_dir
         .map(|d| placement::read(d.log_path()))
         .unwrap_or_default();

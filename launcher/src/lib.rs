@@ -16,6 +16,7 @@ pub mod report;
 pub mod rundir;
 pub mod select;
 pub mod signals;
+pub mod summary;
 pub mod task;
 pub mod taskenv;
 pub mod topology;

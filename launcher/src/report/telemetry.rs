@@ -7,7 +7,7 @@ use super::table::{escape, Table};
 use crate::fsroot::ReadError;
 use crate::housekeeper::outcome::{TelemetryReport, ThreadReport};
 use crate::housekeeper::telemetry::CpuTelemetry;
-use crate::launch::RunSummary;
+use crate::summary::RunSummary;
 
 fn na<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "n/a".into(), |v| v.to_string())
