@@ -15,7 +15,7 @@ use crate::report::{self, SelectionReport};
 use crate::rundir::{self, RunDir};
 use crate::select;
 use crate::summary::RunSummary;
-use crate::task::{Launch, Task};
+use crate::task::{Launch, MainSlot, Task};
 use crate::taskenv;
 use crate::topology::Topology;
 use goset_plan::{CpuSet, Plan};
@@ -116,6 +116,9 @@ struct Prepared {
     launch: Launch,
     run_dir: Option<RunDir>,
     shim: bool,
+    /// The command is one the shim can reach and places (dynamically linked, not
+    /// secure-exec, not one of goset's own programs).
+    shim_reaches: bool,
 }
 
 /// Resolves the command, writes the plan and the run directory, builds the task's environment.
@@ -139,9 +142,14 @@ fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared>
     plan.skip = opts.skip;
     plan.main_on_housekeeper = opts.main_on_housekeeper;
 
+    let mut shim_reaches = false;
     let run_dir = match &shim {
         Some(lib) => {
             let why = crate::elf::read_file(&command).why_no_shim();
+            // The shim stays out of goset's own programs (resolved as the kernel will).
+            let exe = std::fs::canonicalize(&command).unwrap_or_else(|_| command.clone());
+            shim_reaches = why.is_none()
+                && !goset_plan::plan::is_goset_program(exe.as_os_str().as_encoded_bytes());
             if let Some(why) = why.filter(|_| !opts.quiet) {
                 output::to_stderr(&format!(
                     "goset-run: {}: {why}: libgoset.so cannot reach it, so the housekeeper places its threads\n",
@@ -175,10 +183,13 @@ fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared>
         // hide the task's threads from the report.
         env_remove: vec!["GOSET_LOG".into(), "GOSET_CPUS".into()],
         die_with_launcher: opts.die_with_launcher,
+        // Set once the slot table is mapped.
+        main_slot: None,
     };
     Ok(Prepared {
         launch,
         shim: shim.is_some(),
+        shim_reaches,
         run_dir,
     })
 }
@@ -209,7 +220,18 @@ fn execute(
     let root = FsRoot::default();
     let mut hk = Housekeeper::new(&root, settings, table, run_dir.map(|d| d.log_path()));
     let started = Instant::now();
-    let task = Task::start(&prepared.launch)?;
+    // Under the shim the main thread is born on its slot, which the shim adopts; with
+    // --main-on-housekeeper the shim sends it to the housekeeper CPU instead, and a program the
+    // shim cannot reach has all its threads placed (and reported) by the housekeeper.
+    let main_slot = (prepared.shim_reaches && !opts.main_on_housekeeper).then(|| MainSlot {
+        table,
+        cpus: selection.task_cpus.clone(),
+    });
+    let launch = Launch {
+        main_slot,
+        ..prepared.launch.clone()
+    };
+    let task = Task::start(&launch)?;
     hk.attach(task.pid());
     pin_self(selection.housekeeper);
     let (ending, rusage) = task.wait(opts.interval, || hk.poll());

@@ -112,15 +112,31 @@ pub struct Lines {
 
 impl Lines {
     /// Takes the next bytes of the log, handing each complete record to `each`.
-    pub fn feed(&mut self, mut bytes: &[u8], each: &mut impl FnMut(Record)) {
+    pub fn feed(&mut self, bytes: &[u8], each: &mut impl FnMut(Record)) {
+        self.feed_lines(bytes, &mut as_records(each));
+    }
+
+    /// The log ended: an unfinished last line is a bad one.
+    pub fn finish(&mut self, each: &mut impl FnMut(Record)) {
+        self.finish_lines(&mut as_records(each));
+    }
+
+    /// Takes the next bytes of the log, handing each complete non-blank line to `each`, which
+    /// says whether it was a record.
+    pub fn feed_lines(&mut self, mut bytes: &[u8], each: &mut impl FnMut(&[u8]) -> bool) {
         while let Some(end) = bytes.iter().position(|&b| b == b'\n') {
             if self.skipping {
                 self.skipping = false;
+            } else if self.partial.is_empty() && end <= MAX_LINE {
+                // The whole line is in this chunk: no copy.
+                self.take_line(&bytes[..end], each);
             } else if self.partial.len() + end > MAX_LINE {
                 self.long_line();
             } else {
                 self.partial.extend_from_slice(&bytes[..end]);
-                self.take_line(each);
+                let line = std::mem::take(&mut self.partial);
+                self.take_line(&line, each);
+                self.partial = line;
             }
             self.partial.clear();
             bytes = &bytes[end + 1..];
@@ -137,11 +153,11 @@ impl Lines {
         }
     }
 
-    /// The log ended: an unfinished last line is a bad one.
-    pub fn finish(&mut self, each: &mut impl FnMut(Record)) {
+    /// [`Lines::finish`] for [`Lines::feed_lines`].
+    pub fn finish_lines(&mut self, each: &mut impl FnMut(&[u8]) -> bool) {
         if !self.partial.is_empty() {
-            self.take_line(each);
-            self.partial.clear();
+            let line = std::mem::take(&mut self.partial);
+            self.take_line(&line, each);
         }
     }
 
@@ -150,20 +166,30 @@ impl Lines {
         self.long_lines += 1;
     }
 
-    fn take_line(&mut self, each: &mut impl FnMut(Record)) {
-        if self.partial.trim_ascii().is_empty() {
+    fn take_line(&mut self, line: &[u8], each: &mut impl FnMut(&[u8]) -> bool) {
+        if line.trim_ascii().is_empty() {
             return;
         }
-        match parse_line(&self.partial) {
-            Some(r) => each(r),
-            None => self.bad_lines += 1,
+        if !each(line) {
+            self.bad_lines += 1;
         }
+    }
+}
+
+/// A line handler that parses each line as a [`Record`] for `each`.
+fn as_records(each: &mut impl FnMut(Record)) -> impl FnMut(&[u8]) -> bool + '_ {
+    move |line| match parse_line(line) {
+        Some(r) => {
+            each(r);
+            true
+        }
+        None => false,
     }
 }
 
 /// One record from one line; a line of invalid UTF-8 (a thread's name is any bytes) is read
 /// with the bad bytes replaced, so the record still counts.
-fn parse_line(line: &[u8]) -> Option<Record> {
+pub fn parse_line(line: &[u8]) -> Option<Record> {
     match std::str::from_utf8(line) {
         Ok(text) => serde_json::from_str(text).ok(),
         Err(_) => serde_json::from_str(&String::from_utf8_lossy(line)).ok(),
@@ -212,6 +238,12 @@ impl Follower {
     /// Reads what was appended since the last call, at most `max` bytes, handing each
     /// complete record to `each`.
     pub fn poll(&mut self, max: u64, mut each: impl FnMut(Record)) {
+        self.poll_lines(max, as_records(&mut each));
+    }
+
+    /// [`Follower::poll`], handing each complete line to `each`, which says whether it was a
+    /// record.
+    pub fn poll_lines(&mut self, max: u64, mut each: impl FnMut(&[u8]) -> bool) {
         if self.problem.is_some() {
             return;
         }
@@ -242,7 +274,7 @@ impl Follower {
                 Ok(0) => break,
                 Ok(n) => {
                     self.offset += n as u64;
-                    self.lines.feed(&self.buf[..n], &mut each);
+                    self.lines.feed_lines(&self.buf[..n], &mut each);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {

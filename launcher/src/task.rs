@@ -27,6 +27,29 @@ pub struct Launch {
     pub env_remove: Vec<OsString>,
     /// The task gets SIGKILL when the launcher dies first (`PR_SET_PDEATHSIG`).
     pub die_with_launcher: bool,
+    /// Where the task's main thread starts: a slot claimed for it before exec.
+    pub main_slot: Option<MainSlot>,
+}
+
+/// The slot table and the CPU of each of its slots: the task's main thread claims its slot in
+/// the child before exec (labelled with its pid, as the shim labels a main thread's claim) and
+/// starts on that slot's CPU, so that it is born placed. The shim adopts the claim at its
+/// start; the housekeeper sees a thread on a planned CPU its process holds a claim for, and
+/// leaves it alone however long the shim takes to start (or the static program it is).
+#[derive(Clone)]
+pub struct MainSlot {
+    /// The table shared with the shim and the housekeeper.
+    pub table: &'static goset_plan::SlotTable,
+    /// The CPU of each slot, in slot order.
+    pub cpus: Vec<usize>,
+}
+
+impl std::fmt::Debug for MainSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MainSlot")
+            .field("cpus", &self.cpus)
+            .finish()
+    }
 }
 
 /// How the task ended.
@@ -186,6 +209,7 @@ impl Task {
         let node = launch.node;
         let closed = CLOSED_STDIO.load(Ordering::Relaxed);
         let die_with_launcher = launch.die_with_launcher;
+        let main_slot = launch.main_slot.clone();
         // SAFETY: getpid cannot fail.
         let launcher = unsafe { libc::getpid() };
         // SAFETY: the closure only makes async-signal-safe system calls.
@@ -194,7 +218,12 @@ impl Task {
                 for fd in (0..3).filter(|fd| closed & (1 << fd) != 0) {
                     libc::close(fd);
                 }
-                let (mask, len) = cpus.as_raw();
+                // A claim is a few atomic operations on the shared mapping: safe after fork.
+                let claimed = main_slot.as_ref().and_then(|m| {
+                    let claim = m.table.claim_among(libc::getpid(), m.cpus.len())?;
+                    m.cpus.get(claim.slot).map(|&cpu| CpuSet::single(cpu))
+                });
+                let (mask, len) = claimed.as_ref().unwrap_or(&cpus).as_raw();
                 if libc::sched_setaffinity(0, len, mask as *const libc::cpu_set_t) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }

@@ -109,11 +109,19 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool) {
     // SAFETY: pthread_self has no preconditions.
     MAIN_THREAD.store(unsafe { libc::pthread_self() } as usize, Ordering::Relaxed);
     let plan = &cfg.plan;
-    let p = if cfg.launcher {
-        Placement::unslotted(Role::Launcher, plan.housekeeper)
+    let unslotted = if cfg.launcher {
+        Some(Placement::unslotted(Role::Launcher, plan.housekeeper))
     } else if ROOT.load(Ordering::Relaxed) && plan.main_on_housekeeper && plan.housekeeper.is_some()
     {
-        Placement::unslotted(Role::Main, plan.housekeeper)
+        Some(Placement::unslotted(Role::Main, plan.housekeeper))
+    } else {
+        None
+    };
+    let p = if let Some(p) = unslotted {
+        // A slot claimed for this pid (by goset-run before exec, or by the image before an
+        // exec) is not this image's to hold.
+        cfg.table.release_all(pid);
+        p
     } else {
         if fresh_image {
             // Threads of this pid's previous image died at exec without releasing their slots.

@@ -199,8 +199,11 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
                         v.put(Some(&set));
-                        let got = v.get().expect("a set was written");
-                        assert!(sets_contains(&got), "torn read: {got:?}");
+                        // None only when a writer was preempted mid-write for all of a
+                        // reader's tries (a loaded machine): never a torn set.
+                        if let Some(got) = v.get() {
+                            assert!(sets_contains(&got), "torn read: {got:?}");
+                        }
                     }
                 })
             })

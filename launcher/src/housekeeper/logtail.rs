@@ -4,11 +4,13 @@
 //! since the last poll (read by [`crate::placement::Follower`], at most [`MAX_POLL`] bytes a
 //! poll, so that a task appending without end cannot hold up a poll; a torn last line waits
 //! for the next poll). The log is followed to its end, however long: a thread the tail missed
-//! would look unplaced, and the housekeeper would move it away from the shim's CPU. Must not:
-//! write.
+//! would look unplaced, and the housekeeper would move it away from the shim's CPU. A line in
+//! the shim's own layout is read by [`scan_shim_line`], a few times faster than a JSON parse
+//! (a task that churns threads writes tens of thousands of records a second); any other line
+//! is parsed in full. Must not: write.
 
 use crate::fsroot::ReadError;
-use crate::placement::{Follower, Record, MAX_BYTES, MAX_LINE};
+use crate::placement::{self, Follower, MAX_BYTES, MAX_LINE};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -28,8 +30,14 @@ pub struct ShimThread {
 #[derive(Debug)]
 pub struct LogTail {
     follower: Follower,
-    /// Threads the shim (not the housekeeper) wrote records for.
+    /// Threads the shim (not the housekeeper) wrote records for; one that logged its exit is
+    /// kept through the next poll (it may still be seen alive, exiting), then forgotten, so
+    /// that a task churning threads does not grow the map.
     pub shim: BTreeMap<i32, ShimThread>,
+    /// The executable of each process the shim wrote records for, as its latest record says.
+    pub exes: BTreeMap<i32, String>,
+    /// Threads whose exit the last poll read.
+    exited: Vec<i32>,
 }
 
 impl LogTail {
@@ -38,13 +46,40 @@ impl LogTail {
         LogTail {
             follower: Follower::new(path),
             shim: BTreeMap::new(),
+            exes: BTreeMap::new(),
+            exited: Vec::new(),
         }
     }
 
     /// Reads what was appended since the last call.
     pub fn poll(&mut self) {
-        let shim = &mut self.shim;
-        self.follower.poll(MAX_POLL, |r| note(shim, &r));
+        for tid in self.exited.drain(..) {
+            if self.shim.get(&tid).is_some_and(|t| t.exited) {
+                self.shim.remove(&tid);
+            }
+        }
+        let (shim, exes, exited) = (&mut self.shim, &mut self.exes, &mut self.exited);
+        self.follower.poll_lines(MAX_POLL, |line| {
+            if let Some(b) = scan_shim_line(line) {
+                note(shim, exes, exited, b);
+                return true;
+            }
+            let Some(r) = placement::parse_line(line) else {
+                return false;
+            };
+            if r.placed_by.as_deref() != Some("housekeeper") {
+                let exit = r.event == "exit";
+                let brief = Brief {
+                    pid: r.pid,
+                    tid: r.tid,
+                    exe: &r.exe,
+                    exit,
+                    cpu: r.cpu,
+                };
+                note(shim, exes, exited, brief);
+            }
+            true
+        });
     }
 
     /// What could not be read of the log, for the Errors table.
@@ -69,25 +104,155 @@ impl LogTail {
     }
 }
 
-fn note(shim: &mut BTreeMap<i32, ShimThread>, r: &Record) {
-    if r.placed_by.as_deref() == Some("housekeeper") {
-        return;
+/// What the tail keeps of one of the shim's records.
+#[derive(Debug, PartialEq, Eq)]
+struct Brief<'a> {
+    pid: i32,
+    tid: i32,
+    exe: &'a str,
+    exit: bool,
+    cpu: Option<usize>,
+}
+
+fn note(
+    shim: &mut BTreeMap<i32, ShimThread>,
+    exes: &mut BTreeMap<i32, String>,
+    exited: &mut Vec<i32>,
+    r: Brief,
+) {
+    if !r.exe.is_empty() && exes.get(&r.pid).map(String::as_str) != Some(r.exe) {
+        exes.insert(r.pid, r.exe.to_string());
     }
     let t = shim.entry(r.tid).or_insert(ShimThread {
         cpu: None,
         exited: false,
     });
-    if r.event == "exit" {
+    if r.exit {
         t.exited = true;
+        exited.push(r.tid);
     } else {
         t.cpu = r.cpu;
     }
+}
+
+/// A line exactly as the shim writes it (its keys in its order, ending `"placed_by":"shim"}`,
+/// an executable path without escapes), read without a JSON parser; `None` for anything else.
+/// The shim escapes every quote inside a string, so a key found where one is expected is one.
+fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
+    let rest = line
+        .strip_suffix(b",\"placed_by\":\"shim\"}")?
+        .strip_prefix(b"{\"time\":")?;
+    let rest = after(rest, b",\"pid\":")?;
+    let (pid, rest) = number(rest)?;
+    let (tid, rest) = number(rest.strip_prefix(b",\"tid\":")?)?;
+    let rest = skip_string(rest.strip_prefix(b",\"comm\":\"")?)?;
+    let (exe, rest) = plain_string(rest.strip_prefix(b",\"exe\":\"")?)?;
+    let (event, rest) = plain_string(rest.strip_prefix(b",\"event\":\"")?)?;
+    let rest = after(rest, b",\"cpu\":")?;
+    let cpu = if rest.starts_with(b"null") {
+        None
+    } else {
+        Some(usize::try_from(number(rest)?.0).ok()?)
+    };
+    Some(Brief {
+        pid: i32::try_from(pid).ok()?,
+        tid: i32::try_from(tid).ok()?,
+        exe: std::str::from_utf8(exe).ok()?,
+        exit: event == b"exit",
+        cpu,
+    })
+}
+
+/// What follows the first `key` in `s`.
+fn after<'a>(s: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let at = s.windows(key.len()).position(|w| w == key)?;
+    Some(&s[at + key.len()..])
+}
+
+/// A decimal number at the start of `s` (at most 18 digits), and what follows it.
+fn number(s: &[u8]) -> Option<(i64, &[u8])> {
+    let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 18 {
+        return None;
+    }
+    let n = s[..digits]
+        .iter()
+        .fold(0i64, |n, &d| n * 10 + i64::from(d - b'0'));
+    Some((n, &s[digits..]))
+}
+
+/// Past the end of a JSON string whose opening quote is already consumed.
+fn skip_string(s: &[u8]) -> Option<&[u8]> {
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(&s[i + 1..]),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// A JSON string without escapes (opening quote consumed), and what follows its closing quote.
+fn plain_string(s: &[u8]) -> Option<(&[u8], &[u8])> {
+    let end = s.iter().position(|&b| b == b'"' || b == b'\\')?;
+    (s[end] == b'"').then(|| (&s[..end], &s[end + 1..]))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A record as the shim's log.rs formats it.
+    fn shim_line(tid: i32, comm: &str, exe: &str, event: &str, cpu: &str) -> String {
+        format!(
+            "{{\"time\":1.500000,\"pid\":10,\"tid\":{tid},\"comm\":\"{comm}\",\"exe\":\"{exe}\",\
+             \"event\":\"{event}\",\"call\":\"pthread_create\",\"requested\":\"0-3\",\"cpu\":{cpu},\
+             \"slot\":null,\"role\":\"worker\",\"shared\":false,\"placed_by\":\"shim\"}}"
+        )
+    }
+
+    #[test]
+    fn the_shims_lines_are_scanned_as_a_json_parser_reads_them() {
+        let cases = [
+            shim_line(11, "a", "/bin/a.out", "create", "2"),
+            shim_line(
+                12,
+                "my \\\"app\\\",\\\"tid\\\":9",
+                "/bin/a.out",
+                "exit",
+                "null",
+            ),
+            shim_line(13, "back\\\\", "/x", "set", "0"),
+        ];
+        for line in &cases {
+            let scanned = scan_shim_line(line.as_bytes()).unwrap_or_else(|| panic!("{line}"));
+            let r = placement::parse_line(line.as_bytes()).expect("valid JSON");
+            let parsed = Brief {
+                pid: r.pid,
+                tid: r.tid,
+                exe: &r.exe,
+                exit: r.event == "exit",
+                cpu: r.cpu,
+            };
+            assert_eq!(scanned, parsed, "{line}");
+        }
+        // Anything else is left to the parser: another writer's layout, an escaped path, a
+        // torn line, the housekeeper's records.
+        let escaped = shim_line(14, "a", "/odd\\\"dir/a", "create", "1");
+        assert!(placement::parse_line(escaped.as_bytes()).is_some());
+        for line in [
+            escaped,
+            shim_line(15, "a", "/x", "create", "1")[1..].to_string(),
+            r#"{"time":1.0,"pid":1,"tid":6,"event":"place","cpu":1,"placed_by":"housekeeper"}"#
+                .to_string(),
+            shim_line(16, "a", "/x", "create", "99999999999999999999"),
+        ] {
+            assert_eq!(scan_shim_line(line.as_bytes()), None, "{line}");
+        }
+    }
 
     #[test]
     fn reads_appended_lines_and_waits_for_a_torn_one() {
@@ -118,6 +283,12 @@ mod tests {
         write!(f, "{}\n{}\n", &line[10..], rec(5, "exit", "shim")).unwrap();
         tail.poll();
         assert!(tail.shim[&5].exited);
+        // Forgotten at the poll after; a new thread with its tid starts afresh.
+        tail.poll();
+        assert!(tail.shim.is_empty());
+        writeln!(f, "{}", rec(5, "create", "shim")).unwrap();
+        tail.poll();
+        assert!(!tail.shim[&5].exited);
     }
 
     #[test]

@@ -31,10 +31,10 @@ pub mod threads;
 pub mod tracked;
 
 use crate::fsroot::{FsRoot, ReadError};
-use logtail::LogTail;
+use logtail::{LogTail, ShimThread};
 pub use outcome::{Outcome, ThreadReport};
-use placer::{Live, Placer, Policy};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use placer::{Kin, Live, Placer, Policy};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 use telemetry::CpuSampler;
 pub use tracked::Tracked;
@@ -57,6 +57,8 @@ pub struct Settings {
 /// the rule that only a thread that ran can have forked (a `CLONE_PARENT` child joins a
 /// parent that did not run; a nohz_full CPU may not update a running thread's run time).
 const ALL_CHILDREN_EVERY: Duration = Duration::from_secs(1);
+/// A thread that keeps sleeping is read at least this often (and at every all-children poll).
+const IDLE_READ_EVERY: Duration = Duration::from_millis(250);
 
 /// The housekeeper's state over one run.
 pub struct Housekeeper {
@@ -67,13 +69,14 @@ pub struct Housekeeper {
     log: Option<LogTail>,
     task: Option<i32>,
     /// Processes of the tree still in `/proc`, with their threads not known to have ended.
-    procs: BTreeMap<i32, BTreeSet<i32>>,
+    procs: BTreeMap<i32, Known>,
     /// Each process's own `stat`, whose thread count says whether its task list changed.
     proc_stats: BTreeMap<i32, threads::Handle>,
     /// Each followed process's start time, as first seen.
     starts: BTreeMap<i32, Option<u64>>,
-    /// Every thread seen, by tid.
-    threads: BTreeMap<i32, Tracked>,
+    /// Every thread seen, by tid (a hash map: a task that churns threads makes it large, and
+    /// every poll looks up each live thread in it).
+    threads: HashMap<i32, Tracked>,
     /// Tids in order of first sight.
     order: Vec<i32>,
     errors: Vec<ReadError>,
@@ -81,8 +84,12 @@ pub struct Housekeeper {
     mode: Mode,
     polls: u64,
     all_children_every: u64,
+    /// The most polls a sleeping thread is left unread (see [`tracked::idle_skip`]).
+    idle_skip_cap: u32,
     /// Polls until the next that reads every thread's `children`.
     polls_to_all_children: u64,
+    /// The last pid handed out as of the last poll: the tids born since lie above it.
+    last_pid: Option<i32>,
     started: Instant,
     cpu_start: Duration,
 }
@@ -132,6 +139,24 @@ enum Listing {
     Unreadable(String),
 }
 
+/// The last pid the kernel handed out in the launcher's pid namespace.
+fn last_pid(root: &FsRoot) -> Option<i32> {
+    std::fs::read_to_string(root.path("/proc/sys/kernel/ns_last_pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The threads of process `pid` among tids `born` (those handed out since the last poll):
+/// a lookup each, where a listing costs one entry per thread the process has.
+fn probe_threads(root: &FsRoot, pid: i32, born: std::ops::RangeInclusive<i32>) -> Vec<i32> {
+    born.filter(|tid| {
+        std::fs::symlink_metadata(root.path(&format!("/proc/{pid}/task/{tid}"))).is_ok()
+    })
+    .collect()
+}
+
 fn list_threads(root: &FsRoot, pid: i32) -> Listing {
     let dir = match std::fs::read_dir(root.path(&format!("/proc/{pid}/task"))) {
         Ok(d) => d,
@@ -149,6 +174,57 @@ fn list_threads(root: &FsRoot, pid: i32) -> Listing {
         return Listing::Gone;
     }
     Listing::Tids(tids)
+}
+
+/// A live thread between reads: what the placer saw of it at its last read, and how many
+/// polls it is left unread (see [`tracked::idle_skip`]). Kept beside its process's other
+/// threads, so that a poll passes over a sleeping thread without touching its [`Tracked`].
+#[derive(Debug, Clone, Copy)]
+struct Rest {
+    last: Live,
+    skip: u32,
+}
+
+/// A process's live threads between polls, sorted by tid: a poll walks them in order, and
+/// a lookup is a binary search in one contiguous array.
+#[derive(Debug, Default)]
+struct Known(Vec<(i32, Rest)>);
+
+impl Known {
+    fn get(&self, tid: i32) -> Option<&Rest> {
+        let at = self.0.binary_search_by_key(&tid, |e| e.0).ok()?;
+        Some(&self.0[at].1)
+    }
+
+    fn contains(&self, tid: i32) -> bool {
+        self.get(tid).is_some()
+    }
+
+    fn tids(&self) -> impl Iterator<Item = i32> + '_ {
+        self.0.iter().map(|e| e.0)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// What the placer sees of a live thread.
+fn live_view(pid: i32, tid: i32, age_s: f64, demand: f64, shim: Option<ShimThread>) -> Live {
+    Live {
+        tid,
+        pid,
+        age_s,
+        demand,
+        shim_placed: shim.is_some(),
+        shim_cpu: shim.and_then(|s| s.cpu),
+        kin: Kin::Other,
+        read: true,
+    }
 }
 
 impl Housekeeper {
@@ -176,19 +252,23 @@ impl Housekeeper {
                 appender,
             ),
             all_children_every: every.clamp(1, u64::MAX as u128) as u64,
+            idle_skip_cap: (IDLE_READ_EVERY.as_nanos() / settings.interval.as_nanos().max(1))
+                .saturating_sub(1)
+                .min(u32::MAX as u128) as u32,
             settings,
             log: log.map(|p| LogTail::new(p.to_path_buf())),
             task: None,
             procs: BTreeMap::new(),
             proc_stats: BTreeMap::new(),
             starts: BTreeMap::new(),
-            threads: BTreeMap::new(),
+            threads: HashMap::new(),
             order: Vec::new(),
             errors: Vec::new(),
             missing: BTreeSet::new(),
             mode: Mode::default(),
             polls: 0,
             polls_to_all_children: 0,
+            last_pid: None,
             started: Instant::now(),
             cpu_start: own_cpu_time(),
         }
@@ -203,12 +283,16 @@ impl Housekeeper {
         self.cpu_start = own_cpu_time();
     }
 
-    /// One poll. Every process of the tree found so far is listed and every thread not known
-    /// to have ended is read, whether its parent ran or not; a thread ends when its own files
-    /// are gone or it is a zombie, a process when its `/proc/<pid>/task` is gone. New
-    /// processes are found in the `children` of the threads that ran (only a running thread
-    /// forks), of every thread of a process that lost a thread (its children move to a
-    /// sibling), and of every thread once a second.
+    /// One poll. The cost grows with the threads that ran and were born, not with those that
+    /// exist: a process's threads are listed only when its thread count changed, and then only
+    /// the tids born since the last poll are looked up if they are few next to its threads; a
+    /// thread that keeps sleeping is read less and less often (at least every 250 ms), but for
+    /// a main thread, read every poll. A
+    /// thread ends when its own files are gone or it is a zombie, a process when its
+    /// `/proc/<pid>/task` is gone. New processes are found in the `children` of the threads
+    /// that ran (only a running thread forks), of the leader of a process that lost a thread
+    /// (its children move there), and of every thread once a second, when every thread is
+    /// also read and every process listed.
     pub fn poll(&mut self) {
         self.polls += 1;
         if let Some(log) = &mut self.log {
@@ -221,6 +305,13 @@ impl Housekeeper {
             0 => self.all_children_every - 1,
             n => n - 1,
         };
+        // The tids handed out since the last poll, when that is a plain range (no wrap).
+        let last = last_pid(&self.root);
+        let born = match (self.last_pid, last) {
+            (Some(prev), Some(now)) if now >= prev => Some(prev + 1..=now),
+            _ => None,
+        };
+        self.last_pid = last;
         let mut live = Vec::new();
         let mut ended = Vec::new();
         let mut queue: VecDeque<i32> = self.procs.keys().copied().collect();
@@ -244,21 +335,36 @@ impl Housekeeper {
                 // The pid was reused by an unrelated process: ours is gone.
                 self.starts.remove(&pid);
                 self.proc_stats.remove(&pid);
-                self.end(known, &mut ended);
+                self.end(known.tids().collect(), &mut ended);
                 continue;
             }
             let unchanged = !all_children && !known.is_empty() && count == Some(known.len());
+            // A process with many threads and few tids born since the last poll: look those
+            // up instead of listing them all (its threads that ended show as failed reads,
+            // and the once-a-second poll lists anyway).
+            let probe = born.clone().filter(|b| {
+                let born_count = (i64::from(*b.end()) - i64::from(*b.start()) + 1).max(0);
+                !all_children && (born_count as usize) < known.len() / 2
+            });
+            let list_or_probe = |root: &FsRoot| match probe.clone() {
+                Some(b) => {
+                    let mut tids: BTreeSet<i32> = known.tids().collect();
+                    tids.extend(probe_threads(root, pid, b));
+                    Listing::Tids(tids.into_iter().collect())
+                }
+                None => list_threads(root, pid),
+            };
             let listing = if unchanged {
-                Listing::Tids(known.iter().copied().collect())
+                Listing::Tids(known.tids().collect())
             } else {
-                list_threads(&self.root, pid)
+                list_or_probe(&self.root)
             };
             let tids = match listing {
                 Listing::Tids(t) => t,
                 Listing::Gone => {
                     self.proc_stats.remove(&pid);
                     self.starts.remove(&pid);
-                    self.end(known, &mut ended);
+                    self.end(known.tids().collect(), &mut ended);
                     continue;
                 }
                 Listing::Unreadable(why) => {
@@ -268,7 +374,7 @@ impl Housekeeper {
                     continue;
                 }
             };
-            let mut alive = BTreeSet::new();
+            let mut alive = Known::default();
             let mut lost = BTreeSet::new();
             let first = live.len();
             // Each thread is read at most once a poll: a second read would see no time pass
@@ -277,16 +383,31 @@ impl Housekeeper {
                              tids: Vec<i32>,
                              found: &mut Vec<i32>,
                              live: &mut Vec<Live>,
-                             alive: &mut BTreeSet<i32>,
+                             alive: &mut Known,
                              lost: &mut BTreeSet<i32>| {
                 for tid in tids {
+                    if let Some(mut rest) = known.get(tid).copied().filter(|r| r.skip > 0) {
+                        if !all_children {
+                            // Asleep at its last reads: as it was then, alive until a read or
+                            // a listing says otherwise.
+                            rest.skip -= 1;
+                            let shim = hk.shim_of(tid);
+                            let view = Live {
+                                read: false,
+                                ..live_view(pid, tid, rest.last.age_s, rest.last.demand, shim)
+                            };
+                            alive.0.push((tid, rest));
+                            live.push(view);
+                            continue;
+                        }
+                    }
                     if hk.threads.get(&tid).is_some_and(|t| t.ended) {
                         continue;
                     }
                     match hk.read_thread(pid, tid, now, boot_s, all_children, found) {
-                        Some(l) => {
-                            alive.insert(tid);
-                            live.push(l);
+                        Some(rest) => {
+                            alive.0.push((tid, rest));
+                            live.push(rest.last);
                         }
                         None => {
                             lost.insert(tid);
@@ -298,19 +419,27 @@ impl Housekeeper {
             if unchanged && !lost.is_empty() {
                 // A thread ended while the count held, so another was born: list, and read
                 // only the threads not read above.
-                if let Listing::Tids(now_listed) = list_threads(&self.root, pid) {
+                if let Listing::Tids(now_listed) = list_or_probe(&self.root) {
                     let new: Vec<i32> = now_listed
                         .into_iter()
-                        .filter(|t| !alive.contains(t) && !lost.contains(t))
+                        .filter(|&t| !alive.contains(t) && !lost.contains(&t))
                         .collect();
                     read_each(self, new, &mut found, &mut live, &mut alive, &mut lost);
+                    alive.0.sort_unstable_by_key(|e| e.0);
                 }
             }
-            lost.extend(known.difference(&alive));
+            lost.extend(known.tids().filter(|&t| !alive.contains(t)));
             if !lost.is_empty() && !all_children && !self.mode.no_children {
-                // A thread's children move to a live sibling when it ends, maybe one that sleeps.
-                for l in &live[first..] {
-                    if let Some(t) = self.threads.get_mut(&l.tid) {
+                // A thread's children move to the first live thread of its process when it
+                // ends (kernel/exit.c, find_alive_thread): the leader while it lives, which
+                // may sleep; without it, any.
+                let heirs: Vec<i32> = if alive.contains(pid) {
+                    vec![pid]
+                } else {
+                    live[first..].iter().map(|l| l.tid).collect()
+                };
+                for tid in heirs {
+                    if let Some(t) = self.threads.get_mut(&tid) {
                         t.children(&mut found);
                     }
                 }
@@ -327,18 +456,29 @@ impl Housekeeper {
         if self.mode.no_children {
             self.scan_for_children(&visited);
         }
-        self.placer.step(&live, &ended, &self.settings.policy);
+        self.set_kin(&mut live);
+        let threads = &self.threads;
+        let comm_of = |tid: i32| {
+            (threads.get(&tid).and_then(|t| t.stat.as_ref()))
+                .map_or_else(String::new, |s| s.comm.clone())
+        };
+        self.placer
+            .step(&live, &ended, &self.settings.policy, &comm_of);
         self.cpus.poll();
     }
 
-    /// Process `pid`'s thread count and start time (clock ticks after boot), from its own
+    /// Process `pid`'s thread count and start time (clock ticks after boot), from its leader's
     /// `stat`; the start time tells a reused pid from the process we followed.
     fn process_stat(&mut self, pid: i32) -> (Option<usize>, Option<u64>) {
         let root = &self.root;
         let handle = self
             .proc_stats
             .entry(pid)
-            .or_insert_with(|| threads::Handle::new(root.path(&format!("/proc/{pid}/stat"))));
+            // The leader thread's stat, not the process's: both give the thread count and the
+            // start time, but the process's adds up the time of every thread.
+            .or_insert_with(|| {
+                threads::Handle::new(root.path(&format!("/proc/{pid}/task/{pid}/stat")))
+            });
         match handle.read() {
             threads::Read::Text(text) => (
                 threads::parse_num_threads(&text),
@@ -391,22 +531,31 @@ impl Housekeeper {
         boot_s: f64,
         all_children: bool,
         found: &mut Vec<i32>,
-    ) -> Option<Live> {
-        if !self.threads.contains_key(&tid) {
-            self.order.push(tid);
-            self.threads.insert(tid, Tracked::new(&self.root, pid, tid));
-        }
-        let t = self.threads.get_mut(&tid).expect("inserted above");
+    ) -> Option<Rest> {
+        let shim = self.shim_of(tid);
+        // Where it should have run since the last read: the shim's CPU, or the one the
+        // housekeeper gave it.
+        let assigned = match shim {
+            Some(s) => s.cpu,
+            None => self.placer.owned.get(&tid).map(|o| o.cpu),
+        };
+        let t = match self.threads.entry(tid) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                self.order.push(tid);
+                e.insert(Tracked::new(&self.root, pid, tid))
+            }
+        };
+        t.assigned = assigned;
         let polled = t.read(self.mode, now, boot_s, all_children, found)?;
-        let shim = self.log.as_ref().and_then(|l| l.shim.get(&tid)).copied();
-        // The assignment as of this poll, checked against where it runs by the next one.
-        t.assigned = match (shim, self.placer.owned.get(&tid)) {
-            (Some(s), _) => s.cpu,
-            (None, Some(o)) => Some(o.cpu),
-            _ => None,
+        // A main thread is read every poll: it is the one that usually forks (a shell, a
+        // launcher), and a fork is found in the children of a thread read as having run.
+        let skip = if tid == pid {
+            0
+        } else {
+            t.rest_polls(self.idle_skip_cap)
         };
         let Polled {
-            comm,
             age_s,
             demand,
             missing,
@@ -428,15 +577,55 @@ impl Housekeeper {
         for (f, why) in failed {
             self.note_failed(f, why);
         }
-        Some(Live {
-            tid,
-            pid,
-            comm,
-            age_s,
-            demand,
-            shim_placed: shim.is_some(),
-            shim_cpu: shim.and_then(|s| s.cpu),
+        Some(Rest {
+            last: live_view(pid, tid, age_s, demand, shim),
+            skip,
         })
+    }
+
+    /// What the shim's records say of `tid`.
+    fn shim_of(&self, tid: i32) -> Option<ShimThread> {
+        self.log.as_ref().and_then(|l| l.shim.get(&tid)).copied()
+    }
+
+    /// How the process of each thread that nobody answers for stands with the shim (see
+    /// [`Kin`]): from the executable the shim logged for it, the one it runs now, and its
+    /// parent's. Only those processes' executables are looked up, once a poll.
+    fn set_kin(&self, live: &mut [Live]) {
+        let open = |t: &Live| !t.shim_placed && !self.placer.owned.contains_key(&t.tid);
+        if !live.iter().any(open) {
+            return;
+        }
+        let shim_exes = self.log.as_ref().map(|l| &l.exes);
+        let logged: BTreeMap<i32, Option<String>> = live
+            .iter()
+            .filter(|t| t.shim_placed)
+            .map(|t| (t.pid, shim_exes.and_then(|x| x.get(&t.pid)).cloned()))
+            .collect();
+        let parents: BTreeMap<i32, i32> = live
+            .iter()
+            .filter_map(|t| Some((t.pid, self.threads.get(&t.tid)?.stat.as_ref()?.ppid)))
+            .collect();
+        let lineage = policy::Lineage {
+            logged: &logged,
+            parents: &parents,
+        };
+        let mut exes: BTreeMap<i32, Option<String>> = BTreeMap::new();
+        let mut exe = |pid: i32| -> Option<String> {
+            let root = &self.root;
+            exes.entry(pid)
+                .or_insert_with(|| {
+                    let link = std::fs::read_link(root.path(&format!("/proc/{pid}/exe"))).ok()?;
+                    Some(link.to_string_lossy().into_owned())
+                })
+                .clone()
+        };
+        let mut kins: BTreeMap<i32, Kin> = BTreeMap::new();
+        for t in live.iter_mut().filter(|t| open(t)) {
+            t.kin = *kins
+                .entry(t.pid)
+                .or_insert_with(|| policy::kin_of(t.pid, &lineage, &mut exe));
+        }
     }
 
     /// Without `children` files: processes whose parent is in the tree.
@@ -524,7 +713,7 @@ mod tests {
                 .map(|t| &hk.threads[t])
                 .map(|t| {
                     (
-                        t.stat.as_ref().map_or("?".into(), |s| s.comm.clone()),
+                        t.stat.as_ref().map_or("?".into(), |s| s.comm.to_string()),
                         t.ended,
                     )
                 })

@@ -27,7 +27,7 @@ pub struct Outcome {
     /// The `all` row.
     pub all: CpuTelemetry,
     /// Threads seen in `/proc`.
-    pub threads: BTreeMap<i32, Tracked>,
+    pub threads: std::collections::HashMap<i32, Tracked>,
     /// Tids in order of first sight.
     pub order: Vec<i32>,
     /// Threads the housekeeper placed.

@@ -13,7 +13,9 @@ use goset_plan::{CpuSet, SlotTable};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
-pub use super::policy::{decide, leave_alone, Action, Mask, Policy, Spot, View};
+pub use super::policy::{
+    decide, leave_alone, pending_claims, Action, Kin, Mask, Policy, Spot, Unclaimed, View,
+};
 
 /// A thread the housekeeper placed.
 #[derive(Debug, Clone)]
@@ -28,7 +30,7 @@ pub struct Owned {
     pub cpu: usize,
     /// The slot claim, when it holds one.
     pub claim: Option<Claim>,
-    /// Consecutive idle polls.
+    /// Consecutive reads that found it idle (a poll that leaves it unread counts none).
     pub idle_polls: u32,
     /// Its claim shared a slot with another live thread.
     pub shared: bool,
@@ -51,14 +53,12 @@ pub struct Placer {
 }
 
 /// A live thread as the placer needs it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct Live {
     /// Thread id.
     pub tid: i32,
     /// Process id.
     pub pid: i32,
-    /// Name.
-    pub comm: String,
     /// Seconds since the thread started (from `stat` field 22: 10 ms resolution).
     pub age_s: f64,
     /// See [`View::demand`].
@@ -67,6 +67,10 @@ pub struct Live {
     pub shim_placed: bool,
     /// The single CPU the shim last gave it, if any.
     pub shim_cpu: Option<usize>,
+    /// Its process's standing with the shim (only asked of threads the shim did not log).
+    pub kin: Kin,
+    /// Read this poll; `false`: left unread while it sleeps, as its last read found it.
+    pub read: bool,
 }
 
 /// A thread younger than this at first sight is given until the next poll: the shim places its
@@ -94,7 +98,13 @@ impl Placer {
     }
 
     /// One poll: `live` are the threads alive now, `ended` those that ended since the last one.
-    pub fn step(&mut self, live: &[Live], ended: &[i32], policy: &Policy) {
+    pub fn step(
+        &mut self,
+        live: &[Live],
+        ended: &[i32],
+        policy: &Policy,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
         for &tid in ended {
             self.pending.remove(&tid);
             if let Some(o) = self.owned.get_mut(&tid) {
@@ -116,11 +126,14 @@ impl Placer {
                 continue;
             }
             if let Some(o) = self.owned.get_mut(&t.tid) {
-                o.idle_polls = if t.demand < policy.idle {
-                    o.idle_polls + 1
-                } else {
-                    0
-                };
+                // Idleness is counted in reads: a thread left unread is as it was.
+                if t.read {
+                    o.idle_polls = if t.demand < policy.idle {
+                        o.idle_polls + 1
+                    } else {
+                        0
+                    };
+                }
                 views.push(View {
                     tid: t.tid,
                     demand: t.demand,
@@ -132,8 +145,34 @@ impl Placer {
             }
             unclaimed.push(t);
         }
-        let masks: Vec<(i32, Mask)> = unclaimed.iter().map(|t| (t.tid, mask_of(t.tid))).collect();
-        let left = leave_alone(&masks, &assigned, &self.task_cpus, self.housekeeper);
+        let masks: Vec<Unclaimed> = unclaimed
+            .iter()
+            .map(|t| Unclaimed {
+                tid: t.tid,
+                pid: t.pid,
+                mask: mask_of(t.tid),
+                kin: t.kin,
+            })
+            .collect();
+        let pending = if masks.is_empty() {
+            BTreeMap::new()
+        } else {
+            let own: Vec<(i32, usize)> = (self.owned.iter())
+                .filter_map(|(&tid, o)| Some((tid, o.claim?.slot)))
+                .collect();
+            let logged: Vec<(i32, usize)> = (live.iter())
+                .filter(|t| t.shim_placed)
+                .filter_map(|t| Some((t.pid, t.shim_cpu?)))
+                .collect();
+            pending_claims(self.table.records(), &own, &logged, &self.task_cpus)
+        };
+        let left = leave_alone(
+            &masks,
+            &pending,
+            &assigned,
+            &self.task_cpus,
+            self.housekeeper,
+        );
         let mut pending = BTreeSet::new();
         for (t, left) in unclaimed.into_iter().zip(left) {
             if left {
@@ -161,17 +200,17 @@ impl Placer {
         let by_tid: BTreeMap<i32, &Live> = live.iter().map(|t| (t.tid, t)).collect();
         for action in decide(&views, &live_counts, policy) {
             match action {
-                Action::Claim { tid, .. } => self.claim(by_tid[&tid]),
+                Action::Claim { tid, .. } => self.claim(by_tid[&tid], comm_of),
                 Action::Housekeeper { tid } => {
                     let t = by_tid[&tid];
-                    self.apply(t.tid, t.pid, &t.comm, Spot::Housekeeper, None);
+                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Housekeeper, None);
                 }
                 Action::Demote { tid } => {
                     if let Some(c) = self.owned.get_mut(&tid).and_then(|o| o.claim.take()) {
                         self.table.release(&c);
                     }
                     let t = by_tid[&tid];
-                    self.apply(t.tid, t.pid, &t.comm, Spot::Housekeeper, None);
+                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Housekeeper, None);
                 }
             }
         }
@@ -190,7 +229,7 @@ impl Placer {
         }
     }
 
-    fn claim(&mut self, t: &Live) {
+    fn claim(&mut self, t: &Live, comm_of: &dyn Fn(i32) -> String) {
         let old = self.owned.get_mut(&t.tid).and_then(|o| o.claim.take());
         if let Some(c) = old {
             self.table.release(&c);
@@ -198,7 +237,13 @@ impl Placer {
         let Some(claim) = self.table.claim_among(t.tid, self.task_cpus.len()) else {
             return;
         };
-        self.apply(t.tid, t.pid, &t.comm, Spot::Slot(claim.slot), Some(claim));
+        self.apply(
+            t.tid,
+            t.pid,
+            &comm_of(t.tid),
+            Spot::Slot(claim.slot),
+            Some(claim),
+        );
     }
 
     fn apply(&mut self, tid: i32, pid: i32, comm: &str, spot: Spot, claim: Option<Claim>) {
@@ -337,11 +382,12 @@ mod tests {
         Live {
             tid,
             pid: std::process::id() as i32,
-            comm: "w".into(),
             age_s: 1.0,
             demand,
             shim_placed: false,
             shim_cpu: None,
+            kin: Kin::Other,
+            read: true,
         }
     }
 
@@ -358,7 +404,9 @@ mod tests {
         let (tid, done_tx, h) = parked_thread();
         // Two task CPUs so that the thread's mask (the test's) is not a single planned CPU.
         let mut p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
-        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default());
+        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
+            "w".into()
+        });
         assert_eq!(t.live(0), 1, "{:?}", p.failures);
         assert_eq!(p.owned[&tid].spot, Spot::Slot(0));
         let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
@@ -366,7 +414,7 @@ mod tests {
         assert_eq!(p.records[0].placed_by.as_deref(), Some("housekeeper"));
         done_tx.send(()).unwrap();
         h.join().unwrap();
-        p.step(&[], &[tid], &Policy::default());
+        p.step(&[], &[tid], &Policy::default(), &|_| "w".into());
         assert_eq!(t.live(0), 0);
         assert_eq!(p.records.last().unwrap().event, "exit");
     }
@@ -395,14 +443,18 @@ mod tests {
         // claims could make, so no slot can be claimed.
         let t = scribbled(0, &[0xff; SlotTable::SIZE]);
         let mut p = Placer::new(t, vec![cpus[0], usize::MAX - 1], cpus[0], None);
-        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default());
+        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
+            "w".into()
+        });
         assert!(p.owned.is_empty(), "{:?}", p.owned);
         // A slot count of 2000 (past the 1024 the layout holds) over empty slots: the claim
         // stays among the plan's two.
         let t = scribbled(8, &2000u32.to_le_bytes());
         assert_eq!(t.slot_count(), 2000);
         let mut p = Placer::new(t, vec![cpus[0], usize::MAX - 1], cpus[0], None);
-        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default());
+        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
+            "w".into()
+        });
         assert_eq!(p.owned[&tid].spot, Spot::Slot(0), "{:?}", p.failures);
         p.release_all();
     }
@@ -441,14 +493,15 @@ mod tests {
             .map(|&tid| Live {
                 tid,
                 pid: std::process::id() as i32,
-                comm: "spin".into(),
                 age_s: 1.0,
                 demand: 1.0,
                 shim_placed: false,
                 shim_cpu: None,
+                kin: Kin::Other,
+                read: true,
             })
             .collect();
-        p.step(&live, &[], &Policy::default());
+        p.step(&live, &[], &Policy::default(), &|_| "w".into());
         let mut on: Vec<usize> = tids
             .iter()
             .map(|&tid| {

@@ -32,7 +32,7 @@ pub struct View {
     pub demand: f64,
     /// Where the housekeeper put it; `None`: unplaced, to be placed now.
     pub spot: Option<Spot>,
-    /// Consecutive polls with demand below [`Policy::idle`].
+    /// Consecutive reads with demand below [`Policy::idle`].
     pub idle_polls: u32,
 }
 
@@ -137,41 +137,188 @@ pub enum Mask {
     Unknown,
 }
 
-/// Which of the threads that neither the shim logged nor the housekeeper owns were placed by
-/// someone else and are left alone: those allowed a single planned CPU that is not the
-/// housekeeper's and that no other thread of the tree has (`masks`: the unclaimed threads;
-/// `assigned`: the CPU of each live thread the shim logged or the housekeeper owns). The
-/// program pinned such a thread itself, or the shim did before an exec into a static binary.
-/// A mask inherited from a parent is no placement: a launcher's children (moved to the
-/// housekeeper CPU by the shim) inherit `{housekeeper}`, and every thread of a static program
-/// inherits its main thread's CPU, so a CPU two threads share is nobody's placement.
+/// How a thread's process stands with the shim, from the kernel's view of it (its executable,
+/// its parent) and the shim's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kin {
+    /// The shim logged a thread of this process while it ran its current executable.
+    Shim,
+    /// A fork of such a process that still runs its parent's executable: the shim's fork
+    /// handler places it when it first runs.
+    Fork,
+    /// Neither: a static program, or one that dropped the shim.
+    Other,
+}
+
+/// What [`kin_of`] knows of the task's processes.
+pub struct Lineage<'a> {
+    /// Processes with a live thread the shim logged, and the executable it logged for each.
+    pub logged: &'a BTreeMap<i32, Option<String>>,
+    /// Each process's parent.
+    pub parents: &'a BTreeMap<i32, i32>,
+}
+
+/// How process `pid` stands with the shim: the shim's as long as it runs the executable the
+/// shim logged for it; a fork of one (or of a fork of one) while it runs its parent's
+/// executable and has logged nothing itself. `exe` reads the executable a process runs now.
+pub fn kin_of(pid: i32, lineage: &Lineage, exe: &mut dyn FnMut(i32) -> Option<String>) -> Kin {
+    let is_shims = |p: i32, exe: &mut dyn FnMut(i32) -> Option<String>| {
+        lineage
+            .logged
+            .get(&p)
+            .is_some_and(|logged| logged.is_some() && exe(p) == *logged)
+    };
+    if is_shims(pid, exe) {
+        return Kin::Shim;
+    }
+    if lineage.logged.contains_key(&pid) {
+        return Kin::Other;
+    }
+    let mut child = pid;
+    // A chain of forks is as deep as the tree; a cycle (pid reuse) ends here.
+    for _ in 0..lineage.parents.len() {
+        let Some(&parent) = lineage.parents.get(&child) else {
+            break;
+        };
+        let child_exe = exe(child);
+        if child_exe.is_none() || child_exe != exe(parent) || lineage.logged.contains_key(&child) {
+            break;
+        }
+        if is_shims(parent, exe) {
+            return Kin::Fork;
+        }
+        child = parent;
+    }
+    Kin::Other
+}
+
+/// A thread that neither the shim logged nor the housekeeper owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unclaimed {
+    /// Thread id.
+    pub tid: i32,
+    /// Its process.
+    pub pid: i32,
+    /// Its affinity mask.
+    pub mask: Mask,
+    /// Its process's standing with the shim.
+    pub kin: Kin,
+}
+
+/// Slot claims no logged thread accounts for, by `(pid, CPU)`: the shim claims a slot (labelled
+/// with the pid, or `-pid` for a thread whose tid does not exist yet) before the thread is born
+/// with that slot's CPU as its mask, and the launcher claims for the task's main thread before
+/// it execs; the thread's record in the log comes only once it runs, which under load can be
+/// long after. `records`: the table's `(label, slot)`s; `own`: the housekeeper's claims among
+/// them; `logged`: `(pid, CPU)` of each live thread the shim logged.
+pub fn pending_claims(
+    records: impl Iterator<Item = (i32, usize)>,
+    own: &[(i32, usize)],
+    logged: &[(i32, usize)],
+    task_cpus: &[usize],
+) -> BTreeMap<(i32, usize), u32> {
+    let mut pending: BTreeMap<(i32, usize), u32> = BTreeMap::new();
+    let key = |label: i32, slot: usize| Some((label.checked_abs()?, *task_cpus.get(slot)?));
+    for (label, slot) in records {
+        if let Some(k) = key(label, slot) {
+            *pending.entry(k).or_default() += 1;
+        }
+    }
+    let own = own.iter().filter_map(|&(label, slot)| key(label, slot));
+    for k in own.chain(logged.iter().copied()) {
+        if let Some(n) = pending.get_mut(&k) {
+            *n = n.saturating_sub(1);
+        }
+    }
+    pending.retain(|_, n| *n > 0);
+    pending
+}
+
+/// Which unclaimed threads are left alone: the kernel's view of a thread (its mask) decides
+/// whether it is placed, never how long its record takes to come. Left alone are:
+/// - a thread allowed one planned CPU on which its process holds a claim that no logged thread
+///   accounts for (`pending`, see [`pending_claims`]): the shim placed it, its record is yet
+///   to come; the main thread takes its process's claim first, then the oldest thread;
+/// - every thread of a [`Kin::Fork`] process: the shim's fork handler places it;
+/// - a thread allowed the housekeeper CPU only, in a [`Kin::Shim`] process: a helper or
+///   launcher thread the shim put there;
+/// - a thread allowed a single planned CPU that is not the housekeeper's and that no other
+///   thread of the tree has (`assigned`: the CPU of each live thread the shim logged or the
+///   housekeeper owns): the program pinned it itself;
+/// - a thread whose mask cannot be read: nothing to place.
+///
+/// A mask inherited from a creator is no placement: a launcher's children (moved to the
+/// housekeeper CPU by the shim) inherit `{housekeeper}`, every thread of a static program
+/// inherits its main thread's CPU, and a thread born by raw `clone` its creator's, so a CPU two
+/// threads share without a pending claim is nobody's placement.
 pub fn leave_alone(
-    masks: &[(i32, Mask)],
+    unclaimed: &[Unclaimed],
+    pending: &BTreeMap<(i32, usize), u32>,
     assigned: &[usize],
     task_cpus: &[usize],
     housekeeper: usize,
 ) -> Vec<bool> {
+    let single = |t: &Unclaimed| match &t.mask {
+        Mask::Cpus(c) if c.len() == 1 => Some(c[0]),
+        _ => None,
+    };
     let mut holders: BTreeMap<usize, usize> = BTreeMap::new();
     for &cpu in assigned {
         *holders.entry(cpu).or_default() += 1;
     }
-    for (_, m) in masks {
-        if let Mask::Cpus(c) = m {
-            if let [cpu] = c[..] {
-                *holders.entry(cpu).or_default() += 1;
-            }
-        }
+    for cpu in unclaimed.iter().filter_map(single) {
+        *holders.entry(cpu).or_default() += 1;
     }
-    masks
-        .iter()
-        .map(|(_, m)| match m {
-            Mask::Unknown => true,
-            Mask::Cpus(c) => match c[..] {
-                [cpu] => cpu != housekeeper && task_cpus.contains(&cpu) && holders[&cpu] == 1,
-                _ => false,
-            },
-        })
-        .collect()
+    // Main threads first, then by age (tids grow with age, short of wrapping).
+    let mut order: Vec<usize> = (0..unclaimed.len()).collect();
+    order.sort_by_key(|&i| (unclaimed[i].tid != unclaimed[i].pid, unclaimed[i].tid));
+    let mut pending = pending.clone();
+    let mut left = vec![false; unclaimed.len()];
+    for i in order {
+        let t = &unclaimed[i];
+        left[i] = match (t.kin, &t.mask, single(t)) {
+            (_, Mask::Unknown, _) => true,
+            (Kin::Fork, _, _) => true,
+            (_, _, Some(cpu)) => {
+                let claim = pending.get_mut(&(t.pid, cpu)).filter(|n| **n > 0);
+                let claimed = claim.map(|n| *n -= 1).is_some();
+                claimed
+                    || (cpu == housekeeper && t.kin == Kin::Shim)
+                    || (cpu != housekeeper && task_cpus.contains(&cpu) && holders[&cpu] == 1)
+            }
+            _ => false,
+        };
+    }
+    left
+}
+
+#[cfg(test)]
+mod kin_tests {
+    use super::*;
+
+    #[test]
+    fn a_process_is_the_shims_while_it_runs_what_the_shim_logged_and_so_are_its_forks() {
+        let logged = BTreeMap::from([(10, Some("/bin/app".to_string()))]);
+        // 11 and 12 fork from 10 and 11; 13 is 10's child that exec'd another program.
+        let parents = BTreeMap::from([(10, 1), (11, 10), (12, 11), (13, 10)]);
+        let lineage = Lineage {
+            logged: &logged,
+            parents: &parents,
+        };
+        let mut exe = |p: i32| match p {
+            13 => Some("/bin/other".to_string()),
+            1 => Some("/sbin/init".to_string()),
+            _ => Some("/bin/app".to_string()),
+        };
+        assert_eq!(kin_of(10, &lineage, &mut exe), Kin::Shim);
+        assert_eq!(kin_of(11, &lineage, &mut exe), Kin::Fork);
+        assert_eq!(kin_of(12, &lineage, &mut exe), Kin::Fork);
+        assert_eq!(kin_of(13, &lineage, &mut exe), Kin::Other);
+        // After an exec, the logged executable no longer is the one it runs.
+        let mut exec = |p: i32| (p == 10).then(|| "/bin/new".to_string());
+        assert_eq!(kin_of(10, &lineage, &mut exec), Kin::Other);
+        assert_eq!(kin_of(11, &lineage, &mut exec), Kin::Other);
+    }
 }
 
 #[cfg(test)]
@@ -257,34 +404,112 @@ mod tests {
         assert!(decide(&threads, &[1, 0], &p).is_empty());
     }
 
+    fn un(tid: i32, pid: i32, mask: Mask, kin: Kin) -> Unclaimed {
+        Unclaimed {
+            tid,
+            pid,
+            mask,
+            kin,
+        }
+    }
+
+    fn one(cpu: usize) -> Mask {
+        Mask::Cpus(vec![cpu])
+    }
+
+    const NONE: &BTreeMap<(i32, usize), u32> = &BTreeMap::new();
+
     #[test]
     fn an_inherited_mask_is_no_placement() {
-        let one = |c: usize| Mask::Cpus(vec![c]);
+        let other = |tid: i32, cpu: usize| un(tid, 10, one(cpu), Kin::Other);
         // -n 2 on 2 CPUs: task CPUs 1 and 0, the housekeeper shares CPU 0. A static program
         // run by `sh` (moved to CPU 0 by the shim): every thread inherited {0}.
-        let masks = [(10, one(0)), (11, one(0)), (12, one(0))];
-        assert_eq!(leave_alone(&masks, &[0], &[1, 0], 0), [false; 3]);
-        // Even alone, {housekeeper} is not a placement without a shim record.
-        assert_eq!(leave_alone(&[(10, one(0))], &[], &[1, 0], 0), [false]);
+        let threads = [other(10, 0), other(11, 0), other(12, 0)];
+        assert_eq!(leave_alone(&threads, NONE, &[0], &[1, 0], 0), [false; 3]);
+        // Even alone, {housekeeper} is not a placement of a process the shim is not in.
+        assert_eq!(leave_alone(&[other(10, 0)], NONE, &[], &[1, 0], 0), [false]);
         // Two threads inheriting the planned CPU of a main thread the shim placed before it
         // exec'd a static binary: the CPU is the main thread's.
+        let threads = [other(11, 1), other(12, 1)];
         assert_eq!(
-            leave_alone(&[(11, one(1)), (12, one(1))], &[1], &[1, 0], 0),
+            leave_alone(&threads, NONE, &[1], &[1, 0], 0),
             [false, false]
         );
-        assert_eq!(leave_alone(&[(11, one(1))], &[1], &[1, 0], 0), [false]);
+        assert_eq!(
+            leave_alone(&[other(11, 1)], NONE, &[1], &[1, 0], 0),
+            [false]
+        );
         // A thread the program pinned itself on a planned CPU of its own is left; a mask of
         // several CPUs, or one outside the plan, is not a placement; an unreadable one is
         // nothing to place.
-        let masks = [
-            (20, one(1)),
-            (21, Mask::Cpus(vec![0, 1])),
-            (22, one(5)),
-            (23, Mask::Unknown),
+        let threads = [
+            other(20, 1),
+            un(21, 10, Mask::Cpus(vec![0, 1]), Kin::Other),
+            other(22, 5),
+            un(23, 10, Mask::Unknown, Kin::Other),
         ];
         assert_eq!(
-            leave_alone(&masks, &[], &[1, 2], 0),
+            leave_alone(&threads, NONE, &[], &[1, 2], 0),
             [true, false, false, true]
+        );
+    }
+
+    #[test]
+    fn claims_no_logged_thread_accounts_for_are_pending() {
+        // Process 10: main (label 10) and two threads (-10) on slot 0, one thread on slot 1;
+        // the main thread is logged on CPU 4 (slot 0). The housekeeper's own claim for
+        // thread 33 (label 33, slot 1) is not the shim's. A label whose slot is past the
+        // plan is nobody's.
+        let records = [(10, 0), (-10, 0), (-10, 0), (-10, 1), (33, 1), (-10, 9)];
+        let p = pending_claims(records.into_iter(), &[(33, 1)], &[(10, 4)], &[4, 5]);
+        assert_eq!(p, BTreeMap::from([((10, 4), 2), ((10, 5), 1)]));
+        assert!(pending_claims([(i32::MIN, 0)].into_iter(), &[], &[], &[4]).is_empty());
+    }
+
+    #[test]
+    fn a_thread_born_on_its_slot_waits_for_its_record_however_long() {
+        // -n 2 on 2 CPUs (task CPUs 1 and 0, housekeeper 0). The main thread is logged on
+        // CPU 1; two workers were born, one on each CPU, with a claim each, but have not run
+        // to write their records. A third thread was cloned raw by the main thread: it
+        // inherited {1} and no claim covers it.
+        let pending = BTreeMap::from([((10, 1), 1), ((10, 0), 1)]);
+        let threads = [
+            un(13, 10, one(1), Kin::Shim),
+            un(11, 10, one(1), Kin::Shim),
+            un(12, 10, one(0), Kin::Shim),
+        ];
+        assert_eq!(
+            leave_alone(&threads, &pending, &[1], &[1, 0], 0),
+            [false, true, true],
+            "the oldest thread on CPU 1 takes its claim"
+        );
+        // The task's main thread, born on slot 0 by the launcher's claim before the shim's
+        // init has run, takes the claim before any thread that inherited its CPU.
+        let pending = BTreeMap::from([((20, 1), 1)]);
+        let threads = [
+            un(21, 20, one(1), Kin::Other),
+            un(20, 20, one(1), Kin::Other),
+        ];
+        assert_eq!(
+            leave_alone(&threads, &pending, &[], &[1, 0], 0),
+            [false, true]
+        );
+    }
+
+    #[test]
+    fn a_fork_and_a_helper_of_a_shim_process_are_the_shims() {
+        // A fork that has not run its fork handler yet, whatever its mask; a helper born on
+        // the housekeeper CPU (here also a task CPU) in a process the shim is in. The same
+        // masks in a static program are inherited.
+        let threads = [
+            un(30, 30, one(1), Kin::Fork),
+            un(31, 31, Mask::Cpus(vec![0, 1]), Kin::Fork),
+            un(41, 40, one(0), Kin::Shim),
+            un(51, 50, one(0), Kin::Other),
+        ];
+        assert_eq!(
+            leave_alone(&threads, NONE, &[1, 1], &[1, 0], 0),
+            [true, true, true, false]
         );
     }
 }

@@ -1,9 +1,10 @@
 //! One thread followed over the run: what one poll reads of it.
 //!
-//! Owns: deciding which of a thread's files a poll reads (every poll `schedstat`; `stat`,
-//! `sched` and `children` only when it ran since the last poll, or when asked to), and what it
-//! adds up to (CPUs seen on, drift, demand). Must not: place threads, or decide that a thread
-//! ended for any reason but its own files: a thread that sleeps is read, not forgotten.
+//! Owns: deciding which of a thread's files a poll reads (`schedstat`; `stat`, `sched` and
+//! `children` only when it ran since the last read, or when asked to), how often a thread that
+//! keeps sleeping is read ([`idle_skip`]), and what the reads add up to (CPUs seen on, drift,
+//! demand). Must not: place threads, or decide that a thread ended for any reason but its own
+//! files: a thread that sleeps is read less often, never forgotten.
 
 use super::threads::{self, Read, SchedStat, Stat, Switches, ThreadFiles};
 use crate::fsroot::FsRoot;
@@ -34,6 +35,20 @@ pub struct Tracked {
     /// The CPU assigned to it as of the last poll (the shim's or the housekeeper's).
     pub assigned: Option<usize>,
     demand_base: Option<(Instant, u64)>,
+    /// Reads in a row that found it had not run since the read before.
+    idle_reads: u32,
+}
+
+/// How many polls a thread is left unread after `idle_reads` reads in a row found it asleep:
+/// none after one, then doubling (1, 3, 7, 15, ...) up to `cap`. The housekeeper's cost then
+/// grows with the threads that run, not with those that exist; a thread that wakes is seen
+/// again within `cap` polls.
+pub fn idle_skip(idle_reads: u32, cap: u32) -> u32 {
+    if idle_reads < 2 {
+        return 0;
+    }
+    let doubling = (1u32 << (idle_reads - 1).min(20)) - 1;
+    doubling.min(cap)
 }
 
 /// How a poll reads threads: which files are known missing.
@@ -50,8 +65,6 @@ pub struct Mode {
 /// What one read of a live thread found.
 #[derive(Debug, Default)]
 pub struct Polled {
-    /// Name.
-    pub comm: String,
     /// Seconds since it started.
     pub age_s: f64,
     /// CPU wanted over the last interval (see [`super::placer::View::demand`]).
@@ -84,7 +97,13 @@ impl Tracked {
             ended: false,
             assigned: None,
             demand_base: None,
+            idle_reads: 0,
         }
+    }
+
+    /// After a read: how many polls to leave it unread, by [`idle_skip`] up to `cap`.
+    pub fn rest_polls(&self, cap: u32) -> u32 {
+        idle_skip(self.idle_reads, cap)
     }
 
     /// Drops the open files (the run is over).
@@ -135,6 +154,7 @@ impl Tracked {
             (Some(p), Some(s)) => s.timeslices != p.timeslices || s.runtime_ns != p.runtime_ns,
             _ => true,
         };
+
         let prev_ticks = self.stat.as_ref().map(|s| s.cpu_ticks);
         let stat = match &self.stat {
             Some(st) if !scheduled => st.clone(),
@@ -172,6 +192,11 @@ impl Tracked {
             (None, Some(p)) => stat.cpu_ticks != p,
             (None, None) => true,
         };
+        self.idle_reads = if ran {
+            0
+        } else {
+            self.idle_reads.saturating_add(1)
+        };
         if let Some(cpu) = stat.processor.filter(|_| ran) {
             self.seen_on.insert(cpu);
             if self.assigned.is_some_and(|a| a != cpu) && self.polls > 0 {
@@ -197,8 +222,20 @@ impl Tracked {
         };
         self.demand_base = Some((now, base));
         self.polls += 1;
-        out.comm = stat.comm.clone();
         self.stat = Some(stat);
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sleeping_thread_is_read_half_as_often_each_time_up_to_the_cap() {
+        let skips: Vec<u32> = (0..8).map(|idle| idle_skip(idle, 24)).collect();
+        assert_eq!(skips, [0, 0, 1, 3, 7, 15, 24, 24]);
+        assert_eq!(idle_skip(40, 24), 24);
+        assert_eq!(idle_skip(5, 0), 0, "no cap: read every poll");
     }
 }

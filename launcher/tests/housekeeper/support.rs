@@ -103,6 +103,7 @@ impl Drop for Guard {
     }
 }
 
+#[derive(Debug)]
 pub(crate) struct Output {
     pub code: Option<i32>,
     pub stdout: String,
@@ -112,38 +113,155 @@ pub(crate) struct Output {
 /// Runs `cmd` in its own process group with a deadline; the guard kills the group if the
 /// deadline passes or the test panics.
 pub(crate) fn run(mut cmd: Command) -> Output {
-    cmd.process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut guard = Guard(Some(cmd.spawn().expect("spawn")));
-    let child = guard.0.as_mut().unwrap();
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            started.elapsed() < RUN_DEADLINE,
-            "{cmd:?} still running after {RUN_DEADLINE:?}: killed"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    guard.0 = None;
-    Output {
-        code: status.code(),
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
+    cmd.stdin(Stdio::null());
+    Started::spawn(cmd).finish()
+}
+
+/// A run started in its own process group, its output drained while it runs, its stdin held
+/// open until [`Started::go`]; killed with its group if the test panics or the deadline passes.
+pub(crate) struct Started {
+    guard: Guard,
+    stdin: Mutex<Option<std::process::ChildStdin>>,
+    stdout: std::thread::JoinHandle<String>,
+    stderr: std::thread::JoinHandle<String>,
+    what: String,
+}
+
+impl Started {
+    /// Starts `cmd` with a pipe for stdin.
+    pub(crate) fn new(mut cmd: Command) -> Started {
+        cmd.stdin(Stdio::piped());
+        Started::spawn(cmd)
     }
+
+    fn spawn(mut cmd: Command) -> Started {
+        cmd.process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn");
+        let drain = |mut r: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = r.read_to_string(&mut s);
+                s
+            })
+        };
+        let stdout = drain(Box::new(child.stdout.take().unwrap()));
+        let stderr = drain(Box::new(child.stderr.take().unwrap()));
+        Started {
+            stdin: Mutex::new(child.stdin.take()),
+            guard: Guard(Some(child)),
+            stdout,
+            stderr,
+            what: format!("{cmd:?}"),
+        }
+    }
+
+    /// Writes one byte to the run's stdin and closes it.
+    pub(crate) fn go(&self) {
+        use std::io::Write;
+        let stdin = self.stdin.lock().unwrap().take();
+        stdin
+            .expect("stdin is a pipe, written once")
+            .write_all(b"g")
+            .expect("write to the task's stdin");
+    }
+
+    /// Waits for the run to end (killing it after [`RUN_DEADLINE`]) and returns its output.
+    pub(crate) fn finish(mut self) -> Output {
+        drop(self.stdin.lock().unwrap().take());
+        let child = self.guard.0.as_mut().unwrap();
+        let started = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                started.elapsed() < RUN_DEADLINE,
+                "{} still running after {RUN_DEADLINE:?}: killed",
+                self.what
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        self.guard.0 = None;
+        Output {
+            code: status.code(),
+            stdout: self.stdout.join().unwrap(),
+            stderr: self.stderr.join().unwrap(),
+        }
+    }
+}
+
+/// Holds the next `count` tasks (threads or forked processes) that `pid`'s main thread
+/// creates stopped under ptrace from their birth, before they first run, for `hold`, then
+/// lets them go; `go` makes the process create them. Returns their tids, or `None` (skipped,
+/// or failed under `CI=true`) when this process may not trace `pid`.
+pub(crate) fn hold_new_tasks(
+    pid: i32,
+    count: usize,
+    hold: Duration,
+    go: impl FnOnce(),
+) -> Option<Vec<i32>> {
+    let options = libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACEFORK | libc::PTRACE_O_TRACEVFORK;
+    // SAFETY: PTRACE_SEIZE takes no memory from this process.
+    if unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_ulong) } != 0 {
+        let msg = format!(
+            "cannot trace pid {pid}: {}",
+            std::io::Error::last_os_error()
+        );
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{msg} (required under CI=true: run as root)");
+        }
+        eprintln!("skipped: {msg}");
+        return None;
+    }
+    go();
+    let mut born = Vec::new();
+    while born.len() < count {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status word only.
+        let waited = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        assert_eq!(waited, pid, "waitpid: {}", std::io::Error::last_os_error());
+        assert!(
+            libc::WIFSTOPPED(status),
+            "pid {pid} ended (status {status:#x}) before it created {count} tasks"
+        );
+        let event = status >> 16;
+        let mut signal = 0;
+        if [
+            libc::PTRACE_EVENT_CLONE,
+            libc::PTRACE_EVENT_FORK,
+            libc::PTRACE_EVENT_VFORK,
+        ]
+        .contains(&event)
+        {
+            let mut tid: libc::c_ulong = 0;
+            // SAFETY: PTRACE_GETEVENTMSG writes one unsigned long to the pointer.
+            unsafe { libc::ptrace(libc::PTRACE_GETEVENTMSG, pid, 0, &mut tid) };
+            born.push(tid as i32);
+        } else if event == 0 {
+            // A signal on its way to the process: deliver it.
+            signal = libc::WSTOPSIG(status);
+        }
+        let request = if born.len() < count {
+            libc::PTRACE_CONT
+        } else {
+            libc::PTRACE_DETACH
+        };
+        // SAFETY: the tracee is stopped; the data argument is a signal number.
+        unsafe { libc::ptrace(request, pid, 0, signal as libc::c_ulong) };
+    }
+    for &tid in &born {
+        let mut status = 0;
+        // SAFETY: as above; a new task reports its first stop before it runs.
+        unsafe { libc::waitpid(tid, &mut status, libc::__WALL) };
+    }
+    std::thread::sleep(hold);
+    for &tid in &born {
+        // SAFETY: the task is in its first stop.
+        unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, 0 as libc::c_ulong) };
+    }
+    Some(born)
 }
 
 pub(crate) fn goset_run(
@@ -158,6 +276,37 @@ pub(crate) fn goset_run(
         cmd.env(k, v);
     }
     run(cmd)
+}
+
+/// Builds the C test program `src`, runs `goset-run FLAGS --json R -- program ARGS` (one run at
+/// a time) and checks it exited 0; its output, its report and a context for messages, or
+/// `None` (skipped) without gcc.
+pub(crate) fn run_c_program(
+    src: &str,
+    flags: &[&str],
+    args: &[&str],
+) -> Option<(Output, Value, String)> {
+    let dir = tempfile::TempDir::new().unwrap();
+    let prog = gcc(dir.path(), src, &[])?;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let report = dir.path().join("report.json");
+    let mut task = vec![prog.as_os_str()];
+    task.extend(args.iter().map(std::ffi::OsStr::new));
+    let out = goset_run(flags, &report, &task, &[]);
+    let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code, Some(0), "{ctx}");
+    let v = json(&report);
+    Some((out, v, ctx))
+}
+
+/// The report's task CPUs, in slot order.
+pub(crate) fn planned_cpus(report: &Value) -> Vec<i64> {
+    report["selection"]["task_cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_i64().unwrap())
+        .collect()
 }
 
 pub(crate) fn json(path: &Path) -> Value {
