@@ -2,9 +2,11 @@
 //! another one (musl's), or by nobody (static).
 //!
 //! Owns: the bounded reading of an executable's ELF header, program headers and `PT_INTERP`
-//! path (32 and 64 bit, either byte order), and the rule that tells glibc's loader from
-//! others. Must not: run or map the file, or fail the launch: whatever is not a readable ELF
-//! executable (a script, a truncated file) is [`Linkage::NotElf`], simply not inspected.
+//! path (32 and 64 bit, either byte order), the rule that tells glibc's loader from others,
+//! and whether the kernel will start the file secure-exec (`AT_SECURE`: glibc then ignores a
+//! preload named by path). Must not: run or map the file, or fail the launch: whatever is not
+//! a readable ELF executable (a script, a truncated file) is [`Linkage::NotElf`], simply not
+//! inspected.
 
 use std::ffi::OsStr;
 use std::io::{Read, Seek, SeekFrom};
@@ -162,7 +164,40 @@ pub fn is_glibc_loader(interpreter: &Path) -> bool {
     name.starts_with(b"ld-linux") || name.starts_with(b"ld64.so.") || name == b"ld.so.1"
 }
 
+/// Whether executing `path` would be secure-exec for this process: a set-user-id or
+/// set-group-id file of another user or group, or one with file capabilities. A file that
+/// cannot be inspected counts as secure-exec.
+pub fn is_secure_exec(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return true;
+    };
+    // SAFETY: geteuid and getegid cannot fail.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let setuid = meta.mode() & libc::S_ISUID != 0 && meta.uid() != euid;
+    let setgid = meta.mode() & libc::S_ISGID != 0 && meta.gid() != egid;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: both names are NUL-terminated; a zero-sized read only asks whether it exists.
+    let caps = unsafe {
+        libc::getxattr(
+            c_path.as_ptr(),
+            c"security.capability".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    } >= 0;
+    setuid || setgid || caps
+}
+
 impl Linkage {
+    /// Whether libgoset.so will load into this program: a glibc program (a script is not
+    /// inspected, so it is not counted).
+    pub fn loads_shim(&self) -> bool {
+        matches!(self, Linkage::Dynamic(interp) if is_glibc_loader(interp))
+    }
+
     /// Why libgoset.so cannot load into this program, for a note on stderr; `None` for a
     /// glibc program and for what was not inspected.
     pub fn why_no_shim(&self) -> Option<String> {
@@ -221,6 +256,24 @@ mod tests {
 
     fn linkage(bytes: Vec<u8>) -> Linkage {
         read(&mut Cursor::new(bytes))
+    }
+
+    #[test]
+    fn only_set_id_files_of_others_and_files_with_capabilities_are_secure_exec() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x");
+        std::fs::write(&file, "").unwrap();
+        assert!(!is_secure_exec(&file));
+        // Set-user-id, but ours: the kernel starts it as ever.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        assert!(!is_secure_exec(&file));
+        assert!(is_secure_exec(&dir.path().join("missing")));
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } == 0 && Path::new("/usr/bin/passwd").exists() {
+            // Root runs a set-user-id-root file without AT_SECURE.
+            assert!(!is_secure_exec(Path::new("/usr/bin/passwd")));
+        }
     }
 
     #[test]

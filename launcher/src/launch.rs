@@ -116,8 +116,8 @@ struct Prepared {
     launch: Launch,
     run_dir: Option<RunDir>,
     shim: bool,
-    /// The command is one the shim can reach and places (dynamically linked, not
-    /// secure-exec, not one of goset's own programs).
+    /// The command is one the shim loads into and places: a glibc program (not a script, whose
+    /// interpreter is not inspected), not secure-exec, not one of goset's own programs.
     shim_reaches: bool,
 }
 
@@ -145,10 +145,13 @@ fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared>
     let mut shim_reaches = false;
     let run_dir = match &shim {
         Some(lib) => {
-            let why = crate::elf::read_file(&command).why_no_shim();
-            // The shim stays out of goset's own programs (resolved as the kernel will).
+            let linkage = crate::elf::read_file(&command);
+            let why = linkage.why_no_shim();
+            // The shim stays out of goset's own programs (resolved as the kernel will), and
+            // glibc ignores it in a secure-exec program.
             let exe = std::fs::canonicalize(&command).unwrap_or_else(|_| command.clone());
-            shim_reaches = why.is_none()
+            shim_reaches = linkage.loads_shim()
+                && !crate::elf::is_secure_exec(&command)
                 && !goset_plan::plan::is_goset_program(exe.as_os_str().as_encoded_bytes());
             if let Some(why) = why.filter(|_| !opts.quiet) {
                 output::to_stderr(&format!(

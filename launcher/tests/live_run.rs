@@ -179,28 +179,51 @@ fn goset_run_inside_a_goset_task_is_not_placed_by_the_outer_shim() {
     let inner = inner.to_str().unwrap();
     // Were the outer shim to place the inner goset-run as a worker, it would see one CPU and
     // refuse -n 2.
-    let out = common::goset_run_ok(&[
-        "-q",
-        "--sample",
-        "0",
-        "-n",
-        "2",
-        "--",
-        inner,
-        "-q",
-        "--sample",
-        "0",
-        "-n",
-        "2",
-        "--",
-        "grep",
-        "Cpus_allowed_list",
-        "/proc/self/status",
-    ]);
-    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (line, err) =
+        cpus_allowed_under_goset_run(&[inner, "-q", "--sample", "0", "-n", "2", "--"], "grep");
     assert!(
         line == "Cpus_allowed_list:\t0\n" || line == "Cpus_allowed_list:\t1\n",
-        "{line:?} {}",
-        String::from_utf8_lossy(&out.stderr)
+        "{line:?} {err}"
     );
+}
+
+/// A secure-exec command (here a set-user-id copy of `grep` owned by nobody, run as root) does
+/// not load the shim, so its main thread is not born on slot 0: it starts on the task's CPUs,
+/// as every program the shim cannot reach does, and its children are not all confined to one.
+#[test]
+fn a_secure_exec_command_starts_on_all_the_task_cpus() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (to make a set-user-id file of another user)");
+        return;
+    }
+    if !common::two_online_cpus() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let grep = dir.path().join("grep");
+    std::fs::copy("/usr/bin/grep", &grep).unwrap();
+    std::os::unix::fs::chown(&grep, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&grep, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let (line, err) = cpus_allowed_under_goset_run(&[], grep.to_str().unwrap());
+    assert!(
+        line == "Cpus_allowed_list:\t0-1\n" || line == "Cpus_allowed_list:\t0,1\n",
+        "{line:?} {err}"
+    );
+}
+
+/// `goset-run -q --sample 0 -n 2 -- WRAPPER... GREP Cpus_allowed_list /proc/self/status`: the
+/// line the task read, and goset-run's stderr.
+fn cpus_allowed_under_goset_run(wrapper: &[&str], grep: &str) -> (String, String) {
+    let mut args = vec!["-q", "--sample", "0", "-n", "2", "--"];
+    args.extend(wrapper);
+    args.extend([grep, "Cpus_allowed_list", "/proc/self/status"]);
+    let out = common::goset_run_ok(&args);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -135,44 +135,55 @@ fn note(
     }
 }
 
-/// A line exactly as the shim writes it (its keys in its order, ending `"placed_by":"shim"}`,
-/// an executable path without escapes), read without a JSON parser; `None` for anything else.
-/// The shim escapes every quote inside a string, so a key found where one is expected is one.
+/// A line exactly as the shim writes it (`preload/src/log.rs`: every key in its order, every
+/// value in the form the shim gives it, an executable path without escapes), read without a
+/// JSON parser; `None` for anything else, which is then parsed in full.
 fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
-    let rest = line
-        .strip_suffix(b",\"placed_by\":\"shim\"}")?
-        .strip_prefix(b"{\"time\":")?;
-    let rest = after(rest, b",\"pid\":")?;
-    let (pid, rest) = number(rest)?;
+    let rest = line.strip_prefix(b"{\"time\":")?;
+    let (_, rest) = number(rest)?;
+    // The fraction: six digits, leading zeros included.
+    let fraction = rest.strip_prefix(b".")?;
+    let rest = fraction
+        .get(6..)
+        .filter(|_| fraction[..6].iter().all(u8::is_ascii_digit))?;
+    let (pid, rest) = number(rest.strip_prefix(b",\"pid\":")?)?;
     let (tid, rest) = number(rest.strip_prefix(b",\"tid\":")?)?;
     let rest = skip_string(rest.strip_prefix(b",\"comm\":\"")?)?;
     let (exe, rest) = plain_string(rest.strip_prefix(b",\"exe\":\"")?)?;
     let (event, rest) = plain_string(rest.strip_prefix(b",\"event\":\"")?)?;
-    let rest = after(rest, b",\"cpu\":")?;
-    let cpu = if rest.starts_with(b"null") {
-        None
-    } else {
-        Some(usize::try_from(number(rest)?.0).ok()?)
+    let (_, rest) = plain_string(rest.strip_prefix(b",\"call\":\"")?)?;
+    let rest = rest.strip_prefix(b",\"requested\":")?;
+    let rest = match rest.strip_prefix(b"null") {
+        Some(rest) => rest,
+        None => plain_string(rest.strip_prefix(b"\"")?)?.1,
     };
+    let (cpu, rest) = number_or_null(rest.strip_prefix(b",\"cpu\":")?)?;
+    let (_, rest) = number_or_null(rest.strip_prefix(b",\"slot\":")?)?;
+    let (_, rest) = plain_string(rest.strip_prefix(b",\"role\":\"")?)?;
+    let rest = rest.strip_prefix(b",\"shared\":")?;
+    let rest = rest
+        .strip_prefix(b"true")
+        .or_else(|| rest.strip_prefix(b"false"))?;
+    if rest != b",\"placed_by\":\"shim\"}" {
+        return None;
+    }
     Some(Brief {
         pid: i32::try_from(pid).ok()?,
         tid: i32::try_from(tid).ok()?,
         exe: std::str::from_utf8(exe).ok()?,
         exit: event == b"exit",
-        cpu,
+        cpu: match cpu {
+            Some(c) => Some(usize::try_from(c).ok()?),
+            None => None,
+        },
     })
 }
 
-/// What follows the first `key` in `s`.
-fn after<'a>(s: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
-    let at = s.windows(key.len()).position(|w| w == key)?;
-    Some(&s[at + key.len()..])
-}
-
-/// A decimal number at the start of `s` (at most 18 digits), and what follows it.
+/// A decimal number at the start of `s` as JSON writes one (at most 18 digits, no leading
+/// zero), and what follows it.
 fn number(s: &[u8]) -> Option<(i64, &[u8])> {
     let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 18 {
+    if digits == 0 || digits > 18 || (digits > 1 && s[0] == b'0') {
         return None;
     }
     let n = s[..digits]
@@ -181,22 +192,35 @@ fn number(s: &[u8]) -> Option<(i64, &[u8])> {
     Some((n, &s[digits..]))
 }
 
-/// Past the end of a JSON string whose opening quote is already consumed.
+/// `null` or a [`number`].
+fn number_or_null(s: &[u8]) -> Option<(Option<i64>, &[u8])> {
+    match s.strip_prefix(b"null") {
+        Some(rest) => Some((None, rest)),
+        None => number(s).map(|(n, rest)| (Some(n), rest)),
+    }
+}
+
+/// Past the end of a JSON string whose opening quote is already consumed; `None` for a raw
+/// control character, which JSON does not allow in a string.
 fn skip_string(s: &[u8]) -> Option<&[u8]> {
     let mut i = 0;
     while i < s.len() {
         match s[i] {
             b'\\' => i += 2,
             b'"' => return Some(&s[i + 1..]),
+            b if b < 0x20 => return None,
             _ => i += 1,
         }
     }
     None
 }
 
-/// A JSON string without escapes (opening quote consumed), and what follows its closing quote.
+/// A JSON string without escapes or control characters (opening quote consumed), and what
+/// follows its closing quote.
 fn plain_string(s: &[u8]) -> Option<(&[u8], &[u8])> {
-    let end = s.iter().position(|&b| b == b'"' || b == b'\\')?;
+    let end = s
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
     (s[end] == b'"').then(|| (&s[..end], &s[end + 1..]))
 }
 
@@ -226,6 +250,7 @@ mod tests {
                 "null",
             ),
             shim_line(13, "back\\\\", "/x", "set", "0"),
+            shim_line(14, "a", "/x", "exit", "1").replace("1.500000", "1796276125.000001"),
         ];
         for line in &cases {
             let scanned = scan_shim_line(line.as_bytes()).unwrap_or_else(|| panic!("{line}"));
@@ -249,6 +274,13 @@ mod tests {
             r#"{"time":1.0,"pid":1,"tid":6,"event":"place","cpu":1,"placed_by":"housekeeper"}"#
                 .to_string(),
             shim_line(16, "a", "/x", "create", "99999999999999999999"),
+            // What a parser would read otherwise, or refuse.
+            shim_line(17, "a", "/x", "create", "007"),
+            shim_line(18, "a", "/x", "create", "2.5"),
+            shim_line(19, "a", "/x", "create", "2")
+                .replace("\"requested\":\"0-3\"", "\"requested\":{\"cpu\":9}"),
+            shim_line(20, "a\u{1}b", "/x", "create", "2"),
+            shim_line(21, "a", "/x", "create", "2").replace("1.500000", "1.5"),
         ] {
             assert_eq!(scan_shim_line(line.as_bytes()), None, "{line}");
         }

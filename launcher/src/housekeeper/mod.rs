@@ -57,6 +57,8 @@ pub struct Settings {
 /// the rule that only a thread that ran can have forked (a `CLONE_PARENT` child joins a
 /// parent that did not run; a nohz_full CPU may not update a running thread's run time).
 const ALL_CHILDREN_EVERY: Duration = Duration::from_secs(1);
+/// CPU time after which a fork of the shim's process that wrote no record is not the shim's.
+const FORK_RUN_NS: u64 = 10_000_000;
 /// A thread that keeps sleeping is read at least this often (and at every all-children poll).
 const IDLE_READ_EVERY: Duration = Duration::from_millis(250);
 
@@ -415,17 +417,50 @@ impl Housekeeper {
                     }
                 }
             };
+            // The listed threads not read above.
+            let read_new = |hk: &mut Self,
+                            listed: Vec<i32>,
+                            found: &mut Vec<i32>,
+                            live: &mut Vec<Live>,
+                            alive: &mut Known,
+                            lost: &mut BTreeSet<i32>| {
+                let new: Vec<i32> = listed
+                    .into_iter()
+                    .filter(|&t| !alive.contains(t) && !lost.contains(&t))
+                    .collect();
+                read_each(hk, new, found, live, alive, lost);
+                alive.0.sort_unstable_by_key(|e| e.0);
+            };
             read_each(self, tids, &mut found, &mut live, &mut alive, &mut lost);
+            let mut listed = !unchanged && probe.is_none();
             if unchanged && !lost.is_empty() {
-                // A thread ended while the count held, so another was born: list, and read
-                // only the threads not read above.
+                // A thread ended while the count held, so another was born: look up or list,
+                // and read only the threads not read above.
                 if let Listing::Tids(now_listed) = list_or_probe(&self.root) {
-                    let new: Vec<i32> = now_listed
-                        .into_iter()
-                        .filter(|&t| !alive.contains(t) && !lost.contains(&t))
-                        .collect();
-                    read_each(self, new, &mut found, &mut live, &mut alive, &mut lost);
-                    alive.0.sort_unstable_by_key(|e| e.0);
+                    read_new(
+                        self, now_listed, &mut found, &mut live, &mut alive, &mut lost,
+                    );
+                }
+                listed = probe.is_none();
+            }
+            // What a lookup found, with the sleeping threads taken as alive, must add up to the
+            // thread count; when it does not (a tid handed out before the last poll but not
+            // yet in /proc then, a sleeping thread that ended), list: threads no longer listed
+            // ended, and the new ones are read.
+            if !listed && count.is_some_and(|n| alive.len() != n) {
+                if let Listing::Tids(now_listed) = list_threads(&self.root, pid) {
+                    let listed: BTreeSet<i32> = now_listed.iter().copied().collect();
+                    let gone: BTreeSet<i32> =
+                        alive.tids().filter(|t| !listed.contains(t)).collect();
+                    if !gone.is_empty() {
+                        alive.0.retain(|(t, _)| !gone.contains(t));
+                        let mine = live.split_off(first);
+                        live.extend(mine.into_iter().filter(|l| !gone.contains(&l.tid)));
+                        lost.extend(gone);
+                    }
+                    read_new(
+                        self, now_listed, &mut found, &mut live, &mut alive, &mut lost,
+                    );
                 }
             }
             lost.extend(known.tids().filter(|&t| !alive.contains(t)));
@@ -622,9 +657,17 @@ impl Housekeeper {
         };
         let mut kins: BTreeMap<i32, Kin> = BTreeMap::new();
         for t in live.iter_mut().filter(|t| open(t)) {
-            t.kin = *kins
+            let kin = *kins
                 .entry(t.pid)
                 .or_insert_with(|| policy::kin_of(t.pid, &lineage, &mut exe));
+            // The shim's fork handler runs first thing in a child: one that has run this long
+            // without a record was made behind libc's back (a raw clone, `_Fork`).
+            let ran_long = (self.threads.get(&t.tid)).is_some_and(|x| x.cpu_ns() >= FORK_RUN_NS);
+            t.kin = if kin == Kin::Fork && ran_long {
+                Kin::Other
+            } else {
+                kin
+            };
         }
     }
 

@@ -101,6 +101,15 @@ impl Tracked {
         }
     }
 
+    /// CPU time it used as of its last read, in nanoseconds.
+    pub fn cpu_ns(&self) -> u64 {
+        match (&self.sched, &self.stat) {
+            (Some(s), _) => s.runtime_ns,
+            (None, Some(st)) => st.cpu_ticks * (1_000_000_000 / USER_HZ),
+            (None, None) => 0,
+        }
+    }
+
     /// After a read: how many polls to leave it unread, by [`idle_skip`] up to `cap`.
     pub fn rest_polls(&self, cap: u32) -> u32 {
         idle_skip(self.idle_reads, cap)
