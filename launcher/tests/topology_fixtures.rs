@@ -465,11 +465,43 @@ fn synthetic_root_uses_the_command_line_and_status() {
             (true, true, true)
         ]
     );
-    assert!(topo.nodes.is_empty() && topo.cpus.iter().all(|c| c.node.is_none()));
+    // No node directory (a kernel without NUMA): one node of every CPU, as hwloc has it.
+    assert_eq!(topo.nodes.len(), 1, "{:?}", topo.nodes);
+    assert!(topo.nodes[0].synthetic && topo.nodes[0].cpus == vec![0, 1, 2, 3]);
+    assert!(topo.cpus.iter().all(|c| c.node == Some(0)));
 
     // Nothing at all is fatal.
     let empty = tempfile::tempdir().unwrap();
     assert!(Topology::read(&FsRoot::new(empty.path())).is_err());
+}
+
+/// The three sysfs shapes where hwloc's reading once differed from goset's (issue 9), each a
+/// minimal tree: packages from `core_siblings` masks where every `physical_package_id` is -1;
+/// SMT cores from `thread_siblings` without any `core_id`; (no node directory: above).
+#[test]
+fn shapes_hwloc_reads_by_masks_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    write(r, "sys/devices/system/cpu/online", "0-7\n");
+    write(r, "sys/devices/system/cpu/possible", "0-7\n");
+    write(r, "sys/devices/system/node/online", "0\n");
+    write(r, "sys/devices/system/node/node0/cpulist", "0-7\n");
+    for c in 0..8 {
+        let t = format!("sys/devices/system/cpu/cpu{c}/topology");
+        // Packages 0-3 and 4-7 by mask only; SMT pairs (0,1), (2,3) ... by mask only.
+        write(r, &format!("{t}/physical_package_id"), "-1\n");
+        let package = if c < 4 { 0x0f } else { 0xf0 };
+        write(r, &format!("{t}/core_siblings"), &format!("{package:x}\n"));
+        let pair = 0b11u32 << (c & !1);
+        write(r, &format!("{t}/thread_siblings"), &format!("{pair:x}\n"));
+    }
+    let topo = Topology::read(&FsRoot::new(r)).unwrap();
+    let packages: Vec<Option<usize>> = topo.cpus.iter().map(|c| c.package_index).collect();
+    assert_eq!(packages, [0, 0, 0, 0, 1, 1, 1, 1].map(Some));
+    let cores: BTreeSet<Vec<usize>> = topo.cpus.iter().map(|c| c.siblings.clone()).collect();
+    let pairs: BTreeSet<Vec<usize>> = (0..4).map(|p| vec![2 * p, 2 * p + 1]).collect();
+    assert_eq!(cores, pairs);
+    assert!(topo.nodes.len() == 1 && !topo.nodes[0].synthetic);
 }
 
 #[test]

@@ -168,6 +168,8 @@ pub fn plan(
         return Err(SelectError::NoCandidates);
     }
     let (node, candidates) = restrict_to_node(topo, &usable, opts)?;
+    // A kernel without NUMA has nothing to bind memory to: its one node only restricts CPUs.
+    let node = node.filter(|&n| !topo.node(n).is_some_and(|info| info.synthetic));
 
     let outside: Vec<usize> = opts
         .include

@@ -32,6 +32,7 @@ fn machine(cores: usize, smt: usize, nodes: usize) -> Topology {
             id,
             online: true,
             cpus: (0..n).filter(|&c| node_of(c) == id).collect(),
+            synthetic: false,
         })
         .collect();
     Topology {
@@ -271,4 +272,15 @@ fn a_busy_cpu_loses_to_a_quiet_one_and_ties_are_deterministic() {
     let b = plan(&topo, &quiet(), &opts(2)).unwrap();
     assert_eq!(a, b);
     assert_eq!(a.task_cpus, vec![1, 0]);
+}
+
+#[test]
+fn the_made_up_node_of_a_kernel_without_numa_binds_no_memory() {
+    let mut topo = machine(4, 1, 1);
+    topo.nodes[0].synthetic = true;
+    for numa in [NumaChoice::Node(0), NumaChoice::Auto] {
+        let sel = plan(&topo, &quiet(), &Options { numa, ..opts(2) }).unwrap();
+        assert_eq!(sel.node, None, "{numa:?}");
+        assert_eq!(sel.task_cpus.len(), 2);
+    }
 }

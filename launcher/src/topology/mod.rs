@@ -25,7 +25,9 @@
 //!   kernel's number (so `Some(-1)`); `package_index` is the grouping to use.
 //! - **NUMA nodes**: `node/nodeN/cpulist`, else `cpumap`, else the `cpuM` links in the node
 //!   directory, else the `cpu/cpuM/nodeN` links. A node is online per `node/online` (when missing:
-//!   when its directory exists). A CPU whose node is offline has `node: None`, like hwloc (its
+//!   when its directory exists). A kernel without NUMA support (no `node` directory and no
+//!   `cpuM/nodeN` links) has one node 0 of every possible CPU, as hwloc has it, marked
+//!   [`NodeInfo::synthetic`]. A CPU whose node is offline has `node: None`, like hwloc (its
 //!   node has no memory to bind to); [`NodeInfo`] still lists it under the offline node.
 //! - **Allowed**: on the live root the launcher's own affinity (`sched_getaffinity`); on a dump
 //!   `Cpus_allowed_list` of `/proc/self/status`, else the cgroup cpuset of `/proc/self/cpuset`,
@@ -103,6 +105,10 @@ pub struct NodeInfo {
     pub online: bool,
     /// Possible CPUs the kernel places on this node, online or not, ascending.
     pub cpus: Vec<usize>,
+    /// Made up for a kernel without NUMA support (no `/sys/devices/system/node`): node 0 of
+    /// every possible CPU, as hwloc reports it. Memory cannot be bound to it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub synthetic: bool,
 }
 
 /// The kernel's isolation settings: the raw command-line parameters, the sysfs lists, and the

@@ -296,8 +296,17 @@ impl Reader<'_> {
         }
         let linked = self.node_links(cpu_dirs);
         ids.extend(linked.keys().copied());
-        if dirs.is_empty() && !self.root.exists(NODE_DIR) {
-            self.note(NODE_DIR, "missing; no NUMA nodes");
+        if ids.is_empty() && !self.root.exists(NODE_DIR) {
+            self.note(
+                NODE_DIR,
+                "missing (a kernel without NUMA): one node 0 of every CPU, memory not bound",
+            );
+            return vec![NodeInfo {
+                id: 0,
+                online: true,
+                cpus: possible.iter().copied().collect(),
+                synthetic: true,
+            }];
         }
         ids.into_iter()
             .map(|id| {
@@ -307,6 +316,7 @@ impl Reader<'_> {
                     id,
                     online: online_list.as_ref().map_or(has_dir, |v| v.contains(&id)),
                     cpus: cpus.into_iter().filter(|c| possible.contains(c)).collect(),
+                    synthetic: false,
                 }
             })
             .collect()
