@@ -43,7 +43,8 @@ impl Report {
     }
 }
 
-fn parse_line(line: &str) -> Option<Report> {
+/// One `report ...` line, or `None` for any other line.
+pub fn parse_line(line: &str) -> Option<Report> {
     let rest = line.strip_prefix("report ")?;
     let mut fields: BTreeMap<String, String> = BTreeMap::new();
     for token in rest.split_whitespace() {
