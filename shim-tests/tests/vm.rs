@@ -4,7 +4,8 @@
 //! goset's report:
 //! - `goset topology --json` against the guest's sysfs (siblings, nodes);
 //! - `--smt spread` puts the workers on distinct cores, `--smt pack` fills cores (SMT guests);
-//! - `-n` = every CPU gives every thread a CPU of its own;
+//! - `-n` = every CPU gives every thread a CPU of its own; with fewer task CPUs than cores,
+//!   CPU 0's core is left out; a `taskset` mask bounds the task;
 //! - `--numa auto` keeps the task on the biggest node; `--numa N` with a node too small for
 //!   `-n` is a usage error (exit 2) naming the node's size.
 //!
@@ -162,6 +163,25 @@ fn init_script(shape: &Shape) -> String {
             &format!("{run} -n {biggest} --numa auto -- {threads} {workers} 30"),
         );
     }
+    // Fewer task CPUs than cores: CPU 0's core (the kernel's favourite for its own work) is
+    // left out when the cores are otherwise equal.
+    let cores = if shape.smt { all / 2 } else { all };
+    scenario(
+        "cpu0-core-avoided",
+        &format!(
+            "{run} -n {} --smt spread -- {threads} {} 30",
+            cores - 1,
+            cores - 2
+        ),
+    );
+    // The launcher's own mask (taskset) bounds the task.
+    scenario(
+        "taskset",
+        &format!(
+            "taskset -c {} {run} -n 2 -- {threads} 1 30",
+            shape.nodes.last().unwrap()
+        ),
+    );
     scenario(
         "numa-too-small",
         &format!(
@@ -455,6 +475,18 @@ fn check(shape: &Shape, c: &Console) {
             "{name}: {on:?} not in {node:?}"
         );
     }
+    let avoided = worker_cpus("cpu0-core-avoided", &c.scenarios["cpu0-core-avoided"]);
+    let core0 = core_of(0);
+    assert!(
+        avoided.iter().all(|p| !core0.contains(p)),
+        "{name}: {avoided:?} on CPU 0's core {core0:?}"
+    );
+    let last: Vec<usize> = cpulist(shape.nodes.last().unwrap());
+    let bounded = worker_cpus("taskset", &c.scenarios["taskset"]);
+    assert!(
+        bounded.iter().all(|p| last.contains(p)),
+        "{name}: taskset {bounded:?}"
+    );
     let small = &c.scenarios["numa-too-small"];
     assert_eq!(small.code, 2, "{name}: numa-too-small:\n{}", small.text);
     assert!(small.stderr.contains("holds"), "{name}: {}", small.stderr);
