@@ -288,10 +288,9 @@ impl Housekeeper {
     /// One poll. The cost grows with the threads that ran and were born, not with those that
     /// exist: a process's threads are listed only when its thread count changed, and then only
     /// the tids born since the last poll are looked up if they are few next to its threads; a
-    /// thread that keeps sleeping is read less and less often (at least every 250 ms), but for
-    /// a main thread, read every poll. A
-    /// thread ends when its own files are gone or it is a zombie, a process when its
-    /// `/proc/<pid>/task` is gone. New processes are found in the `children` of the threads
+    /// thread that keeps sleeping is read less and less often (at least every 250 ms), a main
+    /// thread every poll. A thread ends when its own files are gone or it is a zombie, a
+    /// process when its `/proc/<pid>/task` is gone. New processes are found in the `children` of the threads
     /// that ran (only a running thread forks), of the leader of a process that lost a thread
     /// (its children move there), and of every thread once a second, when every thread is
     /// also read and every process listed.
@@ -449,9 +448,9 @@ impl Housekeeper {
             // ended, and the new ones are read.
             if !listed && count.is_some_and(|n| alive.len() != n) {
                 if let Listing::Tids(now_listed) = list_threads(&self.root, pid) {
-                    let listed: BTreeSet<i32> = now_listed.iter().copied().collect();
+                    let in_listing: BTreeSet<i32> = now_listed.iter().copied().collect();
                     let gone: BTreeSet<i32> =
-                        alive.tids().filter(|t| !listed.contains(t)).collect();
+                        alive.tids().filter(|t| !in_listing.contains(t)).collect();
                     if !gone.is_empty() {
                         alive.0.retain(|(t, _)| !gone.contains(t));
                         let mine = live.split_off(first);
