@@ -121,6 +121,25 @@ impl SlotTable {
         })
     }
 
+    /// Claims slot `slot` itself for `tid`, however loaded: the launcher's policy chose it
+    /// knowing more than the counts (which threads sleep). `None` when the slot does not exist
+    /// or its count is unknown (see [`SlotTable::live_counts`]).
+    pub fn claim_at(&self, tid: i32, slot: usize) -> Option<Claim> {
+        let before = self
+            .live
+            .get(slot)?
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < MAX_THREADS).then(|| n + 1)
+            })
+            .ok()?;
+        let record = self.add_record(tid, slot);
+        Some(Claim {
+            slot,
+            shared: before > 0,
+            record,
+        })
+    }
+
     fn add_record(&self, tid: i32, slot: usize) -> Option<usize> {
         let value = ((tid as u32 as u64) << 32) | (slot as u64 + 1);
         let index = self.records.iter().position(|r| {
@@ -298,6 +317,22 @@ mod tests {
         assert_eq!((d.slot, d.shared), (1, false));
         assert_eq!(t.find(12).map(|f| f.1), Some(0));
         assert_eq!(t.find(11), None);
+    }
+
+    #[test]
+    fn a_claim_at_a_chosen_slot_counts_there_and_steers_the_next_claim() {
+        let t = table(2);
+        let parked = t.claim_at(20, 0).unwrap();
+        assert_eq!((parked.slot, parked.shared), (0, false));
+        assert_eq!(t.find(20).map(|f| f.1), Some(0));
+        assert_eq!(t.claim(21).unwrap().slot, 1);
+        assert!(t.claim_at(22, 1).unwrap().shared);
+        assert!(t.claim_at(23, MAX_SLOTS).is_none());
+        t.live[0].store(MAX_THREADS + 1, Ordering::Release);
+        assert!(
+            t.claim_at(24, 0).is_none(),
+            "a count no claims made is left alone"
+        );
     }
 
     #[test]

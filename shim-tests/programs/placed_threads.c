@@ -1,14 +1,24 @@
-/* placed_threads [N [DEADLINE_S [HOLD_S]]]: N busy threads (default 2) that wait to be placed,
- * then report.
+/* placed_threads [N [DEADLINE_S [HOLD_S [ALSO]]]]: N busy threads (default 2) that wait to be
+ * placed, then report.
  *
  * Each thread spins, about a millisecond of arithmetic between reads of its own
  * /proc/thread-self/status, until every one of the N is allowed exactly one CPU, no two the
  * same, and has been for HOLD_S seconds (default 0.2: a mask inherited by chance must not end
  * the run before goset's housekeeper saw the thread), or until DEADLINE_S seconds (default 30)
- * pass. Then each reports (report.h) as role=busy id=<i>, and main exits 0, or 3 at the
- * deadline. The shim places such threads at birth; in a program it cannot reach (musl, static)
- * only the housekeeper can, and without goset they never are: the program times out. */
+ * pass. Then each reports (report.h) as role=busy id=<i> held=<the one CPU it was last seen
+ * allowed while it waited, -1 for none>, and main exits 0, or 3 at the deadline. The shim places such threads at birth; in a program it cannot reach (musl, static)
+ * only the housekeeper can, and without goset they never are: the program times out.
+ *
+ * ALSO is a list of further reports made after the busy threads':
+ * - "main": the main thread, which waits in pthread_join all along, is watched too (thread 0
+ *   reads its mask): it must be allowed one CPU that no busy thread has. It reports as
+ *   role=main id=0 held=<that CPU> (its mask may change once the busy threads stop);
+ * - "parent": every thread of the parent process (e.g. goset-run's housekeeper), as
+ *   role=parent id=<i> cpu=-1;
+ * - "warm": the main thread first burns half a second of CPU, as a runtime's main thread does
+ *   while it starts, before it creates the busy threads and waits for them. */
 #include "report.h"
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -16,8 +26,9 @@
 #define MAX_THREADS 64
 
 static int n = 2;
+static int watched; /* n, and the main thread as number n when ALSO has "main" */
 static double deadline_s = 30, hold_s = 0.2;
-static atomic_int single_cpu[MAX_THREADS]; /* the one CPU thread i is allowed, or -1 */
+static atomic_int single_cpu[MAX_THREADS + 1]; /* the one CPU thread i is allowed, or -1 */
 static atomic_int timed_out;
 static pthread_barrier_t all_done;
 
@@ -27,17 +38,18 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* The calling thread's one allowed CPU, or -1 when it may run on more (or the file is odd). */
-static int own_single_cpu(void) {
+/* The one CPU the thread of status file `path` is allowed, or -1 when it may run on more (or
+ * the file is odd). */
+static int single_cpu_of(const char *path) {
     char allowed[256];
-    read_allowed("/proc/thread-self/status", allowed, sizeof allowed);
+    read_allowed(path, allowed, sizeof allowed);
     char *end;
     long cpu = strtol(allowed, &end, 10);
     return end != allowed && *end == 0 ? (int)cpu : -1;
 }
 
 static int all_placed(void) {
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < watched; i++) {
         int c = atomic_load(&single_cpu[i]);
         if (c < 0)
             return 0;
@@ -55,7 +67,12 @@ static void *busy(void *arg) {
     for (;;) {
         for (int k = 0; k < 1000000; k++)
             x += k;
-        atomic_store(&single_cpu[i], own_single_cpu());
+        atomic_store(&single_cpu[i], single_cpu_of("/proc/thread-self/status"));
+        if (i == 0 && watched > n) {
+            char main_status[64];
+            snprintf(main_status, sizeof main_status, "/proc/self/task/%d/status", (int)getpid());
+            atomic_store(&single_cpu[n], single_cpu_of(main_status));
+        }
         if (!all_placed())
             since = -1;
         else if (since < 0)
@@ -69,8 +86,30 @@ static void *busy(void *arg) {
     }
     /* Nobody reports before every thread has stopped waiting: a report is not a placement. */
     pthread_barrier_wait(&all_done);
-    report_self("busy", i, "");
+    char held[32];
+    snprintf(held, sizeof held, "held=%d", atomic_load(&single_cpu[i]));
+    report_self("busy", i, held);
     return NULL;
+}
+
+/* One role=parent report per thread of the parent process, read from its /proc files. */
+static void report_parent(void) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)getppid());
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    long i = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[384], allowed[256];
+        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
+        read_allowed(path, allowed, sizeof allowed);
+        emit_line("report role=parent id=%ld pid=%d tid=%s cpu=-1 allowed=%s", i++, (int)getppid(),
+                  e->d_name, allowed);
+    }
+    closedir(d);
 }
 
 int main(int argc, char **argv) {
@@ -84,9 +123,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "placed_threads: bad thread count\n");
         return 100;
     }
+    const char *also = argc > 4 ? argv[4] : "";
+    watched = strstr(also, "main") ? n + 1 : n;
+    if (strstr(also, "warm")) {
+        volatile unsigned long x = 0;
+        for (double until = now() + 0.5; now() < until;)
+            for (int k = 0; k < 100000; k++)
+                x += k;
+    }
     pthread_t t[MAX_THREADS];
     pthread_barrier_init(&all_done, NULL, n);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < watched; i++)
         atomic_store(&single_cpu[i], -1);
     for (long i = 0; i < n; i++) {
         int rc = pthread_create(&t[i], NULL, busy, (void *)i);
@@ -97,5 +144,12 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < n; i++)
         pthread_join(t[i], NULL);
+    if (watched > n) {
+        char held[32];
+        snprintf(held, sizeof held, "held=%d", atomic_load(&single_cpu[n]));
+        report_self("main", 0, held);
+    }
+    if (strstr(also, "parent"))
+        report_parent();
     return atomic_load(&timed_out) ? 3 : 0;
 }

@@ -41,6 +41,8 @@ pub struct Placer {
     table: &'static SlotTable,
     task_cpus: Vec<usize>,
     housekeeper: usize,
+    /// The slot whose CPU is the housekeeper's, when no CPU was left outside the plan.
+    parked_slot: Option<usize>,
     log: Option<std::fs::File>,
     /// Every record written (the report's source when there is no log file).
     pub records: Vec<Record>,
@@ -87,6 +89,7 @@ impl Placer {
     ) -> Placer {
         Placer {
             table,
+            parked_slot: task_cpus.iter().position(|&c| c == housekeeper),
             task_cpus,
             housekeeper,
             log,
@@ -198,9 +201,9 @@ impl Placer {
             .map(|n| n.unwrap_or(goset_plan::slots::MAX_THREADS))
             .collect();
         let by_tid: BTreeMap<i32, &Live> = live.iter().map(|t| (t.tid, t)).collect();
-        for action in decide(&views, &live_counts, policy) {
+        for action in decide(&views, &live_counts, self.parked_slot, policy) {
             match action {
-                Action::Claim { tid, .. } => self.claim(by_tid[&tid], comm_of),
+                Action::Claim { tid, slot } => self.claim(by_tid[&tid], slot, comm_of),
                 Action::Housekeeper { tid } => {
                     let t = by_tid[&tid];
                     self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Housekeeper, None);
@@ -229,12 +232,12 @@ impl Placer {
         }
     }
 
-    fn claim(&mut self, t: &Live, comm_of: &dyn Fn(i32) -> String) {
+    fn claim(&mut self, t: &Live, slot: usize, comm_of: &dyn Fn(i32) -> String) {
         let old = self.owned.get_mut(&t.tid).and_then(|o| o.claim.take());
         if let Some(c) = old {
             self.table.release(&c);
         }
-        let Some(claim) = self.table.claim_among(t.tid, self.task_cpus.len()) else {
+        let Some(claim) = self.table.claim_at(t.tid, slot) else {
             return;
         };
         self.apply(
@@ -459,18 +462,62 @@ mod tests {
         p.release_all();
     }
 
-    #[test]
-    fn threads_that_inherited_the_shared_housekeeper_cpu_are_placed() {
+    /// `-n 2` on two CPUs: the housekeeper shares slot 1's CPU. The table, the placer, and
+    /// (housekeeper CPU, the other CPU); `None` (skipped) without two CPUs.
+    fn shared_housekeeper() -> Option<(&'static SlotTable, Placer, usize, usize)> {
         let cpus = own_cpus();
         if cpus.len() < 2 {
             eprintln!("skipped: needs a mask of two CPUs");
-            return;
+            return None;
         }
-        // -n 2 on two CPUs: the housekeeper shares task CPU cpus[1]; a launcher's static child
-        // and its threads inherited {housekeeper}.
         let (hk, other) = (cpus[1], cpus[0]);
         let t = table(2);
-        let mut p = Placer::new(t, vec![other, hk], hk, None);
+        Some((t, Placer::new(t, vec![other, hk], hk, None), hk, other))
+    }
+
+    #[test]
+    fn burners_take_the_empty_slot_before_the_one_a_sleeper_shares() {
+        let Some((t, mut p, _, _)) = shared_housekeeper() else {
+            return;
+        };
+        let (sleeper, sleeper_done, sleeper_h) = parked_thread();
+        let (first, first_done, first_h) = parked_thread();
+        let (second, second_done, second_h) = parked_thread();
+        p.step(&[unplaced(sleeper, 0.0)], &[], &Policy::default(), &|_| {
+            "s".into()
+        });
+        assert_eq!(
+            p.owned[&sleeper].spot,
+            Spot::Housekeeper,
+            "{:?}",
+            p.failures
+        );
+        // The first burner takes slot 0, not the sleeper's slot 1; the second goes beside the
+        // sleeper rather than beside the first.
+        let live = [sleeper, first, second]
+            .map(|tid| unplaced(tid, if tid == sleeper { 0.0 } else { 1.0 }));
+        p.step(&live[..2], &[], &Policy::default(), &|_| "b".into());
+        assert_eq!(p.owned[&first].spot, Spot::Slot(0), "{:?}", p.failures);
+        p.step(&live, &[], &Policy::default(), &|_| "b".into());
+        assert_eq!(p.owned[&second].spot, Spot::Slot(1), "{:?}", p.failures);
+        assert_eq!((t.live(0), t.live(1)), (1, 1));
+        for (done, h) in [
+            (sleeper_done, sleeper_h),
+            (first_done, first_h),
+            (second_done, second_h),
+        ] {
+            done.send(()).unwrap();
+            h.join().unwrap();
+        }
+        p.release_all();
+    }
+
+    #[test]
+    fn threads_that_inherited_the_shared_housekeeper_cpu_are_placed() {
+        // A launcher's static child and its threads inherited {housekeeper}.
+        let Some((_, mut p, hk, other)) = shared_housekeeper() else {
+            return;
+        };
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let done_rx = std::sync::Arc::new(std::sync::Mutex::new(done_rx));

@@ -9,7 +9,9 @@
 //! mostly sleep (a runtime's sysmon, GC or I/O threads) go to the housekeeper CPU and move to a
 //! slot once they burn CPU; a slotted thread that has slept for a few polls gives its slot back
 //! (a runtime's main thread burns while it starts, then waits), and a burning thread that
-//! shares a slot moves when a slot is emptier by two or more.
+//! shares a slot moves when a slot is emptier by two or more. When the housekeeper CPU is a
+//! task CPU (no CPU was left outside the plan), the sleepers sent there sit on that slot's CPU:
+//! a burner goes beside them only when no slot is empty, and one there moves to an empty slot.
 
 use std::collections::BTreeMap;
 
@@ -60,8 +62,7 @@ impl Default for Policy {
 /// What to do with one thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// Claim a slot (the expected one: the least loaded) and move there, giving back any slot
-    /// the thread held.
+    /// Claim this slot and move there, giving back any slot the thread held.
     Claim { tid: i32, slot: usize },
     /// Move to the housekeeper CPU without a slot.
     Housekeeper { tid: i32 },
@@ -69,16 +70,39 @@ pub enum Action {
     Demote { tid: i32 },
 }
 
-fn least_loaded(load: &[u32]) -> Option<usize> {
-    (0..load.len()).min_by_key(|&s| (load[s], s))
+/// The slot a burner goes to: the fewest live threads, then the fewest parked sleepers (a
+/// sleeper is a better neighbour than a burner, nobody better than either), then the lowest
+/// index.
+fn least_loaded(load: &[u32], parked: &[u32]) -> Option<usize> {
+    (0..load.len()).min_by_key(|&s| (load[s], parked[s], s))
 }
 
 /// The policy: actions for `threads` given the live count of each slot (`live[s]`, threads of
-/// the shim and of the housekeeper alike). Demotions come first so that their slots are free
-/// for the burners; burners claim in order of demand (then tid), each taking the least-loaded
-/// slot (lowest index on ties, as [`goset_plan::SlotTable::claim_among`] does).
-pub fn decide(threads: &[View], live: &[u32], policy: &Policy) -> Vec<Action> {
+/// the shim and of the housekeeper alike). `parked_slot` is the slot whose CPU the housekeeper
+/// shares when no CPU was left outside the plan: the threads sent to the housekeeper CPU then
+/// sit on that slot's CPU, so a burner goes there only after the empty slots, and one beside
+/// them moves to a slot nobody is on.
+///
+/// Demotions and new sleepers come first so that the burners see where they went; burners
+/// claim in order of demand (then tid), each taking the least-loaded slot.
+pub fn decide(
+    threads: &[View],
+    live: &[u32],
+    parked_slot: Option<usize>,
+    policy: &Policy,
+) -> Vec<Action> {
     let mut load = live.to_vec();
+    let mut parked = vec![0u32; load.len()];
+    let park = |parked: &mut [u32], delta: i32| {
+        if let Some(p) = parked_slot.and_then(|s| parked.get_mut(s)) {
+            *p = p.saturating_add_signed(delta);
+        }
+    };
+    for t in threads {
+        if t.spot == Some(Spot::Housekeeper) {
+            park(&mut parked, 1);
+        }
+    }
     let mut actions = Vec::new();
     for t in threads {
         if let Some(Spot::Slot(s)) = t.spot {
@@ -87,21 +111,32 @@ pub fn decide(threads: &[View], live: &[u32], policy: &Policy) -> Vec<Action> {
                 if let Some(l) = load.get_mut(s) {
                     *l = l.saturating_sub(1);
                 }
+                park(&mut parked, 1);
             }
+        }
+    }
+    for t in threads {
+        if t.spot.is_none() && t.demand < policy.burn {
+            actions.push(Action::Housekeeper { tid: t.tid });
+            park(&mut parked, 1);
         }
     }
     let mut burners: Vec<&View> = threads.iter().filter(|t| t.demand >= policy.burn).collect();
     burners.sort_by(|a, b| b.demand.total_cmp(&a.demand).then(a.tid.cmp(&b.tid)));
     for t in burners {
-        let Some(best) = least_loaded(&load) else {
+        if t.spot == Some(Spot::Housekeeper) {
+            park(&mut parked, -1);
+        }
+        let Some(best) = least_loaded(&load, &parked) else {
             break;
         };
         match t.spot {
             Some(Spot::Slot(s)) => {
-                // Move only when the other slot is emptier by two: with one fewer thread
-                // there, moving would just swap which slot is shared.
-                let here = load.get(s).copied().unwrap_or(0);
-                if load[best] + 1 < here {
+                // Move only to a slot emptier by two, or by one with no sleeper there either
+                // when a sleeper shares this one: with one fewer thread there, moving would just
+                // swap which slot is shared.
+                let here = (load.get(s).copied().unwrap_or(0), parked.get(s).copied());
+                if (load[best] + 1, Some(parked[best])) < here {
                     load[s] -= 1;
                     load[best] += 1;
                     // Claiming anew gives the old slot back first.
@@ -118,11 +153,6 @@ pub fn decide(threads: &[View], live: &[u32], policy: &Policy) -> Vec<Action> {
                     slot: best,
                 });
             }
-        }
-    }
-    for t in threads {
-        if t.spot.is_none() && t.demand < policy.burn {
-            actions.push(Action::Housekeeper { tid: t.tid });
         }
     }
     actions
@@ -344,34 +374,34 @@ mod tests {
             v(12, 1.0, None, 0),
             v(13, 0.0, None, 0),
         ];
-        let a = decide(&threads, &[1, 0, 0], &p);
+        let a = decide(&threads, &[1, 0, 0], None, &p);
         assert_eq!(
             a,
             vec![
-                Action::Claim { tid: 12, slot: 1 },
-                Action::Claim { tid: 11, slot: 2 },
                 Action::Housekeeper { tid: 10 },
                 Action::Housekeeper { tid: 13 },
+                Action::Claim { tid: 12, slot: 1 },
+                Action::Claim { tid: 11, slot: 2 },
             ]
         );
         // More burners than slots: they share, the least loaded first.
-        let a = decide(&threads, &[0, 0], &p);
+        let a = decide(&threads, &[0, 0], None, &p);
         assert_eq!(
-            &a[..2],
+            &a[2..],
             &[
                 Action::Claim { tid: 12, slot: 0 },
                 Action::Claim { tid: 11, slot: 1 }
             ]
         );
-        assert!(decide(&[], &[0], &p).is_empty());
+        assert!(decide(&[], &[0], None, &p).is_empty());
     }
 
     #[test]
     fn a_sleeper_that_starts_burning_moves_to_a_slot() {
         let p = Policy::default();
-        let a = decide(&[v(5, 0.9, Some(Spot::Housekeeper), 0)], &[1, 0], &p);
+        let a = decide(&[v(5, 0.9, Some(Spot::Housekeeper), 0)], &[1, 0], None, &p);
         assert_eq!(a, vec![Action::Claim { tid: 5, slot: 1 }]);
-        let a = decide(&[v(5, 0.1, Some(Spot::Housekeeper), 0)], &[1, 0], &p);
+        let a = decide(&[v(5, 0.1, Some(Spot::Housekeeper), 0)], &[1, 0], None, &p);
         assert!(a.is_empty(), "{a:?}");
     }
 
@@ -385,11 +415,11 @@ mod tests {
             v(2, 1.0, Some(Spot::Slot(1)), 0),
             v(3, 1.0, Some(Spot::Slot(0)), 0),
         ];
-        let a = decide(&threads, &[2, 1], &p);
+        let a = decide(&threads, &[2, 1], None, &p);
         assert_eq!(a, vec![Action::Demote { tid: 1 }]);
         // Not idle for long enough: it keeps the slot.
         let threads = [v(1, 0.0, Some(Spot::Slot(0)), 2), threads[1], threads[2]];
-        assert!(decide(&threads, &[2, 1], &p).is_empty());
+        assert!(decide(&threads, &[2, 1], None, &p).is_empty());
     }
 
     #[test]
@@ -397,11 +427,57 @@ mod tests {
         let p = Policy::default();
         let threads = [v(7, 1.0, Some(Spot::Slot(0)), 0)];
         assert_eq!(
-            decide(&threads, &[2, 0], &p),
+            decide(&threads, &[2, 0], None, &p),
             vec![Action::Claim { tid: 7, slot: 1 }]
         );
-        assert!(decide(&threads, &[2, 1], &p).is_empty());
-        assert!(decide(&threads, &[1, 0], &p).is_empty());
+        assert!(decide(&threads, &[2, 1], None, &p).is_empty());
+        assert!(decide(&threads, &[1, 0], None, &p).is_empty());
+    }
+
+    #[test]
+    fn with_the_housekeeper_on_a_task_cpu_a_burner_goes_beside_a_sleeper_only_when_it_must() {
+        let p = Policy::default();
+        // -n 3 on three CPUs, the housekeeper on slot 2's: a static program's main thread held
+        // slot 0 while it started and now waits in join; its workers hold slots 1 and 2.
+        let threads = [
+            v(1, 0.0, Some(Spot::Slot(0)), 3),
+            v(2, 1.0, Some(Spot::Slot(1)), 0),
+            v(3, 1.0, Some(Spot::Slot(2)), 0),
+        ];
+        // Parked beside worker 3, the main thread leaves slot 0 empty: 3 moves there.
+        assert_eq!(
+            decide(&threads, &[1, 1, 1], Some(2), &p),
+            vec![Action::Demote { tid: 1 }, Action::Claim { tid: 3, slot: 0 }]
+        );
+        // Without the shared CPU the parked thread is nobody's neighbour.
+        assert_eq!(
+            decide(&threads, &[1, 1, 1], None, &p),
+            vec![Action::Demote { tid: 1 }]
+        );
+        // A new sleeper parks first: the burners take the empty slot, then the sleeper's
+        // rather than a burner's.
+        let fresh = [v(4, 0.0, None, 0), v(5, 1.0, None, 0), v(6, 0.9, None, 0)];
+        assert_eq!(
+            decide(&fresh, &[0, 0], Some(1), &p),
+            vec![
+                Action::Housekeeper { tid: 4 },
+                Action::Claim { tid: 5, slot: 0 },
+                Action::Claim { tid: 6, slot: 1 }
+            ]
+        );
+        // Beside a sleeper with every other slot taken, a burner stays.
+        let settled = [
+            v(4, 0.0, Some(Spot::Housekeeper), 0),
+            v(5, 1.0, Some(Spot::Slot(0)), 0),
+            v(6, 0.9, Some(Spot::Slot(1)), 0),
+        ];
+        assert!(decide(&settled, &[1, 1], Some(1), &p).is_empty());
+        // A parked burner leaves its share before it looks for the least-loaded slot.
+        let parked = [v(7, 1.0, Some(Spot::Housekeeper), 0)];
+        assert_eq!(
+            decide(&parked, &[1, 0], Some(1), &p),
+            vec![Action::Claim { tid: 7, slot: 1 }]
+        );
     }
 
     fn un(tid: i32, pid: i32, mask: Mask, kin: Kin) -> Unclaimed {
