@@ -87,6 +87,11 @@ impl Program {
         Self::build(source, Build::c)
     }
 
+    /// A static C program: `cc -static -pthread`.
+    pub fn c_static(source: &str) -> Option<Self> {
+        Self::build(source, Build::c_static)
+    }
+
     /// A C program with gcc OpenMP (libgomp).
     pub fn gomp(source: &str) -> Option<Self> {
         Self::build(source, Build::gomp)

@@ -114,6 +114,16 @@ impl Build {
 
     /// `cc -pthread` (or `$CC`); `None` (skipped) without a C compiler.
     pub fn c(&self, source: &str, out: &str) -> Option<PathBuf> {
+        self.c_with(&[], source, out)
+    }
+
+    /// `cc -static -pthread`: a program no preload reaches; `None` (skipped) without a C
+    /// compiler.
+    pub fn c_static(&self, source: &str, out: &str) -> Option<PathBuf> {
+        self.c_with(&["-static"], source, out)
+    }
+
+    fn c_with(&self, flags: &[&str], source: &str, out: &str) -> Option<PathBuf> {
         let cc = first_runnable(&[
             std::env::var("CC").unwrap_or_else(|_| "cc".into()),
             "gcc".into(),
@@ -122,8 +132,10 @@ impl Build {
             missing("a C compiler", "apt-get install -y gcc");
             return None;
         };
+        let mut args = vec!["-O1", "-Wall", "-pthread"];
+        args.extend_from_slice(flags);
         Some(
-            self.compile(&cc, &["-O1", "-Wall", "-pthread"], source, out)
+            self.compile(&cc, &args, source, out)
                 .unwrap_or_else(|e| panic!("{e}")),
         )
     }
