@@ -450,6 +450,13 @@ struct Console {
     scenarios: BTreeMap<String, Scenario>,
 }
 
+/// `<number> <cpulist>` of a `sib` or `node` line.
+fn number_and_cpus(rest: &str, text: &str) -> (usize, Vec<usize>) {
+    let (number, list) = rest.split_once(' ').unwrap_or((rest, ""));
+    let number = (number.parse()).unwrap_or_else(|_| panic!("odd line {rest:?}:\n{text}"));
+    (number, cpulist(list))
+}
+
 fn parse_console(text: &str) -> Console {
     let body = text
         .split_once("== BEGIN\n")
@@ -483,17 +490,11 @@ fn parse_console(text: &str) -> Console {
                 s.reports.push(r);
             }
         } else if let Some(rest) = line.strip_prefix("sib ") {
-            let (cpu, list) = rest.split_once(' ').unwrap_or((rest, ""));
-            let cpu = cpu
-                .parse()
-                .unwrap_or_else(|_| panic!("odd line {line:?}:\n{text}"));
-            siblings.insert(cpu, cpulist(list));
+            let (cpu, list) = number_and_cpus(rest, text);
+            siblings.insert(cpu, list);
         } else if let Some(rest) = line.strip_prefix("node ") {
-            let (id, list) = rest.split_once(' ').unwrap_or((rest, ""));
-            let id = id
-                .parse()
-                .unwrap_or_else(|_| panic!("odd line {line:?}:\n{text}"));
-            nodes.insert(id, cpulist(list));
+            let (id, list) = number_and_cpus(rest, text);
+            nodes.insert(id, list);
         } else if let Some(json) = line.strip_prefix("topology ") {
             topology = serde_json::from_str(json).unwrap_or_else(|e| {
                 panic!("goset topology --json is not JSON ({e}): {json}\n{text}")

@@ -70,13 +70,6 @@ pub enum Action {
     Demote { tid: i32 },
 }
 
-/// The slot a burner goes to: the fewest live threads, then the fewest parked sleepers (a
-/// sleeper is a better neighbour than a burner, nobody better than either), then the lowest
-/// index.
-fn least_loaded(load: &[u32], parked: &[u32]) -> Option<usize> {
-    (0..load.len()).min_by_key(|&s| (load[s], parked[s], s))
-}
-
 /// The policy: actions for `threads` given the live count of each slot (`live[s]`, threads of
 /// the shim and of the housekeeper alike). `parked_slot` is the slot whose CPU the housekeeper
 /// shares when no CPU was left outside the plan: the threads sent to the housekeeper CPU then
@@ -92,17 +85,17 @@ pub fn decide(
     policy: &Policy,
 ) -> Vec<Action> {
     let mut load = live.to_vec();
-    let mut parked = vec![0u32; load.len()];
-    let park = |parked: &mut [u32], delta: i32| {
-        if let Some(p) = parked_slot.and_then(|s| parked.get_mut(s)) {
-            *p = p.saturating_add_signed(delta);
-        }
+    // Threads on the housekeeper CPU; they count as neighbours in `parked_slot` only.
+    let mut parked = threads
+        .iter()
+        .filter(|t| t.spot == Some(Spot::Housekeeper))
+        .count() as u32;
+    let sleepers = |s: usize, parked: u32| if parked_slot == Some(s) { parked } else { 0 };
+    // A burner's slot: the fewest live threads, then the fewest sleepers (a sleeper is a better
+    // neighbour than a burner, nobody better than either), then the lowest index.
+    let least_loaded = |load: &[u32], parked: u32| {
+        (0..load.len()).min_by_key(|&s| (load[s], sleepers(s, parked), s))
     };
-    for t in threads {
-        if t.spot == Some(Spot::Housekeeper) {
-            park(&mut parked, 1);
-        }
-    }
     let mut actions = Vec::new();
     for t in threads {
         if let Some(Spot::Slot(s)) = t.spot {
@@ -111,23 +104,23 @@ pub fn decide(
                 if let Some(l) = load.get_mut(s) {
                     *l = l.saturating_sub(1);
                 }
-                park(&mut parked, 1);
+                parked += 1;
             }
         }
     }
     for t in threads {
         if t.spot.is_none() && t.demand < policy.burn {
             actions.push(Action::Housekeeper { tid: t.tid });
-            park(&mut parked, 1);
+            parked += 1;
         }
     }
     let mut burners: Vec<&View> = threads.iter().filter(|t| t.demand >= policy.burn).collect();
     burners.sort_by(|a, b| b.demand.total_cmp(&a.demand).then(a.tid.cmp(&b.tid)));
     for t in burners {
         if t.spot == Some(Spot::Housekeeper) {
-            park(&mut parked, -1);
+            parked -= 1;
         }
-        let Some(best) = least_loaded(&load, &parked) else {
+        let Some(best) = least_loaded(&load, parked) else {
             break;
         };
         match t.spot {
@@ -135,8 +128,8 @@ pub fn decide(
                 // Move only to a slot emptier by two, or by one with no sleeper there either
                 // when a sleeper shares this one: with one fewer thread there, moving would just
                 // swap which slot is shared.
-                let here = (load.get(s).copied().unwrap_or(0), parked.get(s).copied());
-                if (load[best] + 1, Some(parked[best])) < here {
+                let here = (load.get(s).copied().unwrap_or(0), sleepers(s, parked));
+                if (load[best] + 1, sleepers(best, parked)) < here {
                     load[s] -= 1;
                     load[best] += 1;
                     // Claiming anew gives the old slot back first.
