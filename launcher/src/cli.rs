@@ -28,11 +28,8 @@ const BOOLEAN: &[&str] = &[
     "cgroup",
     "steer",
     "fence",
+    "keep-root",
 ];
-
-/// The Go goset's isolation flags, which this version does not have yet: named in a clear
-/// usage error instead of clap's "unexpected argument".
-const NOT_YET: &[&str] = &["cgroup", "steer", "fence"];
 
 /// Flags of a pinned run, shared by `goset-run` and `goset ... -- CMD`.
 #[derive(Args, Debug, Clone)]
@@ -93,15 +90,20 @@ pub struct RunArgs {
     /// Read /proc and /sys under DIR instead of / (for --dry-run on a sysfs dump).
     #[arg(long, value_name = "DIR", env = "GOSET_FSROOT")]
     pub fsroot: Option<PathBuf>,
-    /// Isolation flags of the Go goset that this version does not implement (rejected).
-    #[arg(long = "cgroup", hide = true)]
+    /// Run the task in a cpuset cgroup of the task CPUs (and fenced siblings), which holds a
+    /// thread that resets its own affinity; removed at the end (needs root).
+    #[arg(long)]
     pub cgroup: bool,
-    /// See `cgroup`.
-    #[arg(long = "steer", hide = true)]
+    /// Move every steerable IRQ off the task (and fenced) CPUs for the run, holding
+    /// irqbalance; restored at the end (needs root).
+    #[arg(long)]
     pub steer: bool,
-    /// See `cgroup`.
-    #[arg(long = "fence", hide = true)]
+    /// Book the SMT siblings of the task CPUs idle inside the cgroup (needs --cgroup).
+    #[arg(long)]
     pub fence: bool,
+    /// Under sudo, run the task as root instead of the invoking user (SUDO_UID/SUDO_GID).
+    #[arg(long)]
+    pub keep_root: bool,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -155,6 +157,15 @@ pub enum GosetCommand {
         #[arg(long, value_name = "DIR", env = "GOSET_FSROOT")]
         fsroot: Option<PathBuf>,
     },
+    /// Undo what runs whose launcher died (kill -9, OOM) left changed: cgroups, IRQ affinity,
+    /// irqbalance. Idempotent.
+    Restore,
+    /// Remove a goset cgroup left behind, moving its processes to the parent group first (the
+    /// Go goset's -rm-cgroup).
+    RmCgroup {
+        /// The group's name, as bare goset lists it (goset-<task>).
+        name: String,
+    },
 }
 
 /// Rewrites the Go goset's spellings into clap's: `-include X` → `--include X`, and for flags
@@ -175,6 +186,10 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
         if text == "--" {
             passthrough = true;
             out.push(arg);
+            continue;
+        }
+        if text == "-rm-cgroup" || text == "--rm-cgroup" {
+            out.push("rm-cgroup".into());
             continue;
         }
         let long = text.strip_prefix("--").or_else(|| {
@@ -257,6 +272,10 @@ pub struct RunOptions {
     pub log: Option<PathBuf>,
     /// Errors only.
     pub quiet: bool,
+    /// `--cgroup`, `--fence`, `--steer`.
+    pub isolation: crate::isolate::Request,
+    /// See [`RunArgs::keep_root`].
+    pub keep_root: bool,
     /// Root of /proc and /sys.
     pub fsroot: crate::fsroot::FsRoot,
     /// The task's argv.
@@ -301,12 +320,11 @@ fn skip_arg(value: &Option<String>) -> Result<u64> {
 impl RunArgs {
     /// Checks every value and builds the typed options.
     pub fn validate(&self) -> Result<RunOptions> {
-        for (flag, given) in NOT_YET.iter().zip([self.cgroup, self.steer, self.fence]) {
-            if given {
-                return Err(Error::Usage(format!(
-                    "--{flag}: not available in this version (cgroup cpusets, IRQ steering and sibling fencing are not implemented yet)"
-                )));
-            }
+        if self.fence && !self.cgroup {
+            return Err(Error::Usage(
+                "--fence needs --cgroup: the siblings are booked idle inside the task's cpuset"
+                    .into(),
+            ));
         }
         if self.count == 0 {
             return Err(Error::Usage("-n 0: must be at least 1".into()));
@@ -342,6 +360,7 @@ impl RunArgs {
                 include: cpulist_arg("include", &self.include)?,
                 exclude: cpulist_arg("exclude", &self.exclude)?,
                 numa: numa_arg(&self.numa)?,
+                fence: self.fence,
             },
             sample: Duration::from_millis(self.sample),
             interval: Duration::from_millis(self.interval),
@@ -352,6 +371,12 @@ impl RunArgs {
             json: self.json.clone(),
             log: self.log.clone(),
             quiet: self.quiet,
+            isolation: crate::isolate::Request {
+                cgroup: self.cgroup,
+                fence: self.fence,
+                steer: self.steer,
+            },
+            keep_root: self.keep_root,
             fsroot: root,
             command: self.command.clone(),
         })
@@ -461,8 +486,14 @@ mod tests {
                 .unwrap_err()
                 .starts_with("--fsroot /etc/passwd: not a directory")
         );
-        assert!(parse(&["goset-run", "-steer", "--", "x"])
+        assert!(
+            parse(&["goset-run", "-steer", "-cgroup", "--", "x"])
+                .unwrap()
+                .isolation
+                .steer
+        );
+        assert!(parse(&["goset-run", "-fence", "--", "x"])
             .unwrap_err()
-            .starts_with("--steer: not available"));
+            .starts_with("--fence needs --cgroup"));
     }
 }

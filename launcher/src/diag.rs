@@ -96,6 +96,8 @@ pub struct Diagnostics {
     pub cgroups: Cgroups,
     /// irqbalance.
     pub irqbalance: Irqbalance,
+    /// Journals of runs whose launcher died with changes not undone (`goset restore`).
+    pub stale_journals: Vec<crate::isolate::journal::Stale>,
     /// Files that could not be read.
     pub errors: Vec<ReadError>,
 }
@@ -258,12 +260,18 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
     };
     let cgroups = cgroups(root, &mut errors);
     let irqbalance = irqbalance(root);
+    let stale_journals = if root.is_live() {
+        crate::isolate::journal::stale(&crate::isolate::journal::dir_in(&crate::rundir::base_dir()))
+    } else {
+        Vec::new()
+    };
     Ok(Diagnostics {
         summary,
         cpus,
         topology,
         cgroups,
         irqbalance,
+        stale_journals,
         errors,
     })
 }
@@ -339,6 +347,13 @@ pub fn render(d: &Diagnostics) -> String {
             (false, false) => "absent",
         }
     ));
+    for j in &d.stale_journals {
+        out.push_str(&format!(
+            "Warning: {} holds changes of a run whose launcher (pid {}) died: run goset restore\n",
+            j.path.display(),
+            j.pid
+        ));
+    }
     if !d.errors.is_empty() {
         out.push_str("Errors\n");
         for e in &d.errors {
@@ -362,6 +377,45 @@ fn print_json(value: &impl Serialize, dest: Option<&Path>) -> Result<()> {
     }
 }
 
+/// `goset restore`: undoes the journals of dead launchers, saying what it did.
+fn restore() -> Result<()> {
+    let (done, journals) = crate::isolate::restore(&crate::rundir::base_dir());
+    for (pid, comm) in &done.outlived {
+        crate::output::to_stderr(&format!(
+            "goset: pid {pid} ({comm}) was still in a goset cgroup: moved to its parent\n"
+        ));
+    }
+    crate::output::to_stderr(&format!(
+        "goset: restore: {} change(s) undone from {journals} journal(s) of dead runs\n",
+        done.restored
+    ));
+    for why in &done.failed {
+        crate::output::to_stderr(&format!("goset: restore: {why}\n"));
+    }
+    if done.failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::System(format!(
+            "restore: {} change(s) could not be undone (above); their journals are kept",
+            done.failed.len()
+        )))
+    }
+}
+
+/// `goset rm-cgroup NAME`.
+fn rm_cgroup(name: &str) -> Result<()> {
+    for (dir, moved) in crate::isolate::cgroup::remove_named(&FsRoot::default(), name)? {
+        for (pid, comm) in moved {
+            crate::output::to_stderr(&format!(
+                "goset: pid {pid} ({comm}) moved out of {} to its parent\n",
+                dir.display()
+            ));
+        }
+        crate::output::to_stderr(&format!("goset: removed {}\n", dir.display()));
+    }
+    Ok(())
+}
+
 /// The whole of `goset`; returns the exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     use clap::Parser;
@@ -382,6 +436,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
                 crate::output::to_stderr(&crate::report::render_topology(&t));
                 Ok(())
             }),
+        Some(GosetCommand::Restore) => restore(),
+        Some(GosetCommand::RmCgroup { name }) => rm_cgroup(name),
         None if cli.run.command.is_empty() && !cli.run.dry_run => root_of(&cli.run.fsroot)
             .and_then(|root| gather(&root))
             .and_then(|d| match &cli.run.json {

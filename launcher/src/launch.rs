@@ -8,6 +8,8 @@ use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
 use crate::housekeeper::outcome::TelemetryReport;
 use crate::housekeeper::{Housekeeper, Settings, ThreadReport};
+use crate::isolate::privilege::User;
+use crate::isolate::{self, Isolation, IsolationReport};
 use crate::noise::{self, Noise};
 use crate::output;
 use crate::placement;
@@ -37,6 +39,10 @@ pub struct JsonReport<'a> {
     /// Per task CPU counters over the run and the housekeeper's cost; absent with `--dry-run`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<TelemetryReport>,
+    /// What `--cgroup`, `--fence` and `--steer` changed and how it was undone; absent without
+    /// them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<IsolationReport>,
     /// Files that could not be read, once each.
     pub errors: Vec<ReadError>,
 }
@@ -50,7 +56,8 @@ fn select_cpus(opts: &RunOptions) -> Result<(Topology, Noise, select::Selection)
     let scores: BTreeMap<usize, f64> = noise
         .cpus
         .iter()
-        .map(|(&cpu, n)| (cpu, n.score(false, noise.window_ms)))
+        // Steerable interrupts are about to be moved away: they do not count against a CPU.
+        .map(|(&cpu, n)| (cpu, n.score(opts.isolation.steer, noise.window_ms)))
         .collect();
     let selection = select::plan(&topo, &scores, &opts.select)?;
     Ok((topo, noise, selection))
@@ -121,19 +128,29 @@ struct Prepared {
     shim_reaches: bool,
 }
 
+/// Where the task's threads that take no slot go (helpers, sleepers, the skip mask): the
+/// housekeeper CPU, or inside a cgroup, whose cpuset holds the task CPUs only, the last task
+/// CPU (as when the housekeeper has no CPU of its own).
+fn parked_cpu(opts: &RunOptions, selection: &select::Selection) -> usize {
+    match selection.task_cpus.last() {
+        Some(&last) if opts.isolation.cgroup => last,
+        _ => selection.housekeeper,
+    }
+}
+
 /// Resolves the command, writes the plan and the run directory, builds the task's environment.
-fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared> {
+fn prepare(
+    opts: &RunOptions,
+    selection: &select::Selection,
+    user: Option<&User>,
+) -> Result<Prepared> {
     let command = crate::task::resolve_command(&opts.command[0])?;
     let shim = rundir::find_shim()?;
     let task_set: CpuSet = selection.task_cpus.iter().copied().collect();
     let mut reservation = task_set;
-    reservation.insert(selection.housekeeper);
-    let mut plan = Plan::new(
-        &selection.task_cpus,
-        Some(selection.housekeeper),
-        reservation,
-    )
-    .ok_or_else(|| {
+    let parked = parked_cpu(opts, selection);
+    reservation.insert(parked);
+    let mut plan = Plan::new(&selection.task_cpus, Some(parked), reservation).ok_or_else(|| {
         Error::Usage(format!(
             "-n {}: more CPUs than a plan holds",
             selection.task_cpus.len()
@@ -159,7 +176,17 @@ fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared>
                     opts.command[0].to_string_lossy()
                 ));
             }
-            Some(RunDir::create(&plan, opts.log.as_deref(), lib)?)
+            let dir = RunDir::create(&plan, opts.log.as_deref(), lib)?;
+            if let Some(user) = user {
+                dir.give_to(user).map_err(|e| {
+                    Error::System(format!(
+                        "cannot give {} to uid {}: {e}",
+                        dir.path().display(),
+                        user.uid
+                    ))
+                })?;
+            }
+            Some(dir)
         }
         None => {
             output::to_stderr(&format!(
@@ -188,6 +215,8 @@ fn prepare(opts: &RunOptions, selection: &select::Selection) -> Result<Prepared>
         die_with_launcher: opts.die_with_launcher,
         // Set once the slot table is mapped.
         main_slot: None,
+        cgroup_procs: None,
+        user: user.cloned(),
     };
     Ok(Prepared {
         launch,
@@ -211,10 +240,11 @@ fn execute(
     opts: &RunOptions,
     selection: &select::Selection,
     prepared: &Prepared,
+    isolation: &mut Isolation,
 ) -> Result<Executed> {
     let settings = Settings {
         task_cpus: selection.task_cpus.clone(),
-        housekeeper: selection.housekeeper,
+        housekeeper: parked_cpu(opts, selection),
         interval: opts.interval,
         policy: Default::default(),
     };
@@ -232,12 +262,16 @@ fn execute(
     });
     let launch = Launch {
         main_slot,
+        cgroup_procs: isolation.cgroup_procs(),
         ..prepared.launch.clone()
     };
     let task = Task::start(&launch)?;
     hk.attach(task.pid());
     pin_self(selection.housekeeper);
-    let (ending, rusage) = task.wait(opts.interval, || hk.poll());
+    let (ending, rusage) = task.wait(opts.interval, || {
+        hk.poll();
+        isolation.check_drift();
+    });
     let wall_s = started.elapsed().as_secs_f64();
     let outcome = hk.finish();
 
@@ -270,6 +304,16 @@ fn quiet_errors(errors: &[ReadError]) -> String {
 /// Runs `goset-run` with validated options; returns the exit code.
 pub fn run(opts: &RunOptions) -> Result<i32> {
     crate::signals::install();
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 && opts.fsroot.is_live() {
+        restore_dead_runs(opts.quiet);
+    }
+    let hierarchy = if opts.dry_run {
+        None
+    } else {
+        isolate::preflight(&opts.fsroot, opts.isolation)?
+    };
+    let user = isolate::privilege::invoking_user(|k| std::env::var(k).ok(), opts.keep_root)?;
     let (topo, noise, selection) = select_cpus(opts)?;
     if let Some(sig) = crate::signals::pending() {
         return Err(Error::Interrupted(sig));
@@ -293,14 +337,25 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             run: None,
             threads: Vec::new(),
             telemetry: None,
+            isolation: None,
             errors,
         };
         json.write("goset-run", &report);
         return Ok(0);
     }
 
-    let prepared = prepare(opts, &selection)?;
-    let run = execute(opts, &selection, &prepared)?;
+    let prepared = prepare(opts, &selection, user.as_ref())?;
+    if let Some(sig) = crate::signals::pending() {
+        return Err(Error::Interrupted(sig));
+    }
+    let mut isolation = Isolation::setup(
+        &opts.fsroot,
+        opts.isolation,
+        hierarchy.as_ref(),
+        &isolation_setup(opts, &topo, &selection)?,
+    )?;
+    let run = execute(opts, &selection, &prepared, &mut isolation)?;
+    let iso_report = (opts.isolation != Default::default()).then(|| isolation.finish());
     merge_errors(&mut errors, &run.errors);
     let errors_table = report::telemetry::render_errors(&errors);
     if opts.quiet {
@@ -312,13 +367,21 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         } else {
             tele::render_threads(&run.threads)
         };
+        let iso_table = iso_report
+            .as_ref()
+            .map(|r| report::isolation::render_isolation(r, &selection))
+            .unwrap_or_default();
+        let irq_drift = iso_report
+            .as_ref()
+            .and_then(|r| r.steer.as_ref())
+            .map(|s| s.drift);
         output::to_stderr(&format!(
-            "{}{}{}{}{}{errors_table}",
+            "{}{}{}{}{}{iso_table}{errors_table}",
             report::banner(),
             report::render_selection(&sel_report),
             tele::render_telemetry(&run.telemetry),
             threads_table,
-            tele::render_run(&run.summary, &run.telemetry),
+            tele::render_run(&run.summary, &run.telemetry, irq_drift),
         ));
     }
     let report = JsonReport {
@@ -326,11 +389,69 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         run: Some(run.summary),
         threads: run.threads,
         telemetry: Some(run.telemetry),
+        isolation: iso_report,
         errors,
     };
     json.write("goset-run", &report);
     drop(prepared);
     Ok(run.exit_code)
+}
+
+/// Undoes the journals of dead launchers before this run selects (their IRQs and cgroups
+/// would skew the noise and block the group's name), saying so unless `quiet`.
+fn restore_dead_runs(quiet: bool) {
+    let (done, journals) = isolate::restore(&rundir::base_dir());
+    if journals > 0 && !quiet {
+        output::to_stderr(&format!(
+            "goset-run: undid {} change(s) left by {journals} run(s) whose launcher died\n",
+            done.restored
+        ));
+    }
+    for why in &done.failed {
+        output::to_stderr(&format!("goset-run: restore: {why}\n"));
+    }
+}
+
+/// What the isolation of this run is about: the group's CPUs (task CPUs and fenced siblings)
+/// and memory nodes (the `--numa` node, else every node of those CPUs), the CPUs IRQs leave
+/// and where they go.
+fn isolation_setup(
+    opts: &RunOptions,
+    topo: &Topology,
+    selection: &select::Selection,
+) -> Result<isolate::Setup> {
+    let mut cpus: CpuSet = selection.task_cpus.iter().copied().collect();
+    for &c in &selection.fenced {
+        cpus.insert(c);
+    }
+    let mut mems = CpuSet::new();
+    match selection.node {
+        Some(n) => {
+            mems.insert(n);
+        }
+        None => {
+            for c in cpus.iter() {
+                mems.insert(topo.cpu(c).and_then(|i| i.node).unwrap_or(0));
+            }
+        }
+    }
+    let onto: CpuSet = topo
+        .cpus
+        .iter()
+        .filter(|c| c.online && !cpus.contains(c.cpu))
+        .map(|c| c.cpu)
+        .collect();
+    let name =
+        rundir::own_name().map_err(|e| Error::System(format!("cannot name the journal: {e}")))?;
+    Ok(isolate::Setup {
+        journals: isolate::journal::dir_in(&rundir::base_dir()),
+        name,
+        group_name: isolate::cgroup::group_name(&opts.command[0]),
+        cpus,
+        mems,
+        away: cpus,
+        onto,
+    })
 }
 
 /// The slot table shared with the shim (the run directory's `slots` file), or a private one

@@ -8,6 +8,7 @@ pub mod elf;
 pub mod error;
 pub mod fsroot;
 pub mod housekeeper;
+pub mod isolate;
 pub mod launch;
 pub mod noise;
 pub mod output;

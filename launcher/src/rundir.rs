@@ -168,7 +168,9 @@ fn own_libc() -> Option<PathBuf> {
         .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(name)))
 }
 
-fn base_dir() -> PathBuf {
+/// Where run directories (and, for root, the journals) go: `/run/goset` for root, else the
+/// user's runtime directory.
+pub fn base_dir() -> PathBuf {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     if uid == 0 {
@@ -237,7 +239,7 @@ fn kept_log(plan: &mut Plan, log: &Path) -> Result<PathBuf> {
 
 /// This launcher's run directory name: `<pid>-<start>`, the start time (clock ticks after boot,
 /// field 22 of `/proc/<pid>/stat`) telling this process from an earlier one with the same pid.
-fn own_name() -> std::io::Result<String> {
+pub fn own_name() -> std::io::Result<String> {
     let pid = std::process::id();
     let start = start_ticks(pid)
         .ok_or_else(|| std::io::Error::other(format!("no start time in /proc/{pid}/stat")))?;
@@ -245,14 +247,14 @@ fn own_name() -> std::io::Result<String> {
 }
 
 /// The start time of process `pid`, if it is alive.
-fn start_ticks(pid: u32) -> Option<u64> {
+pub fn start_ticks(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     crate::housekeeper::threads::parse_stat(&text).map(|s| s.start_ticks)
 }
 
 /// The pid and start time a run directory's name holds, if it has the shape [`own_name`]
 /// gives (and no other spelling of it: no sign, no leading zero).
-fn parse_name(name: &str) -> Option<(u32, u64)> {
+pub fn parse_name(name: &str) -> Option<(u32, u64)> {
     let (pid, start) = name.split_once('-')?;
     let parsed = (pid.parse().ok()?, start.parse().ok()?);
     (format!("{}-{}", parsed.0, parsed.1) == name && parsed.0 != 0).then_some(parsed)
@@ -340,6 +342,16 @@ impl RunDir {
     /// Where the placement log is written.
     pub fn log_path(&self) -> &Path {
         &self.log
+    }
+
+    /// Gives the directory, the plan, the slot table and the log to `user`, the task's
+    /// identity under sudo: its shim reads the plan and writes the table and the log.
+    pub fn give_to(&self, user: &crate::isolate::privilege::User) -> std::io::Result<()> {
+        use crate::isolate::privilege::give;
+        give(&self.dir, user)?;
+        give(&self.dir.join(PLAN_FILE), user)?;
+        give(&self.dir.join(SLOTS_FILE), user)?;
+        give(&self.log, user)
     }
 
     /// The shim's `LD_PRELOAD` entry (see [`preload_entry`]).

@@ -1,7 +1,7 @@
 //! Starting the task on its CPUs and waiting for it.
 //!
-//! Owns: the child's process mask, memory policy and parent-death signal (set between fork and
-//! exec), its start under held signals (see [`crate::signals`]), `wait4` with rusage, and the
+//! Owns: the child's cgroup, process mask, memory policy, identity and parent-death signal (set
+//! between fork and exec), its start under held signals (see [`crate::signals`]), `wait4` with rusage, and the
 //! mapping of a wait status to goset-run's exit code.
 
 use crate::error::{Error, Result};
@@ -29,6 +29,11 @@ pub struct Launch {
     pub die_with_launcher: bool,
     /// Where the task's main thread starts: a slot claimed for it before exec.
     pub main_slot: Option<MainSlot>,
+    /// A cgroup's `cgroup.procs`, open: the child joins the group before anything else, so
+    /// that nothing of the task runs outside it.
+    pub cgroup_procs: Option<std::os::fd::RawFd>,
+    /// The identity the task takes before exec (the sudo user).
+    pub user: Option<crate::isolate::privilege::User>,
 }
 
 /// The slot table and the CPU of each of its slots: the task's main thread claims its slot in
@@ -210,6 +215,8 @@ impl Task {
         let closed = CLOSED_STDIO.load(Ordering::Relaxed);
         let die_with_launcher = launch.die_with_launcher;
         let main_slot = launch.main_slot.clone();
+        let cgroup_procs = launch.cgroup_procs;
+        let user = launch.user.clone();
         // SAFETY: getpid cannot fail.
         let launcher = unsafe { libc::getpid() };
         // SAFETY: the closure only makes async-signal-safe system calls.
@@ -217,6 +224,12 @@ impl Task {
             cmd.pre_exec(move || {
                 for fd in (0..3).filter(|fd| closed & (1 << fd) != 0) {
                     libc::close(fd);
+                }
+                // Joining a v1 cpuset resets the mask to the group's CPUs: first, then the mask.
+                if let Some(fd) = cgroup_procs {
+                    if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 // A claim is a few atomic operations on the shared mapping: safe after fork.
                 let claimed = main_slot.as_ref().and_then(|m| {
@@ -229,6 +242,10 @@ impl Task {
                 }
                 if let Some(node) = node {
                     set_mempolicy_bind(node)?;
+                }
+                // A change of credentials clears the parent-death signal: it is set after.
+                if let Some(user) = &user {
+                    crate::isolate::privilege::become_user(user)?;
                 }
                 if die_with_launcher {
                     die_with(launcher)?;

@@ -164,7 +164,7 @@ fn bad_input_is_refused_before_the_task_runs() {
     refused(
         &["-fence=true"],
         &[],
-        "goset-run: --fence: not available in this version",
+        "goset-run: --fence needs --cgroup",
     );
     let out = Command::new(common::bin("goset-run"))
         .env("GOSET_FSROOT", "/")

@@ -2,6 +2,7 @@
 //!
 //! Renderers are pure: they turn values into strings. [`crate::launch`] decides where they go.
 
+pub mod isolation;
 pub mod table;
 pub mod telemetry;
 
@@ -16,7 +17,7 @@ use table::Table;
 pub struct SelectionRow {
     /// CPU number.
     pub cpu: usize,
-    /// `*` task, `&` housekeeper, `*&` both (shared), blank otherwise.
+    /// `*` task, `&` housekeeper, `*&` both (shared), `!` fenced sibling, blank otherwise.
     pub sel: String,
     /// Slot index for task CPUs.
     pub slot: Option<usize>,
@@ -78,6 +79,7 @@ pub fn selection_report(topo: &Topology, noise: &Noise, sel: &Selection) -> Sele
                 (true, true) => "*&",
                 (true, false) => "*",
                 (false, true) => "&",
+                _ if sel.fenced.contains(&cpu) => "!",
                 _ => "",
             };
             SelectionRow {

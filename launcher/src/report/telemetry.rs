@@ -159,8 +159,10 @@ pub fn render_threads(threads: &[ThreadReport]) -> String {
 }
 
 /// The Run table with the housekeeper's columns: the task (`wait4`), the scheduler totals,
-/// and what the housekeeper did and cost.
-pub fn render_run(run: &RunSummary, tele: &TelemetryReport) -> String {
+/// and what the housekeeper did and cost. `drift` is the number of steered IRQs that came back
+/// to a task CPU while the task ran (`-` without `--steer`); a thread seen off its CPU is
+/// marked in the Threads table.
+pub fn render_run(run: &RunSummary, tele: &TelemetryReport, irq_drift: Option<usize>) -> String {
     let mut t = Table::new("Run", &["task", "", "sched", "", "housekeeper", ""]);
     let exit = match run.signal {
         Some(sig) => format!("signal {sig}"),
@@ -206,7 +208,7 @@ pub fn render_run(run: &RunSummary, tele: &TelemetryReport) -> String {
             "max rss".into(),
             format!("{}KiB", run.rusage.max_rss_kib),
             "drift".into(),
-            tele.totals.drift.to_string(),
+            irq_drift.map_or_else(|| "-".into(), |d| d.to_string()),
         ],
     ];
     for r in rows {

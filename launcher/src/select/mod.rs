@@ -11,7 +11,10 @@
 //! - `spread` takes the next CPU from the least-used best core (one thread per core before any
 //!   sibling); `pack` finishes a started core before starting the next (the Go goset's order);
 //! - the housekeeper is the quietest CPU left, preferring one that shares no core with the task
-//!   and is neither isolated nor nohz_full; with no CPU left it shares the last task CPU.
+//!   and is neither isolated nor nohz_full; with no CPU left it shares the last task CPU;
+//! - `fence` books the online SMT siblings of the task CPUs idle (outside the slots) while one
+//!   CPU stays free for the housekeeper: siblings are given back from the last slot's core
+//!   when none would be, and with no CPU outside the task at all, fencing is refused.
 
 use crate::topology::Topology;
 use serde::Serialize;
@@ -55,6 +58,8 @@ pub struct Options {
     pub exclude: Vec<usize>,
     /// NUMA constraint.
     pub numa: NumaChoice,
+    /// Book the SMT siblings of the task CPUs idle (`--fence`).
+    pub fence: bool,
 }
 
 /// The decision.
@@ -68,6 +73,10 @@ pub struct Selection {
     pub housekeeper_shared: bool,
     /// The NUMA node the task is bound to.
     pub node: Option<usize>,
+    /// SMT siblings of task CPUs booked idle (`--fence`).
+    pub fenced: Vec<usize>,
+    /// SMT siblings of task CPUs that could not be fenced: the housekeeper needed a CPU.
+    pub unfenced: Vec<usize>,
     /// Core cost of every candidate CPU (its own noise plus its siblings').
     pub core_cost: BTreeMap<usize, f64>,
     /// Every candidate CPU in the order the policy would hand them out.
@@ -100,6 +109,8 @@ pub enum SelectError {
     IncludeNotCandidate { cpus: Vec<usize> },
     /// `--include` lists more CPUs than `-n`.
     IncludeTooMany { listed: usize, requested: usize },
+    /// `--fence` with no candidate left outside the task CPUs for the housekeeper.
+    NoRoomToFence { requested: usize, available: usize },
 }
 
 fn list(cpus: &[usize]) -> String {
@@ -138,6 +149,11 @@ impl fmt::Display for SelectError {
             SelectError::IncludeTooMany { listed, requested } => {
                 write!(f, "--include lists {listed} CPUs but -n is {requested}")
             }
+            SelectError::NoRoomToFence { requested, available } => write!(
+                f,
+                "-n {requested} with --fence: the {available} candidate CPUs leave none outside the task for the housekeeper; use -n {} or less",
+                available.saturating_sub(1)
+            ),
         }
     }
 }
@@ -237,11 +253,16 @@ pub fn plan(
 
     let task_set: BTreeSet<usize> = task_cpus.iter().copied().collect();
     let task_cores: BTreeSet<usize> = task_cpus.iter().flat_map(|&c| siblings(c)).collect();
+    let (fenced, unfenced) = if opts.fence {
+        fence(&task_cpus, &usable, &siblings, &online)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let quiet_flags = |c: usize| topo.cpu(c).is_some_and(|i| i.isolated || i.nohz_full);
     let housekeeper = usable
         .iter()
         .copied()
-        .filter(|c| !task_set.contains(c))
+        .filter(|c| !task_set.contains(c) && !fenced.contains(c))
         .min_by(|&a, &b| {
             let key = |c: usize| (task_cores.contains(&c), quiet_flags(c));
             key(a)
@@ -258,9 +279,42 @@ pub fn plan(
         housekeeper,
         housekeeper_shared,
         node,
+        fenced,
+        unfenced,
         core_cost,
         ranking,
     })
+}
+
+/// The siblings to fence and those given back: every online usable sibling of a task CPU that
+/// is not one itself, in slot order of the task CPU; while that leaves no usable CPU free, the
+/// last is given back.
+fn fence(
+    task_cpus: &[usize],
+    usable: &[usize],
+    siblings: &dyn Fn(usize) -> Vec<usize>,
+    online: &dyn Fn(usize) -> bool,
+) -> Result<(Vec<usize>, Vec<usize>), SelectError> {
+    let outside = usable.iter().filter(|c| !task_cpus.contains(c)).count();
+    if outside == 0 {
+        return Err(SelectError::NoRoomToFence {
+            requested: task_cpus.len(),
+            available: usable.len(),
+        });
+    }
+    let mut fenced: Vec<usize> = Vec::new();
+    for &t in task_cpus {
+        for s in siblings(t) {
+            if online(s) && usable.contains(&s) && !task_cpus.contains(&s) && !fenced.contains(&s) {
+                fenced.push(s);
+            }
+        }
+    }
+    let mut unfenced = Vec::new();
+    while fenced.len() >= outside {
+        unfenced.push(fenced.pop().expect("fenced is not empty"));
+    }
+    Ok((fenced, unfenced))
 }
 
 fn restrict_to_node(

@@ -284,3 +284,47 @@ fn the_made_up_node_of_a_kernel_without_numa_binds_no_memory() {
         assert_eq!(sel.task_cpus.len(), 2);
     }
 }
+
+#[test]
+fn fence_books_the_siblings_and_keeps_a_cpu_for_the_housekeeper() {
+    // 4 cores x 2 threads: CPU c and c+4 are siblings.
+    let topo = machine(4, 2, 1);
+    let fence = |count: usize| {
+        plan(
+            &topo,
+            &BTreeMap::new(),
+            &Options {
+                fence: true,
+                ..opts(count)
+            },
+        )
+    };
+    let s = fence(2).unwrap();
+    assert_eq!(s.task_cpus, vec![1, 2]);
+    assert_eq!(s.fenced, vec![5, 6]);
+    assert!(s.unfenced.is_empty());
+    assert!(![1, 2, 5, 6].contains(&s.housekeeper));
+    assert!(!s.housekeeper_shared);
+
+    // -n 4 spreads over every core: fencing all four siblings leaves nothing for the
+    // housekeeper, so the last slot's sibling is given back and becomes it.
+    let s = fence(4).unwrap();
+    assert_eq!(s.fenced.len(), 3);
+    assert_eq!(s.unfenced.len(), 1);
+    assert_eq!(s.housekeeper, s.unfenced[0]);
+
+    // Every CPU a task CPU: no room at all.
+    assert_eq!(
+        fence(8).unwrap_err(),
+        SelectError::NoRoomToFence {
+            requested: 8,
+            available: 8
+        }
+    );
+    // Without --fence the same -n shares the housekeeper.
+    assert!(
+        plan(&topo, &BTreeMap::new(), &opts(8))
+            .unwrap()
+            .housekeeper_shared
+    );
+}

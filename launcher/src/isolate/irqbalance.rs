@@ -1,0 +1,134 @@
+//! Holding irqbalance for the run: it would move the steered IRQs back on its next pass.
+//!
+//! A daemon that systemd manages (systemd is running and the process sits in
+//! `irqbalance.service`) is stopped with `systemctl stop` and started again; systemd would
+//! restart a process it owns that was merely signalled. Any other irqbalance is stopped with
+//! SIGSTOP and continued with SIGCONT, checked by pid and start time so that a reused pid is
+//! never signalled.
+
+use super::journal::{Change, Journal};
+use crate::fsroot::FsRoot;
+use serde::Serialize;
+
+/// What was done with irqbalance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Held {
+    /// Not running.
+    Absent,
+    /// Its systemd unit was stopped.
+    Systemd(String),
+    /// These processes were stopped with SIGSTOP.
+    Stopped(Vec<i32>),
+}
+
+impl std::fmt::Display for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Held::Absent => f.write_str("absent"),
+            Held::Systemd(_) => f.write_str("held (systemd)"),
+            Held::Stopped(pids) => {
+                let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+                write!(f, "held (SIGSTOP pid {})", pids.join(","))
+            }
+        }
+    }
+}
+
+const UNIT: &str = "irqbalance.service";
+
+/// The running irqbalance processes: `(pid, start time, in its systemd unit)`.
+fn running(root: &FsRoot) -> Vec<(i32, u64, bool)> {
+    root.list("/proc")
+        .iter()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .filter(|pid| root.read_opt(&format!("/proc/{pid}/comm")).as_deref() == Some("irqbalance"))
+        .filter_map(|pid| {
+            let stat = root.read(&format!("/proc/{pid}/stat")).ok()?;
+            let start = crate::housekeeper::threads::parse_stat(&stat)?.start_ticks;
+            let unit = (root.read_opt(&format!("/proc/{pid}/cgroup")))
+                .is_some_and(|c| c.lines().any(|l| l.ends_with(&format!("/{UNIT}"))));
+            Some((pid, start, unit))
+        })
+        .collect()
+}
+
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    crate::housekeeper::threads::parse_stat(&stat).map(|s| s.state)
+}
+
+fn systemctl(verb: &str, unit: &str) -> Result<(), String> {
+    let out = std::process::Command::new("systemctl")
+        .args([verb, unit])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| format!("systemctl {verb} {unit}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr);
+    Err(format!(
+        "systemctl {verb} {unit}: {}",
+        why.lines().next().unwrap_or("failed")
+    ))
+}
+
+/// Holds every running irqbalance, journaling each hold first.
+pub fn hold(root: &FsRoot, journal: &mut Journal) -> Result<Held, String> {
+    let found = running(root);
+    if found.is_empty() {
+        return Ok(Held::Absent);
+    }
+    let journal_err = |e: std::io::Error| format!("--steer: cannot write the journal: {e}");
+    if found.iter().any(|p| p.2) && root.exists("/run/systemd/system") {
+        journal
+            .record(Change::UnitStopped { unit: UNIT.into() })
+            .map_err(journal_err)?;
+        systemctl("stop", UNIT).map_err(|e| format!("--steer: irqbalance cannot be held: {e}"))?;
+        return Ok(Held::Systemd(UNIT.into()));
+    }
+    let mut stopped = Vec::new();
+    for &(pid, start, _) in &found {
+        journal
+            .record(Change::ProcessStopped { pid, start })
+            .map_err(journal_err)?;
+        // SAFETY: kill takes a pid and a signal.
+        if unsafe { libc::kill(pid, libc::SIGSTOP) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ESRCH) {
+                continue;
+            }
+            return Err(format!(
+                "--steer: irqbalance pid {pid} cannot be stopped: {e}"
+            ));
+        }
+        // SIGSTOP takes effect when the process is next scheduled.
+        for _ in 0..200 {
+            if matches!(state(pid), Some('T') | None) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        stopped.push(pid);
+    }
+    Ok(Held::Stopped(stopped))
+}
+
+/// Starts a unit stopped by [`hold`]; without a running systemd there is nothing to start.
+pub fn start_unit(unit: &str) -> Result<Vec<(i32, String)>, String> {
+    if !std::path::Path::new("/run/systemd/system").exists() {
+        return Ok(Vec::new());
+    }
+    systemctl("start", unit).map(|()| Vec::new())
+}
+
+/// Continues a process stopped by [`hold`], if `pid` is still that process.
+pub fn resume(pid: i32, start: u64) {
+    if pid > 0 && crate::rundir::start_ticks(pid as u32) == Some(start) {
+        // SAFETY: kill takes a pid and a signal.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    }
+}

@@ -1,0 +1,221 @@
+//! Isolation of the task CPUs (`--cgroup`, `--fence`, `--steer`) and the journal that undoes it.
+//!
+//! Owns: checking before anything changes that the launcher may make the changes asked for
+//! ([`preflight`]), making them in order (cgroup, irqbalance held, IRQs steered), each one
+//! journaled first, the drift check while the task runs, and undoing them all at the end or
+//! on any failure half-way ([`Isolation`]'s `Drop`). Must not: choose CPUs (the selection does,
+//! fenced siblings included) or start the task.
+
+pub mod cgroup;
+pub mod irq;
+pub mod irqbalance;
+pub mod journal;
+pub mod privilege;
+
+use crate::error::{Error, Result};
+use crate::fsroot::FsRoot;
+use goset_plan::CpuSet;
+use journal::{Journal, Undone};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The isolation flags of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Request {
+    /// `--cgroup`.
+    pub cgroup: bool,
+    /// `--fence` (needs `--cgroup`).
+    pub fence: bool,
+    /// `--steer`.
+    pub steer: bool,
+}
+
+/// Checks what `request` needs before anything changes: a cpuset hierarchy the launcher may
+/// write to for `--cgroup`, IRQ affinity files it may write for `--steer`. Returns the
+/// hierarchy the group goes in.
+pub fn preflight(root: &FsRoot, request: Request) -> Result<Option<cgroup::Hierarchy>> {
+    let mut hierarchy = None;
+    if request.cgroup {
+        let h = cgroup::cpuset_hierarchies(root).into_iter().next().ok_or_else(|| {
+            Error::System(
+                "--cgroup: no cpuset controller (neither the cgroup2 root's cgroup.controllers nor a v1 hierarchy offers cpuset)".into(),
+            )
+        })?;
+        privilege::require_writable("--cgroup", &h.mount)?;
+        hierarchy = Some(h);
+    }
+    if request.steer {
+        let first = root
+            .list("/proc/irq")
+            .into_iter()
+            .find(|n| n.parse::<u32>().is_ok());
+        if let Some(irq) = first {
+            let file = root.path(&format!("/proc/irq/{irq}/smp_affinity_list"));
+            privilege::require_writable("--steer", &file)?;
+        }
+    }
+    Ok(hierarchy)
+}
+
+/// Where the changes go and what they are about.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The directory of journals.
+    pub journals: PathBuf,
+    /// This launcher's journal name (`<pid>-<start>`).
+    pub name: String,
+    /// The group's name (`goset-<task>`).
+    pub group_name: String,
+    /// The group's CPUs: the task CPUs and fenced siblings.
+    pub cpus: CpuSet,
+    /// The group's memory nodes.
+    pub mems: CpuSet,
+    /// The CPUs IRQs must leave: the task CPUs and fenced siblings.
+    pub away: CpuSet,
+    /// Where IRQs that had only task CPUs go: the online CPUs outside `away`.
+    pub onto: CpuSet,
+}
+
+/// The changes made for a run, undone when it is dropped.
+#[derive(Debug)]
+pub struct Isolation {
+    root: FsRoot,
+    journal: Option<Journal>,
+    group: Option<cgroup::Group>,
+    procs: Option<std::fs::File>,
+    steering: Option<irq::Steering>,
+    irqbalance: Option<irqbalance::Held>,
+    away: CpuSet,
+    checked: Instant,
+}
+
+/// What the isolation of a run did, for the report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IsolationReport {
+    /// The cgroup the task ran in.
+    pub cgroup: Option<cgroup::Group>,
+    /// IRQ steering (`--steer`).
+    pub steer: Option<irq::Steering>,
+    /// What was done with irqbalance (`--steer`).
+    pub irqbalance: Option<String>,
+    /// Undoing the changes at the end.
+    pub undone: Undone,
+}
+
+/// How often the housekeeper looks for IRQs that came back.
+const DRIFT_EVERY: Duration = Duration::from_secs(1);
+
+impl Isolation {
+    fn empty(root: &FsRoot, away: CpuSet) -> Isolation {
+        Isolation {
+            root: root.clone(),
+            journal: None,
+            group: None,
+            procs: None,
+            steering: None,
+            irqbalance: None,
+            away,
+            checked: Instant::now(),
+        }
+    }
+
+    /// Makes the changes `request` asks for, in order: the cgroup, irqbalance held, the IRQs
+    /// steered. A failure undoes what was done (the returned error is the first failure).
+    pub fn setup(
+        root: &FsRoot,
+        request: Request,
+        hierarchy: Option<&cgroup::Hierarchy>,
+        setup: &Setup,
+    ) -> Result<Isolation> {
+        let mut iso = Isolation::empty(root, setup.away);
+        if !request.cgroup && !request.steer {
+            return Ok(iso);
+        }
+        let journal = Journal::create(&setup.journals, &setup.name).map_err(|e| {
+            Error::System(format!(
+                "cannot create the journal in {}: {e}",
+                setup.journals.display()
+            ))
+        })?;
+        let journal = iso.journal.insert(journal);
+        if let Some(h) = hierarchy.filter(|_| request.cgroup) {
+            let dir = cgroup::free_dir(h, &setup.group_name).map_err(Error::System)?;
+            let group = cgroup::create(
+                h,
+                &dir,
+                &irq::list(&setup.cpus),
+                &irq::list(&setup.mems),
+                journal,
+            )
+            .map_err(Error::System)?;
+            let procs = group.path.join("cgroup.procs");
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&procs)
+                .map_err(|e| {
+                    Error::System(format!("--cgroup: cannot open {}: {e}", procs.display()))
+                })?;
+            iso.procs = Some(file);
+            iso.group = Some(group);
+        }
+        if request.steer {
+            let held = irqbalance::hold(root, journal).map_err(Error::System)?;
+            iso.irqbalance = Some(held);
+            let steering =
+                irq::steer(root, &setup.away, &setup.onto, journal).map_err(Error::System)?;
+            iso.steering = Some(steering);
+        }
+        Ok(iso)
+    }
+
+    /// The group's `cgroup.procs`, open for the child to write `0` to (joining it before exec).
+    pub fn cgroup_procs(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.procs.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// While the task runs: about once a second, counts steered IRQs that came back.
+    pub fn check_drift(&mut self) {
+        if self.checked.elapsed() < DRIFT_EVERY {
+            return;
+        }
+        self.checked = Instant::now();
+        if let Some(s) = self.steering.as_mut() {
+            s.check_drift(&self.root, &self.away);
+        }
+    }
+
+    /// Undoes every change (after a last drift check) and says what the run did.
+    pub fn finish(mut self) -> IsolationReport {
+        if let Some(s) = self.steering.as_mut() {
+            s.check_drift(&self.root, &self.away);
+            s.count_remaining(&self.root, &self.away);
+        }
+        self.procs = None;
+        IsolationReport {
+            cgroup: self.group.take(),
+            steer: self.steering.take(),
+            irqbalance: self.irqbalance.take().map(|h| h.to_string()),
+            undone: self.journal.take().map(Journal::undo).unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for Isolation {
+    fn drop(&mut self) {
+        self.procs = None;
+        if let Some(j) = self.journal.take() {
+            let undone = j.undo();
+            for why in &undone.failed {
+                crate::output::to_stderr(&format!("goset-run: {why}\n"));
+            }
+        }
+    }
+}
+
+/// Undoes the journals of launchers that are gone (`goset restore`, and each `goset-run` as
+/// root before it selects). Returns what was undone and how many journals.
+pub fn restore(base: &Path) -> (Undone, usize) {
+    journal::restore_dead(&journal::dir_in(base))
+}

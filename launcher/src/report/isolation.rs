@@ -1,0 +1,80 @@
+//! The Isolation table: what `--cgroup`, `--fence` and `--steer` changed, and their undoing.
+
+use crate::isolate::IsolationReport;
+use crate::select::Selection;
+
+fn cpus(list: &[usize]) -> String {
+    list.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Renders the table; empty when the run isolated nothing.
+pub fn render_isolation(iso: &IsolationReport, sel: &Selection) -> String {
+    let mut rows: Vec<(&str, String)> = Vec::new();
+    if let Some(g) = &iso.cgroup {
+        let version = match g.version {
+            crate::isolate::cgroup::Version::V1 => "v1",
+            crate::isolate::cgroup::Version::V2 => "v2",
+        };
+        rows.push((
+            "cgroup",
+            format!(
+                "{} ({version})  cpus {}  mems {}",
+                g.path.display(),
+                g.cpus,
+                g.mems
+            ),
+        ));
+    }
+    if !sel.fenced.is_empty() {
+        rows.push(("fenced", cpus(&sel.fenced)));
+    }
+    if !sel.unfenced.is_empty() {
+        rows.push((
+            "unfenced",
+            format!("{}: left for the housekeeper", cpus(&sel.unfenced)),
+        ));
+    }
+    if let Some(s) = &iso.steer {
+        let refused = if s.refused.is_empty() {
+            "0".to_string()
+        } else {
+            format!("{} ({})", s.refused.len(), s.refused_by_reason())
+        };
+        rows.push((
+            "steer",
+            format!(
+                "applied {}  refused {refused}  already off {}  remaining {}  drift {}",
+                s.applied, s.already_off, s.remaining, s.drift
+            ),
+        ));
+    }
+    if let Some(h) = &iso.irqbalance {
+        rows.push(("irqbalance", h.clone()));
+    }
+    for (pid, comm) in &iso.undone.outlived {
+        let parent = iso
+            .cgroup
+            .as_ref()
+            .and_then(|g| g.path.parent())
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        rows.push((
+            "outlived",
+            format!("pid {pid} ({comm}) outlived the task: moved to {parent}"),
+        ));
+    }
+    for why in &iso.undone.failed {
+        rows.push(("not undone", why.clone()));
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("Isolation\n");
+    for (name, value) in rows {
+        out.push_str(&format!("  {name:<11} {value}\n"));
+    }
+    out
+}
