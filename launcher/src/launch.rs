@@ -176,16 +176,7 @@ fn prepare(
                     opts.command[0].to_string_lossy()
                 ));
             }
-            let dir = RunDir::create(&plan, opts.log.as_deref(), lib)?;
-            if let Some(user) = user {
-                dir.give_to(user).map_err(|e| {
-                    Error::System(format!(
-                        "cannot give {} to uid {}: {e}",
-                        dir.path().display(),
-                        user.uid
-                    ))
-                })?;
-            }
+            let dir = RunDir::create(&plan, opts.log.as_deref(), lib, user)?;
             Some(dir)
         }
         None => {

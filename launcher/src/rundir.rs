@@ -16,6 +16,7 @@
 //! makes up that is not in the list), the task gets the shim's own path, as before.
 
 use crate::error::{Error, Result};
+use crate::isolate::privilege::{give, User};
 use goset_plan::plan::{Plan, LOG_FILE, PLAN_FILE, SLOTS_FILE};
 use goset_plan::slots;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,8 @@ pub struct RunDir {
     dir: PathBuf,
     log: PathBuf,
     preload: std::ffi::OsString,
+    /// Under sudo: the holder of the slot table's descriptor, killed after the directory goes.
+    holder: Option<Holder>,
 }
 
 /// The names glibc's loader may give `$PLATFORM`, from the kernel's `AT_PLATFORM`: that name,
@@ -288,8 +291,14 @@ impl RunDir {
     /// Creates a fresh run directory, writes `plan` (with the log path set) and `slots`, and
     /// links the shim under `lib/`. `log` is where the placement log goes; `None` keeps it
     /// inside the directory. First removes the directories of launchers that are gone
-    /// ([`sweep`]).
-    pub fn create(plan: &Plan, log: Option<&Path>, shim: &Path) -> Result<RunDir> {
+    /// ([`sweep`]). With `user` (the task's identity under sudo) the directory, the plan, the
+    /// log and the table are that user's to read and write.
+    pub fn create(
+        plan: &Plan,
+        log: Option<&Path>,
+        shim: &Path,
+        user: Option<&User>,
+    ) -> Result<RunDir> {
         use std::os::unix::fs::DirBuilderExt;
         let fail = |what: &str, path: &Path, e: std::io::Error| {
             Error::System(format!("cannot create {what} {}: {e}", path.display()))
@@ -317,6 +326,7 @@ impl RunDir {
             log: dir.join(LOG_FILE),
             preload: preload_entry(&dir, &shim, linked),
             dir,
+            holder: None,
         };
         match kept {
             Some(path) => run_dir.log = path,
@@ -329,8 +339,17 @@ impl RunDir {
         let plan_path = run_dir.dir.join(PLAN_FILE);
         std::fs::write(&plan_path, plan.to_text()).map_err(|e| fail("plan", &plan_path, e))?;
         let slots_path = run_dir.dir.join(SLOTS_FILE);
-        slots::create_file(&slots_path, plan.slot_count())
-            .map_err(|e| fail("slot table", &slots_path, e))?;
+        match user {
+            None => slots::create_file(&slots_path, plan.slot_count()).map(|_| ()),
+            Some(user) => Holder::start(&slots_path, plan.slot_count(), user)
+                .map(|holder| run_dir.holder = Some(holder)),
+        }
+        .map_err(|e| fail("slot table", &slots_path, e))?;
+        if let Some(user) = user {
+            for path in [&run_dir.dir, &plan_path, &run_dir.log] {
+                give(path, user).map_err(|e| fail("(for the sudo user)", path, e))?;
+            }
+        }
         Ok(run_dir)
     }
 
@@ -344,19 +363,64 @@ impl RunDir {
         &self.log
     }
 
-    /// Gives the directory, the plan, the slot table and the log to `user`, the task's
-    /// identity under sudo: its shim reads the plan and writes the table and the log.
-    pub fn give_to(&self, user: &crate::isolate::privilege::User) -> std::io::Result<()> {
-        use crate::isolate::privilege::give;
-        give(&self.dir, user)?;
-        give(&self.dir.join(PLAN_FILE), user)?;
-        give(&self.dir.join(SLOTS_FILE), user)?;
-        give(&self.log, user)
-    }
-
     /// The shim's `LD_PRELOAD` entry (see [`preload_entry`]).
     pub fn preload(&self) -> &std::ffi::OsStr {
         &self.preload
+    }
+}
+
+/// The process that holds the slot table's descriptor under sudo. The task's user may not look
+/// at root's descriptors (`/proc/<launcher>/fd/N`), so a child forked as that user, and made
+/// dumpable so that its own user may, keeps the memfd, and the table's link names the
+/// holder's descriptor. It dies with the launcher (parent-death signal) or with the directory.
+#[derive(Debug)]
+struct Holder(libc::pid_t);
+
+impl Holder {
+    fn start(link: &Path, slot_count: usize, user: &User) -> std::io::Result<Holder> {
+        let (fd, _table) = slots::create_sealed(slot_count)?;
+        // SAFETY: fchown on the memfd this process owns.
+        if unsafe { libc::fchown(fd, user.uid, user.gid) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: getpid cannot fail.
+        let launcher = unsafe { libc::getpid() };
+        // SAFETY: the child makes system calls only, then waits to be killed.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // SAFETY: system calls only, safe after fork; the child never returns.
+            unsafe {
+                let ok = crate::isolate::privilege::become_user(user).is_ok()
+                    && libc::prctl(libc::PR_SET_DUMPABLE, 1) == 0
+                    && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == 0
+                    && libc::getppid() == launcher;
+                if !ok {
+                    libc::_exit(1);
+                }
+                // Nothing of the launcher's but the table: its pipes must not stay open.
+                libc::syscall(libc::SYS_close_range, 0, (fd - 1).max(0) as u32, 0);
+                libc::syscall(libc::SYS_close_range, fd as u32 + 1, u32::MAX, 0);
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+        let holder = Holder(pid);
+        slots::link_file(link, pid as u32, fd)?;
+        Ok(holder)
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        // SAFETY: the holder is this process's child; kill and reap it.
+        unsafe {
+            libc::kill(self.0, libc::SIGKILL);
+            libc::waitpid(self.0, std::ptr::null_mut(), 0);
+        }
     }
 }
 

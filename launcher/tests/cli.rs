@@ -161,11 +161,7 @@ fn bad_input_is_refused_before_the_task_runs() {
         &[],
         "goset-run: --fsroot /etc/passwd: not a directory",
     );
-    refused(
-        &["-fence=true"],
-        &[],
-        "goset-run: --fence needs --cgroup",
-    );
+    refused(&["-fence=true"], &[], "goset-run: --fence needs --cgroup");
     let out = Command::new(common::bin("goset-run"))
         .env("GOSET_FSROOT", "/")
         .args(["-q", "--sample", "0"])

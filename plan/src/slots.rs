@@ -254,6 +254,17 @@ pub fn create_file(
     path: &std::path::Path,
     slot_count: usize,
 ) -> std::io::Result<&'static SlotTable> {
+    let (fd, table) = create_sealed(slot_count)?;
+    link_file(path, std::process::id(), fd)?;
+    Ok(table)
+}
+
+/// The sealed memfd of [`create_file`] with the table mapped and set up for `slot_count`
+/// slots, not yet named by a path. The descriptor stays open for the rest of the process's
+/// life (a link names it).
+pub fn create_sealed(
+    slot_count: usize,
+) -> std::io::Result<(std::os::fd::RawFd, &'static SlotTable)> {
     use std::os::fd::{AsRawFd, IntoRawFd};
     let file = memfd()?;
     file.set_len(SlotTable::SIZE as u64)?;
@@ -264,11 +275,13 @@ pub fn create_file(
     }
     let table = map(Some(file.as_raw_fd())).ok_or_else(std::io::Error::last_os_error)?;
     table.init(slot_count);
-    let target = format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd());
-    std::os::unix::fs::symlink(target, path)?;
-    // The symlink names this descriptor: it must stay open while the task runs.
-    let _ = file.into_raw_fd();
-    Ok(table)
+    Ok((file.into_raw_fd(), table))
+}
+
+/// Makes `path` a symlink to descriptor `fd` of process `pid` (`/proc/<pid>/fd/<fd>`), which
+/// processes allowed to look at `pid`'s descriptors open like the file it stands for.
+pub fn link_file(path: &std::path::Path, pid: u32, fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(format!("/proc/{pid}/fd/{fd}"), path)
 }
 
 /// A new sealable memfd, not executable where the kernel knows the flag (Linux 6.3: with

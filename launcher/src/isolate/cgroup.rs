@@ -6,7 +6,7 @@
 //! `goset-<task>-<pid>` when that name is taken. [`steps`] is the pure plan of what is
 //! written, in order; [`create`] carries it out, journaling each change first.
 
-use super::journal::{Change, Journal};
+use super::journal::{Change, Failed, Journal};
 use crate::fsroot::FsRoot;
 use std::path::{Path, PathBuf};
 
@@ -169,26 +169,29 @@ pub fn create(
     let enabled = subtree.split_whitespace().any(|c| c == "cpuset");
     let fail =
         |what: &Path, e: std::io::Error| format!("--cgroup: cannot write {}: {e}", what.display());
+    let failed = |what: &Path, e: Failed| match e {
+        Failed::Journal(e) => format!("--cgroup: cannot write the journal: {e}"),
+        Failed::Change(e) => fail(what, e),
+    };
     for step in steps(h, dir, cpus, mems, enabled) {
         match step {
             Step::EnableCpuset(file) => {
+                let change = Change::ControllerEnabled {
+                    file: file.clone(),
+                    controller: "cpuset".into(),
+                };
                 journal
-                    .record(Change::ControllerEnabled {
-                        file: file.clone(),
-                        controller: "cpuset".into(),
-                    })
-                    .map_err(|e| format!("--cgroup: cannot write the journal: {e}"))?;
-                std::fs::write(&file, "+cpuset").map_err(|e| fail(&file, e))?;
+                    .make(change, || std::fs::write(&file, "+cpuset"))
+                    .map_err(|e| failed(&file, e))?;
             }
             Step::Create { dir, parent } => {
+                let change = Change::CgroupCreated {
+                    path: dir.clone(),
+                    parent,
+                };
                 journal
-                    .record(Change::CgroupCreated {
-                        path: dir.clone(),
-                        parent,
-                    })
-                    .map_err(|e| format!("--cgroup: cannot write the journal: {e}"))?;
-                std::fs::create_dir(&dir)
-                    .map_err(|e| format!("--cgroup: cannot create {}: {e}", dir.display()))?;
+                    .make(change, || std::fs::create_dir(&dir))
+                    .map_err(|e| failed(&dir, e))?;
             }
             Step::Write { file, text } => {
                 std::fs::write(&file, &text).map_err(|e| fail(&file, e))?

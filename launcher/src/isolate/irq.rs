@@ -5,7 +5,7 @@
 //! journaled with the affinity before it. Where `effective_affinity_list` exists it says where
 //! the IRQ is really delivered, which is what "remaining" counts.
 
-use super::journal::{Change, Journal};
+use super::journal::{Change, Failed, Journal};
 use crate::fsroot::FsRoot;
 use goset_plan::CpuSet;
 use serde::Serialize;
@@ -99,19 +99,20 @@ pub fn steer(
         let kept: CpuSet = before.iter().filter(|&c| !away.contains(c)).collect();
         let target = if kept.is_empty() { *onto } else { kept };
         let file = root.path(&format!("/proc/irq/{irq}/smp_affinity_list"));
-        journal
-            .record(Change::IrqAffinity {
-                irq,
-                file: file.clone(),
-                before: list(&before),
-            })
-            .map_err(|e| format!("--steer: cannot write the journal: {e}"))?;
-        match std::fs::write(&file, list(&target)) {
+        let change = Change::IrqAffinity {
+            irq,
+            file: file.clone(),
+            before: list(&before),
+        };
+        match journal.make(change, || std::fs::write(&file, list(&target))) {
             Ok(()) => {
                 s.applied += 1;
                 s.off.push(irq);
             }
-            Err(e) => s.refused.push((irq, errno_name(&e))),
+            Err(Failed::Change(e)) => s.refused.push((irq, errno_name(&e))),
+            Err(Failed::Journal(e)) => {
+                return Err(format!("--steer: cannot write the journal: {e}"))
+            }
         }
     }
     s.count_remaining(root, away);

@@ -6,7 +6,7 @@
 //! SIGSTOP and continued with SIGCONT, checked by pid and start time so that a reused pid is
 //! never signalled.
 
-use super::journal::{Change, Journal};
+use super::journal::{Change, Failed, Journal};
 use crate::fsroot::FsRoot;
 use serde::Serialize;
 
@@ -82,28 +82,37 @@ pub fn hold(root: &FsRoot, journal: &mut Journal) -> Result<Held, String> {
     if found.is_empty() {
         return Ok(Held::Absent);
     }
-    let journal_err = |e: std::io::Error| format!("--steer: cannot write the journal: {e}");
+    let failed = |e: Failed| match e {
+        Failed::Journal(e) => format!("--steer: cannot write the journal: {e}"),
+        Failed::Change(e) => format!("--steer: irqbalance cannot be held: {e}"),
+    };
     if found.iter().any(|p| p.2) && root.exists("/run/systemd/system") {
+        let change = Change::UnitStopped { unit: UNIT.into() };
         journal
-            .record(Change::UnitStopped { unit: UNIT.into() })
-            .map_err(journal_err)?;
-        systemctl("stop", UNIT).map_err(|e| format!("--steer: irqbalance cannot be held: {e}"))?;
+            .make(change, || {
+                systemctl("stop", UNIT).map_err(std::io::Error::other)
+            })
+            .map_err(failed)?;
         return Ok(Held::Systemd(UNIT.into()));
     }
     let mut stopped = Vec::new();
     for &(pid, start, _) in &found {
-        journal
-            .record(Change::ProcessStopped { pid, start })
-            .map_err(journal_err)?;
-        // SAFETY: kill takes a pid and a signal.
-        if unsafe { libc::kill(pid, libc::SIGSTOP) } != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ESRCH) {
-                continue;
+        let stop = || {
+            // SAFETY: kill takes a pid and a signal.
+            if unsafe { libc::kill(pid, libc::SIGSTOP) } == 0 {
+                return Ok(true);
             }
-            return Err(format!(
-                "--steer: irqbalance pid {pid} cannot be stopped: {e}"
-            ));
+            match std::io::Error::last_os_error() {
+                // It ended meanwhile: nothing to hold.
+                e if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+                e => Err(std::io::Error::other(format!("pid {pid}: {e}"))),
+            }
+        };
+        if !journal
+            .make(Change::ProcessStopped { pid, start }, stop)
+            .map_err(failed)?
+        {
+            continue;
         }
         // SIGSTOP takes effect when the process is next scheduled.
         for _ in 0..200 {

@@ -56,6 +56,8 @@ pub enum Change {
         /// Its start time (`stat` field 22).
         start: u64,
     },
+    /// The change on the line before was not made (its write failed): nothing to undo.
+    NotMade,
 }
 
 /// What undoing a journal did.
@@ -75,6 +77,15 @@ impl Undone {
         self.failed.extend(other.failed);
         self.outlived.extend(other.outlived);
     }
+}
+
+/// Why [`Journal::make`] failed.
+#[derive(Debug)]
+pub enum Failed {
+    /// The journal could not be written: the change was not tried.
+    Journal(std::io::Error),
+    /// The change itself failed.
+    Change(std::io::Error),
 }
 
 /// The directory of journals under a run-directory base.
@@ -127,7 +138,7 @@ impl Journal {
     }
 
     /// Appends `change` and makes it durable; only then may the change be made.
-    pub fn record(&mut self, change: Change) -> std::io::Result<()> {
+    fn record(&mut self, change: Change) -> std::io::Result<()> {
         let mut line = serde_json::to_string(&change).expect("a change serialises");
         line.push('\n');
         self.file.write_all(line.as_bytes())?;
@@ -136,9 +147,21 @@ impl Journal {
         Ok(())
     }
 
-    /// Whether anything was recorded.
-    pub fn is_empty(&self) -> bool {
-        self.changes.is_empty()
+    /// Records `change`, then makes it with `make`. When `make` fails, the change is marked
+    /// not made (a refused write changed nothing, and its undo could be refused too).
+    pub fn make<T>(
+        &mut self,
+        change: Change,
+        make: impl FnOnce() -> std::io::Result<T>,
+    ) -> Result<T, Failed> {
+        self.record(change).map_err(Failed::Journal)?;
+        make().map_err(|e| {
+            if self.record(Change::NotMade).is_ok() {
+                self.changes.pop();
+                self.changes.pop();
+            }
+            Failed::Change(e)
+        })
     }
 
     /// Undoes every change, newest first, and removes the journal when all were undone (one
@@ -158,11 +181,17 @@ impl Journal {
 pub fn read(path: &Path) -> std::io::Result<Vec<Change>> {
     let bytes = crate::bounded::read_regular(path, crate::fsroot::MAX_TEXT)?;
     let text = String::from_utf8_lossy(&bytes);
-    Ok(text
-        .split_inclusive('\n')
-        .filter(|l| l.ends_with('\n'))
-        .filter_map(|l| serde_json::from_str(l.trim_end()).ok())
-        .collect())
+    let mut changes = Vec::new();
+    let lines = text.split_inclusive('\n').filter(|l| l.ends_with('\n'));
+    for change in lines.filter_map(|l| serde_json::from_str(l.trim_end()).ok()) {
+        match change {
+            Change::NotMade => {
+                changes.pop();
+            }
+            change => changes.push(change),
+        }
+    }
+    Ok(changes)
 }
 
 /// Undoes `changes`, newest first.
@@ -195,7 +224,8 @@ fn undo_one(change: &Change) -> Result<Vec<(i32, String)>, String> {
             }
         }
         Change::CgroupCreated { path, parent } => cgroup::empty_and_remove(path, parent),
-        // A write the kernel refused changed nothing, and may be refused again.
+        // Already as before: a refused write whose NotMade line a crash kept from the disk
+        // (writing it back would be refused again, and the journal never undone).
         Change::IrqAffinity { file, before, .. }
             if std::fs::read_to_string(file).is_ok_and(|now| now.trim() == before) =>
         {
@@ -212,6 +242,7 @@ fn undo_one(change: &Change) -> Result<Vec<(i32, String)>, String> {
             super::irqbalance::resume(*pid, *start);
             Ok(Vec::new())
         }
+        Change::NotMade => Ok(Vec::new()),
     }
 }
 
@@ -305,6 +336,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read(&path).unwrap(), vec![irq]);
+    }
+
+    #[test]
+    fn a_change_that_was_not_made_is_not_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("affinity");
+        std::fs::write(&file, "1").unwrap();
+        let mut j = Journal::create(&dir.path().join("j"), "1-1").unwrap();
+        let refused = j.make(
+            Change::IrqAffinity {
+                irq: 3,
+                file: file.clone(),
+                before: "0".into(),
+            },
+            || Err::<(), _>(std::io::Error::from_raw_os_error(libc::EIO)),
+        );
+        assert!(matches!(refused, Err(Failed::Change(_))));
+        let path = dir.path().join("j/1-1.journal");
+        assert_eq!(read(&path).unwrap(), vec![]);
+        assert!(j.undo().failed.is_empty());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "1", "left alone");
     }
 
     #[test]

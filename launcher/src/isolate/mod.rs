@@ -152,6 +152,8 @@ impl Isolation {
             let procs = group.path.join("cgroup.procs");
             let file = std::fs::OpenOptions::new()
                 .write(true)
+                .create(true)
+                .truncate(false)
                 .open(&procs)
                 .map_err(|e| {
                     Error::System(format!("--cgroup: cannot open {}: {e}", procs.display()))
@@ -218,4 +220,148 @@ impl Drop for Isolation {
 /// root before it selects). Returns what was undone and how many journals.
 pub fn restore(base: &Path) -> (Undone, usize) {
     journal::restore_dead(&journal::dir_in(base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake machine: a cgroup2 root offering cpuset (or not) and two IRQs on CPUs 0-3.
+    fn fake(cpuset: bool) -> (tempfile::TempDir, FsRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |rel: &str| dir.path().join(rel);
+        std::fs::create_dir_all(p("sys/fs/cgroup")).unwrap();
+        std::fs::create_dir_all(p("proc")).unwrap();
+        std::fs::write(p("proc/mounts"), "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n").unwrap();
+        let controllers = if cpuset { "cpuset memory" } else { "memory" };
+        std::fs::write(p("sys/fs/cgroup/cgroup.controllers"), controllers).unwrap();
+        std::fs::write(p("sys/fs/cgroup/cgroup.subtree_control"), "memory").unwrap();
+        for irq in [5, 9] {
+            std::fs::create_dir_all(p(&format!("proc/irq/{irq}"))).unwrap();
+            std::fs::write(p(&format!("proc/irq/{irq}/smp_affinity_list")), "0-3").unwrap();
+        }
+        let root = FsRoot::new(dir.path());
+        (dir, root)
+    }
+
+    fn setup_in(dir: &Path) -> Setup {
+        let set = |c: &[usize]| c.iter().copied().collect::<CpuSet>();
+        Setup {
+            journals: dir.join("journals"),
+            name: "1-1".into(),
+            group_name: "goset-app".into(),
+            cpus: set(&[2, 3]),
+            mems: set(&[0]),
+            away: set(&[2, 3]),
+            onto: set(&[0, 1]),
+        }
+    }
+
+    /// Every file under `dir` with its contents (directories as `/`).
+    fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    out.insert(p.clone(), "/".into());
+                    todo.push(p);
+                } else {
+                    out.insert(p.clone(), std::fs::read_to_string(&p).unwrap_or_default());
+                }
+            }
+        }
+        out
+    }
+
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn no_cpuset_controller_is_one_line_before_anything_changes() {
+        let (dir, root) = fake(false);
+        let before = tree(dir.path());
+        let request = Request {
+            cgroup: true,
+            ..Default::default()
+        };
+        let e = preflight(&root, request).unwrap_err();
+        assert_eq!(e.exit_code(), 1);
+        assert!(
+            e.to_string().starts_with("--cgroup: no cpuset controller"),
+            "{e}"
+        );
+        assert_eq!(tree(dir.path()), before);
+    }
+
+    #[test]
+    fn a_failure_half_way_undoes_what_was_done() {
+        let (dir, root) = fake(true);
+        let request = Request {
+            cgroup: true,
+            steer: true,
+            ..Default::default()
+        };
+        let h = preflight(&root, request).unwrap().unwrap();
+        assert_eq!(h.version, cgroup::Version::V2);
+        // The controller cannot be enabled (its file is a directory here): the journaled
+        // change is recorded, the write fails, and nothing is left changed.
+        let control = dir.path().join("sys/fs/cgroup/cgroup.subtree_control");
+        std::fs::remove_file(&control).unwrap();
+        std::fs::create_dir(&control).unwrap();
+        let before = tree(dir.path());
+        let e = Isolation::setup(&root, request, Some(&h), &setup_in(dir.path())).unwrap_err();
+        assert!(e.to_string().starts_with("--cgroup: cannot write"), "{e}");
+        let mut after = tree(dir.path());
+        // The journals directory stays, empty.
+        assert_eq!(
+            after.remove(&dir.path().join("journals")).as_deref(),
+            Some("/")
+        );
+        assert_eq!(after, before, "nothing left changed");
+    }
+
+    #[test]
+    fn steer_and_cgroup_are_undone_when_the_isolation_ends() {
+        let (dir, root) = fake(true);
+        let request = Request {
+            cgroup: true,
+            steer: true,
+            ..Default::default()
+        };
+        let h = preflight(&root, request).unwrap();
+        let before = tree(dir.path());
+        let iso = Isolation::setup(&root, request, h.as_ref(), &setup_in(dir.path())).unwrap();
+        let irq = dir.path().join("proc/irq/5/smp_affinity_list");
+        assert_eq!(std::fs::read_to_string(&irq).unwrap(), "0-1");
+        let group = dir.path().join("sys/fs/cgroup/goset-app");
+        assert_eq!(
+            std::fs::read_to_string(group.join("cpuset.cpus")).unwrap(),
+            "2-3"
+        );
+        assert!(iso.cgroup_procs().is_some());
+        // A real group's files vanish with it; the fake one's must go first.
+        for f in ["cpuset.cpus", "cpuset.mems", "cgroup.procs"] {
+            let _ = std::fs::remove_file(group.join(f));
+        }
+        let report = iso.finish();
+        assert_eq!(report.steer.as_ref().unwrap().applied, 2);
+        assert_eq!(report.irqbalance.as_deref(), Some("absent"));
+        assert!(
+            report.undone.failed.is_empty(),
+            "{:?}",
+            report.undone.failed
+        );
+        let mut after = tree(dir.path());
+        assert_eq!(
+            after.remove(&dir.path().join("journals")).as_deref(),
+            Some("/")
+        );
+        let mut before = before;
+        // Only the controller is written back as "-cpuset" (the kernel's file reads "memory").
+        let control = dir.path().join("sys/fs/cgroup/cgroup.subtree_control");
+        assert_eq!(after.remove(&control).as_deref(), Some("-cpuset"));
+        before.remove(&control);
+        assert_eq!(after, before);
+    }
 }
