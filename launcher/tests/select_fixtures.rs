@@ -178,3 +178,40 @@ fn every_fixture_selects_within_its_online_cpus() {
         }
     }
 }
+
+#[test]
+fn fence_books_every_task_cpus_hwloc_sibling_and_keeps_one_cpu_free() {
+    let t = truth(XEON);
+    let out = dry_run(XEON, &["-n", "4", "--cgroup", "--fence"]);
+    let cpus = task_cpus(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = |key: &str| -> BTreeSet<usize> {
+        v["selection"][key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap() as usize)
+            .collect()
+    };
+    let fenced = list("fenced");
+    // hwloc's SMT siblings of the task CPUs, other than the task CPUs.
+    let siblings: BTreeSet<usize> = cpus
+        .iter()
+        .flat_map(|c| t[c].core.split(',').map(|s| s.parse::<usize>().unwrap()))
+        .filter(|c| !cpus.contains(c))
+        .collect();
+    assert_eq!(fenced, siblings, "task {cpus:?}");
+    let hk = v["selection"]["housekeeper"].as_u64().unwrap() as usize;
+    assert!(!fenced.contains(&hk) && !cpus.contains(&hk));
+    let marks: Vec<&serde_json::Value> = (v["selection"]["cpus"].as_array().unwrap().iter())
+        .filter(|row| row["sel"] == "!")
+        .collect();
+    assert_eq!(marks.len(), fenced.len(), "a ! for each fenced sibling");
+
+    // Every candidate a task CPU: nothing left for the housekeeper, a usage error.
+    let all = dry_run(XEON, &["-n", "32", "--cgroup", "--fence"]);
+    assert_eq!(all.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&all.stderr);
+    assert!(err.contains("-n 32 with --fence"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

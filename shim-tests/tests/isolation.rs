@@ -297,22 +297,48 @@ fn cpuset_group_of(pid: i32) -> Option<PathBuf> {
     None
 }
 
-#[test]
-fn a_static_program_that_resets_its_affinity_stays_on_the_task_cpus_in_its_cgroup() {
-    if !need_root("--cgroup") {
-        return;
+/// What a test that changes the machine holds while it runs; dropped in this order: IRQs put
+/// back, what runs left undone, then the machine free for the next test.
+struct Bench {
+    probe: Program,
+    snapshot: IrqSnapshot,
+    _leftovers: Leftovers,
+    _machine: std::sync::MutexGuard<'static, ()>,
+}
+
+/// Root, the probe (static or not) and, for `--cgroup`, a cpuset hierarchy; `None` (with the
+/// reason) when one is missing.
+fn bench(what: &str, cgroup: bool, static_probe: bool) -> Option<Bench> {
+    if !need_root(what) {
+        return None;
     }
-    if cpuset_mounts().is_empty() {
-        return missing(
+    if cgroup && cpuset_mounts().is_empty() {
+        missing(
             "a cgroup hierarchy with the cpuset controller",
             "mount -t cgroup -o cpuset cpuset /sys/fs/cgroup/cpuset",
         );
+        return None;
     }
-    let Some(probe) = Program::c_static("isolation_probe.c") else {
+    let probe = if static_probe {
+        Program::c_static("isolation_probe.c")?
+    } else {
+        Program::c("isolation_probe.c")?
+    };
+    let machine = machine();
+    Some(Bench {
+        probe,
+        snapshot: IrqSnapshot::take(),
+        _leftovers: Leftovers,
+        _machine: machine,
+    })
+}
+
+#[test]
+fn a_static_program_that_resets_its_affinity_stays_on_the_task_cpus_in_its_cgroup() {
+    let Some(bench) = bench("--cgroup", true, true) else {
         return;
     };
-    let _machine = machine();
-    let _leftovers = Leftovers;
+    let probe = &bench.probe;
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.json");
     let mut run = start(
@@ -369,21 +395,16 @@ fn a_static_program_that_resets_its_affinity_stays_on_the_task_cpus_in_its_cgrou
 
 #[test]
 fn steered_irqs_leave_the_task_cpu_for_the_run_and_come_back_after() {
-    if !need_root("--steer") {
-        return;
-    }
     if read_irqs().is_empty() {
         return missing(
             "/proc/irq/*/smp_affinity_list",
             "a kernel with IRQ affinity (any x86 one)",
         );
     }
-    let Some(probe) = Program::c("isolation_probe.c") else {
+    let Some(bench) = bench("--steer", false, false) else {
         return;
     };
-    let _machine = machine();
-    let _leftovers = Leftovers;
-    let snapshot = IrqSnapshot::take();
+    let (probe, snapshot) = (&bench.probe, &bench.snapshot);
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.json");
     let mut run = start(
@@ -426,26 +447,27 @@ fn steered_irqs_leave_the_task_cpu_for_the_run_and_come_back_after() {
     assert!(stderr.contains("irqbalance  absent") || stderr.contains("irqbalance  held"));
 }
 
-#[test]
-fn after_kill_9_of_the_launcher_goset_restore_puts_the_machine_back() {
-    if !need_root("--cgroup --steer") {
-        return;
-    }
-    if cpuset_mounts().is_empty() {
-        return missing(
-            "a cgroup hierarchy with the cpuset controller",
-            "mount -t cgroup -o cpuset cpuset /sys/fs/cgroup/cpuset",
-        );
-    }
-    let Some(probe) = Program::c("isolation_probe.c") else {
-        return;
-    };
-    let _machine = machine();
-    let _leftovers = Leftovers;
-    let snapshot = IrqSnapshot::take();
-    let mut run = start(&["-n", "1", "--cgroup", "--steer"], probe.path(), &[], &[]);
+/// `goset-run -n 1 --cgroup --steer` of the probe, ready: the bench, the run, what the probe
+/// said and the group it is in.
+fn fully_isolated() -> Option<(Bench, Running, Ready, PathBuf)> {
+    let bench = bench("--cgroup --steer", true, false)?;
+    let mut run = start(
+        &["-n", "1", "--cgroup", "--steer"],
+        bench.probe.path(),
+        &[],
+        &[],
+    );
     let ready = run.ready();
     let group = cpuset_group_of(ready.pid).expect("the task is in a cpuset group");
+    Some((bench, run, ready, group))
+}
+
+#[test]
+fn after_kill_9_of_the_launcher_goset_restore_puts_the_machine_back() {
+    let Some((bench, mut run, ready, group)) = fully_isolated() else {
+        return;
+    };
+    let snapshot = &bench.snapshot;
     let launcher = run.child.id() as i32;
     // SAFETY: kill takes a pid and a signal; the launcher only, not its task.
     unsafe { libc::kill(launcher, libc::SIGKILL) };
@@ -509,21 +531,16 @@ fn state_of(pid: u32) -> Option<char> {
 
 #[test]
 fn irqbalance_is_stopped_for_the_run_and_running_again_after() {
-    if !need_root("--steer") {
-        return;
-    }
     let Some(irqbalance) = ["/usr/sbin/irqbalance", "/sbin/irqbalance"]
         .into_iter()
         .find(|p| Path::new(p).exists())
     else {
         return missing("irqbalance", "apt-get install irqbalance");
     };
-    let Some(probe) = Program::c("isolation_probe.c") else {
+    let Some(bench) = bench("--steer", false, false) else {
         return;
     };
-    let _machine = machine();
-    let _leftovers = Leftovers;
-    let _snapshot = IrqSnapshot::take();
+    let probe = &bench.probe;
     let daemon = Irqbalance(
         Command::new(irqbalance)
             .arg("--foreground")
@@ -651,4 +668,27 @@ fn without_root_cgroup_and_steer_are_refused_before_anything_changes() {
     }
     assert_eq!(read_irqs(), irqs, "no IRQ changed");
     assert_eq!(probe_groups(), groups, "no group made");
+}
+
+#[test]
+fn sigterm_to_the_launcher_reaches_the_task_and_the_machine_is_put_back() {
+    let Some((bench, run, _, group)) = fully_isolated() else {
+        return;
+    };
+    let snapshot = &bench.snapshot;
+    assert_ne!(read_irqs(), snapshot.0, "steered during the run");
+    // SAFETY: kill takes a pid and a signal; the launcher only.
+    unsafe { libc::kill(run.child.id() as i32, libc::SIGTERM) };
+    let (code, stdout, stderr) = run.finish();
+    assert_eq!(
+        code,
+        128 + libc::SIGTERM,
+        "the task's own death: {stdout:?}\n{stderr}"
+    );
+    assert_eq!(read_irqs(), snapshot.0, "every IRQ's affinity is as before");
+    assert!(!group.exists(), "the group is removed");
+    assert!(
+        stderr.contains("Isolation\n"),
+        "the report is finished\n{stderr}"
+    );
 }

@@ -158,8 +158,13 @@ impl Init {
     /// A scenario: `cmd` under the guest's `timeout`, its exit code, its stderr, and when it
     /// failed (neither 0 nor a usage error) goset-run's placement log, for the message.
     fn scenario(&mut self, name: &str, cmd: &str) {
+        self.scenario_after(name, ":", cmd)
+    }
+
+    /// A [`Self::scenario`] whose text starts with what `before` prints.
+    fn scenario_after(&mut self, name: &str, before: &str, cmd: &str) {
         self.line(&format!(
-            "echo '== SCENARIO {name}'\nrm -f {LOG}\n\
+            "echo '== SCENARIO {name}'\n{before}\nrm -f {LOG}\n\
              timeout -s KILL {SCENARIO_LIMIT_S} {cmd} 2>/tmp/err; rc=$?; echo \"== RC $rc\"\n\
              sed 's/^/stderr /' /tmp/err; case $rc in 0|2) ;; *) sed 's/^/log /' {LOG};; esac"
         ));
@@ -266,6 +271,54 @@ fn init_script(shape: &Shape, llvm: bool) -> String {
     if llvm {
         s.scenario("omp-llvm", &format!("{RUN} -n 6 -- {OMP_LLVM}"));
     }
+    // Isolation (issue 10) on cgroup v2, before anything enabled cpuset below the root: the
+    // task reports its group and the group's files from inside, then resets its mask to every
+    // CPU (taskset) before exec'ing a static program that the housekeeper places.
+    let in_group = |program: &str| {
+        format!(
+            "sh -c 'g=$(cut -d: -f3 /proc/self/cgroup); \
+             echo \"cg $g $(cat /sys/fs/cgroup$g/cpuset.cpus) $(cat /sys/fs/cgroup$g/cpuset.mems)\"; \
+             exec taskset -c 0-{} {program}'",
+            all - 1
+        )
+    };
+    let after_group = "echo \"cgroup-after subtree=[$(cat /sys/fs/cgroup/cgroup.subtree_control)] \
+         groups=[$(ls -d /sys/fs/cgroup/goset-* 2>/dev/null)]\"";
+    s.scenario(
+        "cgroup-v2",
+        &format!(
+            "{RUN} -n 3 --cgroup -- {}",
+            in_group(&format!("{THREADS_STATIC} 2 30 0.2 main"))
+        ),
+    );
+    s.line(after_group);
+    if shape.smt {
+        s.scenario(
+            "fence",
+            &format!(
+                "{RUN} -n 2 --smt spread --cgroup --fence -- {}",
+                in_group(&format!("{THREADS_STATIC} 1 30 0.2 main"))
+            ),
+        );
+        s.line(after_group);
+    }
+    // --steer: the IRQs before, as the task sees them, and after; the report says which
+    // writes the kernel refused.
+    let irqs = |tag: &str| {
+        format!(
+            "for i in /proc/irq/[0-9]*; do echo \"{tag} ${{i##*/}} $(cat $i/smp_affinity_list)\"; done"
+        )
+    };
+    s.scenario_after(
+        "steer",
+        &irqs("irq-before"),
+        &format!(
+            "{RUN} -n 2 --steer --json /tmp/steer.json -- sh -c '{}; exec {THREADS} 1 30 0.2 main'",
+            irqs("irq-during")
+        ),
+    );
+    s.line(&irqs("irq-after"));
+    s.line("echo \"json $(tr -d '\\n' < /tmp/steer.json)\"");
     // The launcher's own mask (taskset) and a cgroup v2 cpuset bound the task.
     s.scenario(
         "taskset",
@@ -748,6 +801,7 @@ fn check(shape: &Shape, c: &Console) {
             assert_eq!(r.field("team"), team.to_string(), "{name}: {}", r.line);
         }
     }
+    check_isolation(shape, c);
     let last_cpus: Vec<usize> = cpulist(shape.nodes.last().unwrap());
     let bounded = worker_cpus("taskset", &c.scenarios["taskset"]);
     assert!(
@@ -773,6 +827,95 @@ fn check(shape: &Shape, c: &Console) {
     let small = &c.scenarios["numa-too-small"];
     assert_eq!(small.code, 2, "{name}: numa-too-small:\n{}", small.text);
     assert!(small.stderr.contains("holds"), "{name}: {}", small.stderr);
+}
+
+/// The words after `prefix` on the scenario's first line that starts with it.
+fn line_after<'a>(name: &str, s: &'a Scenario, prefix: &str) -> Vec<&'a str> {
+    let line = (s.text.lines())
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("{name}: no '{prefix}' line:\n{}", s.text));
+    line.split_whitespace().collect()
+}
+
+/// Each IRQ's affinity on the scenario's lines tagged `tag`.
+fn irqs_of(s: &Scenario, tag: &str) -> BTreeMap<String, String> {
+    (s.text.lines())
+        .filter_map(|l| l.strip_prefix(tag)?.strip_prefix(' '))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(irq, aff)| (irq.to_string(), aff.trim().to_string()))
+        .collect()
+}
+
+/// cgroup v2 (the group from inside the task, its cpuset, a mask reset by the task clamped to
+/// it, everything undone after), fenced siblings, steered IRQs.
+fn check_isolation(shape: &Shape, c: &Console) {
+    let name = shape.name;
+    let core_of = |cpu: usize| c.siblings[&cpu].clone();
+    let mut scenarios = vec!["cgroup-v2"];
+    if shape.smt {
+        scenarios.push("fence");
+    }
+    for scenario in scenarios {
+        let s = &c.scenarios[scenario];
+        let held = task_cpus(scenario, s);
+        let cg = line_after(scenario, s, "cg ");
+        assert!(
+            cg[0].starts_with("/goset-sh"),
+            "{name}: {scenario} group {cg:?}"
+        );
+        let cpus = cpulist(cg[1]);
+        // The task CPUs, and with --fence their siblings.
+        let mut planned: BTreeSet<usize> = held.iter().copied().collect();
+        if scenario == "fence" {
+            planned.extend(held.iter().flat_map(|&p| core_of(p)));
+        }
+        assert_eq!(
+            cpus.iter().copied().collect::<BTreeSet<_>>(),
+            planned,
+            "{name}: {scenario}: cpuset.cpus {} for threads on {held:?}\n{}",
+            cg[1],
+            s.text
+        );
+        let nodes: BTreeSet<usize> = cpus
+            .iter()
+            .map(|&p| *c.nodes.iter().find(|(_, l)| l.contains(&p)).unwrap().0)
+            .collect();
+        assert_eq!(
+            cpulist(cg[2]).into_iter().collect::<BTreeSet<_>>(),
+            nodes,
+            "{name}: {scenario}: cpuset.mems"
+        );
+        assert_eq!(
+            line_after(scenario, s, "cgroup-after "),
+            ["subtree=[]", "groups=[]"],
+            "{name}: {scenario}: the group and +cpuset are undone"
+        );
+    }
+    let s = &c.scenarios["steer"];
+    assert_eq!(s.code, 0, "{name}: steer:\n{}", s.text);
+    let json_line = line_after("steer", s, "json ").join(" ");
+    let report: serde_json::Value = serde_json::from_str(&json_line).unwrap();
+    let task: Vec<usize> = (report["selection"]["task_cpus"].as_array().unwrap().iter())
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
+    let refused: Vec<String> = (report["isolation"]["steer"]["refused"].as_array().unwrap())
+        .iter()
+        .map(|pair| pair[0].as_u64().unwrap().to_string())
+        .collect();
+    let (before, during) = (irqs_of(s, "irq-before"), irqs_of(s, "irq-during"));
+    assert!(
+        !before.is_empty(),
+        "{name}: the guest has IRQs:\n{}",
+        s.text
+    );
+    for (irq, aff) in &during {
+        assert!(
+            refused.contains(irq) || !cpulist(aff).iter().any(|p| task.contains(p)),
+            "{name}: irq {irq} on {aff} during the run, task on {task:?}\n{}",
+            s.text
+        );
+    }
+    assert_eq!(irqs_of(s, "irq-after"), before, "{name}: IRQs restored");
 }
 
 #[test]

@@ -31,12 +31,6 @@ pub fn render_isolation(iso: &IsolationReport, sel: &Selection) -> String {
     if !sel.fenced.is_empty() {
         rows.push(("fenced", cpus(&sel.fenced)));
     }
-    if !sel.unfenced.is_empty() {
-        rows.push((
-            "unfenced",
-            format!("{}: left for the housekeeper", cpus(&sel.unfenced)),
-        ));
-    }
     if let Some(s) = &iso.steer {
         let refused = if s.refused.is_empty() {
             "0".to_string()

@@ -178,6 +178,12 @@ pub fn render_selection(rep: &SelectionReport) -> String {
             sel.housekeeper
         ));
     }
+    if !sel.unfenced.is_empty() {
+        let cpus: goset_plan::CpuSet = sel.unfenced.iter().copied().collect();
+        out.push_str(&format!(
+            "  siblings not fenced: {cpus} (one CPU must stay free for the housekeeper)\n"
+        ));
+    }
     if rep.sample_ms == 0 {
         out.push_str("  ranked by topology alone (--sample 0)\n");
     }
