@@ -248,7 +248,11 @@ pub fn empty_and_remove(dir: &Path, parent: &Path) -> Result<Vec<(i32, String)>,
         match std::fs::remove_dir(dir) {
             Ok(()) => return Ok(moved),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(moved),
-            Err(e) => last = Some(e),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => last = Some(e),
+            Err(e) => {
+                last = Some(e);
+                break;
+            }
         }
         std::thread::sleep(std::time::Duration::from_millis(2 << attempt.min(5)));
     }

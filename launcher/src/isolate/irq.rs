@@ -36,13 +36,6 @@ fn parse(text: &str) -> Option<CpuSet> {
     goset_plan::cpulist::parse_set(text.trim().as_bytes()).ok()
 }
 
-/// `set` as a cpulist (`0-3,8`).
-pub fn list(set: &CpuSet) -> String {
-    let mut out = String::new();
-    let _ = goset_plan::cpulist::write_ranges(&mut out, set);
-    out
-}
-
 /// The IRQ numbers with an affinity file, in order.
 fn irqs(root: &FsRoot) -> Vec<u32> {
     let mut found: Vec<u32> = root
@@ -102,9 +95,9 @@ pub fn steer(
         let change = Change::IrqAffinity {
             irq,
             file: file.clone(),
-            before: list(&before),
+            before: before.to_string(),
         };
-        match journal.make(change, || std::fs::write(&file, list(&target))) {
+        match journal.make(change, || std::fs::write(&file, target.to_string())) {
             Ok(()) => {
                 s.applied += 1;
                 s.off.push(irq);

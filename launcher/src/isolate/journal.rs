@@ -416,6 +416,35 @@ mod tests {
     }
 
     #[test]
+    fn a_journal_owned_by_another_user_is_refused() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: chown to another user needs root (CI runs as root)");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("affinity");
+        std::fs::write(&file, "5").unwrap();
+        let change = Change::IrqAffinity {
+            irq: 9,
+            file: file.clone(),
+            before: "0-1".into(),
+        };
+        let journal = dir.path().join("1-1.journal");
+        std::fs::write(&journal, serde_json::to_string(&change).unwrap() + "\n").unwrap();
+        std::os::unix::fs::chown(&journal, Some(65534), Some(65534)).unwrap();
+        let (done, journals) = restore_dead(dir.path());
+        assert_eq!((done.restored, journals), (0, 0));
+        assert!(done.failed[0].ends_with("owned by uid 65534, not by this user: refused"));
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "5",
+            "nothing undone"
+        );
+        assert!(journal.exists(), "and nothing removed");
+    }
+
+    #[test]
     fn a_live_launchers_journal_is_not_stale() {
         let dir = tempfile::tempdir().unwrap();
         let me = std::process::id();

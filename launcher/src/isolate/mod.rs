@@ -1,7 +1,7 @@
 //! Isolation of the task CPUs (`--cgroup`, `--fence`, `--steer`) and the journal that undoes it.
 //!
 //! Owns: checking before anything changes that the launcher may make the changes asked for
-//! ([`preflight`]), making them in order (cgroup, irqbalance held, IRQs steered), each one
+//! ([`preflight`]), making them in order (irqbalance held, IRQs steered, cgroup), each one
 //! journaled first, the drift check while the task runs, and undoing them all at the end or
 //! on any failure half-way ([`Isolation`]'s `Drop`). Must not: choose CPUs (the selection does,
 //! fenced siblings included) or start the task.
@@ -120,8 +120,8 @@ impl Isolation {
         }
     }
 
-    /// Makes the changes `request` asks for, in order: the cgroup, irqbalance held, the IRQs
-    /// steered. A failure undoes what was done (the returned error is the first failure).
+    /// Makes the changes `request` asks for, in order: irqbalance held, the IRQs steered, the
+    /// cgroup. A failure undoes what was done (the returned error is the first failure).
     pub fn setup(
         root: &FsRoot,
         request: Request,
@@ -139,13 +139,20 @@ impl Isolation {
             ))
         })?;
         let journal = iso.journal.insert(journal);
+        if request.steer {
+            let held = irqbalance::hold(root, journal).map_err(Error::System)?;
+            iso.irqbalance = Some(held);
+            let steering =
+                irq::steer(root, &setup.away, &setup.onto, journal).map_err(Error::System)?;
+            iso.steering = Some(steering);
+        }
         if let Some(h) = hierarchy.filter(|_| request.cgroup) {
             let dir = cgroup::free_dir(h, &setup.group_name).map_err(Error::System)?;
             let group = cgroup::create(
                 h,
                 &dir,
-                &irq::list(&setup.cpus),
-                &irq::list(&setup.mems),
+                &setup.cpus.to_string(),
+                &setup.mems.to_string(),
                 journal,
             )
             .map_err(Error::System)?;
@@ -160,13 +167,6 @@ impl Isolation {
                 })?;
             iso.procs = Some(file);
             iso.group = Some(group);
-        }
-        if request.steer {
-            let held = irqbalance::hold(root, journal).map_err(Error::System)?;
-            iso.irqbalance = Some(held);
-            let steering =
-                irq::steer(root, &setup.away, &setup.onto, journal).map_err(Error::System)?;
-            iso.steering = Some(steering);
         }
         Ok(iso)
     }
@@ -319,6 +319,47 @@ mod tests {
             Some("/")
         );
         assert_eq!(after, before, "nothing left changed");
+    }
+
+    #[test]
+    fn an_irqbalance_that_cannot_be_held_changes_nothing() {
+        if Path::new("/run/systemd/system").exists() {
+            // systemctl would stop this machine's real irqbalance.
+            eprintln!("SKIPPED: systemd runs here; the fake systemd unit would be real");
+            return;
+        }
+        let (dir, root) = fake(true);
+        // A systemd-managed irqbalance on a machine without systemctl to stop it.
+        let p = |rel: &str| dir.path().join(rel);
+        std::fs::create_dir_all(p("run/systemd/system")).unwrap();
+        std::fs::create_dir_all(p("proc/4242")).unwrap();
+        std::fs::write(p("proc/4242/comm"), "irqbalance\n").unwrap();
+        let stat = "4242 (irqbalance) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77 0 0";
+        std::fs::write(p("proc/4242/stat"), stat).unwrap();
+        std::fs::write(
+            p("proc/4242/cgroup"),
+            "0::/system.slice/irqbalance.service\n",
+        )
+        .unwrap();
+        let request = Request {
+            cgroup: true,
+            steer: true,
+            ..Default::default()
+        };
+        let h = preflight(&root, request).unwrap();
+        let before = tree(dir.path());
+        let e = Isolation::setup(&root, request, h.as_ref(), &setup_in(dir.path())).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--steer: irqbalance cannot be held: systemctl stop"),
+            "{e}"
+        );
+        let mut after = tree(dir.path());
+        assert_eq!(
+            after.remove(&dir.path().join("journals")).as_deref(),
+            Some("/")
+        );
+        assert_eq!(after, before, "nothing changed, no journal left");
     }
 
     #[test]
