@@ -424,6 +424,10 @@ mod tests {
         );
         assert_eq!(norm(&["goset", "-quiet=false", "-x"]), ["goset", "-x"]);
         assert_eq!(
+            norm(&["goset", "-rm-cgroup", "goset-a", "-cgroup=true"]),
+            ["goset", "rm-cgroup", "goset-a", "--cgroup"]
+        );
+        assert_eq!(
             norm(&["goset", "--json=false", "-json="]),
             ["goset", "--json=false", "--json="]
         );

@@ -206,7 +206,7 @@ fn prepare(
         die_with_launcher: opts.die_with_launcher,
         // Set once the slot table is mapped.
         main_slot: None,
-        cgroup_procs: None,
+        cgroup: None,
         user: user.cloned(),
     };
     Ok(Prepared {
@@ -253,7 +253,7 @@ fn execute(
     });
     let launch = Launch {
         main_slot,
-        cgroup_procs: isolation.cgroup_procs(),
+        cgroup: isolation.cgroup_join(),
         ..prepared.launch.clone()
     };
     let task = Task::start(&launch)?;

@@ -17,6 +17,7 @@ pub mod report;
 pub mod rundir;
 pub mod select;
 pub mod signals;
+pub mod spawn;
 pub mod summary;
 pub mod task;
 pub mod taskenv;

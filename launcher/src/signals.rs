@@ -25,8 +25,9 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
     unsafe {
         if libc::getpid() != LAUNCHER.load(Ordering::Relaxed) {
             // The task between fork and exec: what the signal would have done to it.
+            // kill, not raise: after a raw clone glibc's cached thread id is the launcher's.
             libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
+            libc::kill(libc::getpid(), sig);
             return;
         }
     }
@@ -49,10 +50,11 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
 /// keeps it blocked.
 static BLOCKED_BEFORE: AtomicU64 = AtomicU64::new(0);
 
-/// In a forked child: the handled signals [`hold`] blocked are unblocked again, so the task
+/// In a child of the launcher (a fork handler, or called after a raw clone): the handled
+/// signals [`hold`] blocked are unblocked again, so the task
 /// starts with the mask goset-run was given (a mask is inherited across exec; `std::process`
 /// does not reset it).
-extern "C" fn unblock_in_child() {
+pub extern "C" fn unblock_in_child() {
     let before = BLOCKED_BEFORE.load(Ordering::Relaxed);
     // SAFETY: sigemptyset, sigaddset and pthread_sigmask on a local set are async-signal-safe.
     unsafe {

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::signals;
 use goset_plan::CpuSet;
 use std::ffi::OsString;
+use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
@@ -29,9 +30,8 @@ pub struct Launch {
     pub die_with_launcher: bool,
     /// Where the task's main thread starts: a slot claimed for it before exec.
     pub main_slot: Option<MainSlot>,
-    /// A cgroup's `cgroup.procs`, open: the child joins the group before anything else, so
-    /// that nothing of the task runs outside it.
-    pub cgroup_procs: Option<std::os::fd::RawFd>,
+    /// The task's cgroup: it joins before anything of it runs.
+    pub cgroup: Option<CgroupJoin>,
     /// The identity the task takes before exec (the sudo user).
     pub user: Option<crate::isolate::privilege::User>,
 }
@@ -188,70 +188,140 @@ fn die_with(launcher: libc::pid_t) -> std::io::Result<()> {
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // The launcher may have died before the prctl, and then no signal comes.
-    // SAFETY: getppid and raise are async-signal-safe.
+    // The launcher may have died before the prctl, and then no signal comes. kill, not
+    // raise: after a raw clone glibc's cached thread id is the launcher's.
+    // SAFETY: getppid, getpid and kill are async-signal-safe.
     unsafe {
         if libc::getppid() != launcher {
-            libc::raise(libc::SIGKILL);
+            libc::kill(libc::getpid(), libc::SIGKILL);
         }
     }
     Ok(())
 }
 
+/// What the child does between fork (or clone) and exec, in this order. System calls and
+/// atomics only: it runs in a copy of the launcher that may not allocate.
+struct ChildSetup {
+    closed: u8,
+    cgroup_procs: Option<RawFd>,
+    main_slot: Option<MainSlot>,
+    cpus: CpuSet,
+    node: Option<usize>,
+    user: Option<crate::isolate::privilege::User>,
+    die_with_launcher: bool,
+    launcher: libc::pid_t,
+}
+
+impl ChildSetup {
+    /// `join`: write to the group's `cgroup.procs` (a child born in it does not).
+    fn run(&self, join: bool) -> std::io::Result<()> {
+        // SAFETY: system calls on plain values and buffers of this struct.
+        unsafe {
+            for fd in (0..3).filter(|fd| self.closed & (1 << fd) != 0) {
+                libc::close(fd);
+            }
+            // Joining a v1 cpuset resets the mask to the group's CPUs: first, then the mask.
+            if let Some(fd) = self.cgroup_procs.filter(|_| join) {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // A claim is a few atomic operations on the shared mapping: safe after fork.
+            let claimed = self.main_slot.as_ref().and_then(|m| {
+                let claim = m.table.claim_among(libc::getpid(), m.cpus.len())?;
+                m.cpus.get(claim.slot).map(|&cpu| CpuSet::single(cpu))
+            });
+            let (mask, len) = claimed.as_ref().unwrap_or(&self.cpus).as_raw();
+            if libc::sched_setaffinity(0, len, mask as *const libc::cpu_set_t) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        if let Some(node) = self.node {
+            set_mempolicy_bind(node)?;
+        }
+        // A change of credentials clears the parent-death signal: it is set after.
+        if let Some(user) = &self.user {
+            crate::isolate::privilege::become_user(user)?;
+        }
+        if self.die_with_launcher {
+            die_with(self.launcher)?;
+        }
+        Ok(())
+    }
+}
+
+/// How the task joins its cgroup.
+#[derive(Debug, Clone, Copy)]
+pub struct CgroupJoin {
+    /// The group's `cgroup.procs`, open: the child writes `0` to it before exec (v1, or v2
+    /// where `clone3` cannot place it).
+    pub procs: RawFd,
+    /// The group's directory, open (v2): the child is born in the group
+    /// (`clone3(CLONE_INTO_CGROUP)`).
+    pub dir: Option<RawFd>,
+}
+
+fn start_error(name: &str, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => Error::CommandNotFound(name.to_string()),
+        Some(libc::EACCES) | Some(libc::ENOEXEC) | Some(libc::EISDIR) => {
+            Error::NotExecutable(format!("{name}: cannot execute: {e}"))
+        }
+        _ => Error::System(format!("cannot start {name}: {e}")),
+    }
+}
+
+/// The task's environment: the launcher's, less `remove`, plus `add` (which wins).
+fn task_environment(
+    remove: &[OsString],
+    add: &[(OsString, OsString)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !remove.contains(k) && !add.iter().any(|(a, _)| a == k))
+        .collect();
+    env.extend(add.iter().cloned());
+    env
+}
+
 impl Task {
-    /// Starts the task: process mask and memory policy are set in the child before exec.
+    /// Starts the task: cgroup, process mask, memory policy and identity are set in the child
+    /// before exec ([`ChildSetup`]); on cgroup v2 it is born in its group.
     pub fn start(launch: &Launch) -> Result<Task> {
         let (program, args) = launch
             .argv
             .split_first()
             .ok_or_else(|| Error::Usage("no command given".into()))?;
+        let name = program.to_string_lossy().into_owned();
+        let setup = std::sync::Arc::new(ChildSetup {
+            closed: CLOSED_STDIO.load(Ordering::Relaxed),
+            cgroup_procs: launch.cgroup.map(|c| c.procs),
+            main_slot: launch.main_slot.clone(),
+            cpus: launch.cpus,
+            node: launch.node,
+            user: launch.user.clone(),
+            die_with_launcher: launch.die_with_launcher,
+            // SAFETY: getpid cannot fail.
+            launcher: unsafe { libc::getpid() },
+        });
+        let born_in = match launch.cgroup.and_then(|c| c.dir) {
+            Some(dir) => {
+                let path = resolve_command(program)?;
+                let env = task_environment(&launch.env_remove, &launch.env);
+                let exec = crate::spawn::Exec::new(&path, &launch.argv, &env)
+                    .ok_or_else(|| Error::Usage(format!("{name}: an argument holds a NUL byte")))?;
+                Some((exec, dir))
+            }
+            None => None,
+        };
         let mut cmd = std::process::Command::new(program);
         for name in &launch.env_remove {
             cmd.env_remove(name);
         }
         cmd.args(args).envs(launch.env.iter().map(|(k, v)| (k, v)));
-        let cpus = launch.cpus;
-        let node = launch.node;
-        let closed = CLOSED_STDIO.load(Ordering::Relaxed);
-        let die_with_launcher = launch.die_with_launcher;
-        let main_slot = launch.main_slot.clone();
-        let cgroup_procs = launch.cgroup_procs;
-        let user = launch.user.clone();
-        // SAFETY: getpid cannot fail.
-        let launcher = unsafe { libc::getpid() };
+        let forked = std::sync::Arc::clone(&setup);
         // SAFETY: the closure only makes async-signal-safe system calls.
         unsafe {
-            cmd.pre_exec(move || {
-                for fd in (0..3).filter(|fd| closed & (1 << fd) != 0) {
-                    libc::close(fd);
-                }
-                // Joining a v1 cpuset resets the mask to the group's CPUs: first, then the mask.
-                if let Some(fd) = cgroup_procs {
-                    if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                // A claim is a few atomic operations on the shared mapping: safe after fork.
-                let claimed = main_slot.as_ref().and_then(|m| {
-                    let claim = m.table.claim_among(libc::getpid(), m.cpus.len())?;
-                    m.cpus.get(claim.slot).map(|&cpu| CpuSet::single(cpu))
-                });
-                let (mask, len) = claimed.as_ref().unwrap_or(&cpus).as_raw();
-                if libc::sched_setaffinity(0, len, mask as *const libc::cpu_set_t) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(node) = node {
-                    set_mempolicy_bind(node)?;
-                }
-                // A change of credentials clears the parent-death signal: it is set after.
-                if let Some(user) = &user {
-                    crate::isolate::privilege::become_user(user)?;
-                }
-                if die_with_launcher {
-                    die_with(launcher)?;
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || forked.run(true));
         }
         // A signal that came before the task exists ends the run without starting it; one
         // that comes while it is being started waits, and is then forwarded to it.
@@ -259,19 +329,30 @@ impl Task {
         if let Some(sig) = signals::pending() {
             return Err(Error::Interrupted(sig));
         }
-        let name = program.to_string_lossy().into_owned();
-        let child = cmd.spawn().map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOENT) => Error::CommandNotFound(name.clone()),
-            Some(libc::EACCES) | Some(libc::ENOEXEC) | Some(libc::EISDIR) => {
-                Error::NotExecutable(format!("{name}: cannot execute: {e}"))
+        let cloned = born_in.as_ref().map(|(exec, dir)| {
+            crate::spawn::into_cgroup(exec, *dir, &|| {
+                // No fork handler runs for a raw clone: what they do for a fork, done here.
+                signals::unblock_in_child();
+                // SAFETY: resetting a disposition; Rust's runtime ignores SIGPIPE, and std's
+                // spawn gives the child the default back.
+                unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+                setup.run(false)
+            })
+        });
+        let pid = match cloned {
+            Some(Ok(pid)) => pid,
+            Some(Err(crate::spawn::Failed::Child(e))) => return Err(start_error(&name, e)),
+            // An older kernel: the child joins by writing to cgroup.procs instead.
+            Some(Err(crate::spawn::Failed::Unsupported(_))) | None => {
+                let child = cmd.spawn().map_err(|e| start_error(&name, e))?;
+                let pid = child.id() as i32;
+                // The child is reaped with wait4 below, not through std's handle.
+                std::mem::forget(child);
+                pid
             }
-            _ => Error::System(format!("cannot start {name}: {e}")),
-        })?;
-        let pid = child.id() as i32;
+        };
         signals::set_task(pid);
         drop(held);
-        // The child is reaped with wait4 below, not through std's handle.
-        std::mem::forget(child);
         Ok(Task { pid })
     }
 

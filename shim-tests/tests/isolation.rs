@@ -672,13 +672,19 @@ fn without_root_cgroup_and_steer_are_refused_before_anything_changes() {
 
 #[test]
 fn sigterm_to_the_launcher_reaches_the_task_and_the_machine_is_put_back() {
-    let Some((bench, run, _, group)) = fully_isolated() else {
+    let Some((bench, run, ready, group)) = fully_isolated() else {
         return;
     };
     let snapshot = &bench.snapshot;
     assert_ne!(read_irqs(), snapshot.0, "steered during the run");
     // SAFETY: kill takes a pid and a signal; the launcher only.
     unsafe { libc::kill(run.child.id() as i32, libc::SIGTERM) };
+    // The task ends by the forwarded signal, not by its stdin closing (finish closes it).
+    let deadline = Instant::now() + TIMEOUT;
+    while !matches!(state_of(ready.pid as u32), None | Some('Z')) {
+        assert!(Instant::now() < deadline, "the task outlived the SIGTERM");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let (code, stdout, stderr) = run.finish();
     assert_eq!(
         code,

@@ -84,6 +84,8 @@ pub struct Isolation {
     journal: Option<Journal>,
     group: Option<cgroup::Group>,
     procs: Option<std::fs::File>,
+    /// The group's directory (cgroup v2), for `clone3(CLONE_INTO_CGROUP)`.
+    group_dir: Option<std::fs::File>,
     steering: Option<irq::Steering>,
     irqbalance: Option<irqbalance::Held>,
     away: CpuSet,
@@ -113,6 +115,7 @@ impl Isolation {
             journal: None,
             group: None,
             procs: None,
+            group_dir: None,
             steering: None,
             irqbalance: None,
             away,
@@ -165,16 +168,29 @@ impl Isolation {
                 .map_err(|e| {
                     Error::System(format!("--cgroup: cannot open {}: {e}", procs.display()))
                 })?;
+            if group.version == cgroup::Version::V2 {
+                let dir = std::fs::File::open(&group.path).map_err(|e| {
+                    Error::System(format!(
+                        "--cgroup: cannot open {}: {e}",
+                        group.path.display()
+                    ))
+                })?;
+                iso.group_dir = Some(dir);
+            }
             iso.procs = Some(file);
             iso.group = Some(group);
         }
         Ok(iso)
     }
 
-    /// The group's `cgroup.procs`, open for the child to write `0` to (joining it before exec).
-    pub fn cgroup_procs(&self) -> Option<std::os::fd::RawFd> {
+    /// How the task joins the group: `cgroup.procs` open for the child to write `0` to, and on
+    /// v2 the group's directory, for the child to be born in it.
+    pub fn cgroup_join(&self) -> Option<crate::task::CgroupJoin> {
         use std::os::fd::AsRawFd;
-        self.procs.as_ref().map(|f| f.as_raw_fd())
+        Some(crate::task::CgroupJoin {
+            procs: self.procs.as_ref()?.as_raw_fd(),
+            dir: self.group_dir.as_ref().map(|f| f.as_raw_fd()),
+        })
     }
 
     /// While the task runs: about once a second, counts steered IRQs that came back.
@@ -195,6 +211,7 @@ impl Isolation {
             s.count_remaining(&self.root, &self.away);
         }
         self.procs = None;
+        self.group_dir = None;
         IsolationReport {
             cgroup: self.group.take(),
             steer: self.steering.take(),
@@ -207,6 +224,7 @@ impl Isolation {
 impl Drop for Isolation {
     fn drop(&mut self) {
         self.procs = None;
+        self.group_dir = None;
         if let Some(j) = self.journal.take() {
             let undone = j.undo();
             for why in &undone.failed {
@@ -380,7 +398,10 @@ mod tests {
             std::fs::read_to_string(group.join("cpuset.cpus")).unwrap(),
             "2-3"
         );
-        assert!(iso.cgroup_procs().is_some());
+        assert!(
+            iso.cgroup_join().is_some_and(|j| j.dir.is_some()),
+            "v2: born in the group"
+        );
         // A real group's files vanish with it; the fake one's must go first.
         for f in ["cpuset.cpus", "cpuset.mems", "cgroup.procs"] {
             let _ = std::fs::remove_file(group.join(f));

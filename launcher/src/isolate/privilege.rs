@@ -59,13 +59,15 @@ pub fn invoking_user(
 }
 
 /// In the child before exec: takes `user`'s groups, gid and uid, in the order that leaves no
-/// way back. Only system calls, safe after fork.
+/// way back. Raw system calls: glibc's wrappers would signal every thread glibc believes the
+/// process has, and a child made by a raw clone inherits that belief from the launcher.
 pub fn become_user(user: &User) -> std::io::Result<()> {
-    // SAFETY: groups outlives the call; setgid and setuid take plain numbers.
+    let (uid, gid) = (user.uid as libc::c_long, user.gid as libc::c_long);
+    // SAFETY: groups outlives the call; the others take plain numbers.
     unsafe {
-        if libc::setgroups(user.groups.len(), user.groups.as_ptr()) != 0
-            || libc::setgid(user.gid) != 0
-            || libc::setuid(user.uid) != 0
+        if libc::syscall(libc::SYS_setgroups, user.groups.len(), user.groups.as_ptr()) != 0
+            || libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0
+            || libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0
         {
             return Err(std::io::Error::last_os_error());
         }
