@@ -271,7 +271,9 @@ fn execute(
         .map(|d| placement::read(d.log_path()))
         .unwrap_or_default();
     let threads = outcome.thread_reports(&log);
-    let telemetry = outcome.telemetry(&threads);
+    let mut telemetry = outcome.telemetry(&threads);
+    // The launcher's CPU: inside a cgroup the housekeeper parks threads on a task CPU instead.
+    telemetry.housekeeper.cpu = selection.housekeeper;
     Ok(Executed {
         summary,
         threads,

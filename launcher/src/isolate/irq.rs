@@ -96,6 +96,7 @@ pub fn steer(
             irq,
             file: file.clone(),
             before: before.to_string(),
+            after: target.to_string(),
         };
         match journal.make(change, || std::fs::write(&file, target.to_string())) {
             Ok(()) => {

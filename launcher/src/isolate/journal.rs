@@ -34,7 +34,9 @@ pub enum Change {
         /// Its parent group, where left-over processes go.
         parent: PathBuf,
     },
-    /// An IRQ's `smp_affinity_list` was `before`: undone by writing it back.
+    /// An IRQ's `smp_affinity_list` was `before` and was set to `after`: undone by writing
+    /// `before` back while it still reads `after`. One that reads anything else was changed
+    /// since by someone else (an administrator, another run), whose value stays.
     IrqAffinity {
         /// IRQ number.
         irq: u32,
@@ -42,6 +44,8 @@ pub enum Change {
         file: PathBuf,
         /// Its text before.
         before: String,
+        /// The text written.
+        after: String,
     },
     /// A systemd unit was stopped: undone by starting it.
     UnitStopped {
@@ -224,14 +228,16 @@ fn undo_one(change: &Change) -> Result<Vec<(i32, String)>, String> {
             }
         }
         Change::CgroupCreated { path, parent } => cgroup::empty_and_remove(path, parent),
-        // Already as before: a refused write whose NotMade line a crash kept from the disk
-        // (writing it back would be refused again, and the journal never undone).
-        Change::IrqAffinity { file, before, .. }
-            if std::fs::read_to_string(file).is_ok_and(|now| now.trim() == before) =>
+        // Not what this run wrote: changed since by someone else, or a refused write whose
+        // NotMade line a crash kept from the disk (writing it back would be refused again).
+        Change::IrqAffinity { file, after, .. }
+            if !std::fs::read_to_string(file).is_ok_and(|now| now.trim() == after) =>
         {
             Ok(Vec::new())
         }
-        Change::IrqAffinity { irq, file, before } => match std::fs::write(file, before) {
+        Change::IrqAffinity {
+            irq, file, before, ..
+        } => match std::fs::write(file, before) {
             Ok(()) => Ok(Vec::new()),
             // The IRQ is gone (its device was removed): nothing to restore.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
@@ -328,6 +334,7 @@ mod tests {
             irq: 24,
             file: dir.path().join("irq24"),
             before: "0-1".into(),
+            after: "1".into(),
         };
         let whole = serde_json::to_string(&irq).unwrap();
         std::fs::write(
@@ -349,6 +356,7 @@ mod tests {
                 irq: 3,
                 file: file.clone(),
                 before: "0".into(),
+                after: "1".into(),
             },
             || Err::<(), _>(std::io::Error::from_raw_os_error(libc::EIO)),
         );
@@ -357,6 +365,22 @@ mod tests {
         assert_eq!(read(&path).unwrap(), vec![]);
         assert!(j.undo().failed.is_empty());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "1", "left alone");
+    }
+
+    #[test]
+    fn an_affinity_changed_since_by_someone_else_is_left_as_they_set_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("affinity");
+        std::fs::write(&file, "3").unwrap();
+        let change = Change::IrqAffinity {
+            irq: 4,
+            file: file.clone(),
+            before: "0-3".into(),
+            after: "0-1".into(),
+        };
+        let done = undo(&[change]);
+        assert_eq!((done.restored, done.failed.len()), (1, 0));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "3");
     }
 
     #[test]
@@ -370,11 +394,13 @@ mod tests {
                 irq: 7,
                 file: file.clone(),
                 before: "0-3".into(),
+                after: "2".into(),
             },
             Change::IrqAffinity {
                 irq: 7,
                 file: file.clone(),
                 before: "2".into(),
+                after: "1".into(),
             },
         ];
         for _ in 0..2 {
@@ -395,6 +421,7 @@ mod tests {
             irq: 9,
             file: file.clone(),
             before: "0-1".into(),
+            after: "5".into(),
         };
         let mut j = Journal::create(&dir, "1-1").unwrap();
         j.record(change.clone()).unwrap();
@@ -429,6 +456,7 @@ mod tests {
             irq: 9,
             file: file.clone(),
             before: "0-1".into(),
+            after: "5".into(),
         };
         let journal = dir.path().join("1-1.journal");
         std::fs::write(&journal, serde_json::to_string(&change).unwrap() + "\n").unwrap();
