@@ -12,7 +12,11 @@ use std::time::Duration;
 /// [`BOOLEAN`] are accepted with one dash too.
 const SINGLE_DASH_VALUED: &[&str] = &[
     "include", "exclude", "numa", "interval", "sample", "smt", "json", "log", "skip", "fsroot",
+    "wait",
 ];
+
+/// Longest `--wait`: a typo must not block a job slot forever.
+pub const MAX_WAIT_S: u64 = 86_400;
 
 /// Longest noise sampling window: a typo such as `--sample 99999999` must not sleep for a day.
 pub const MAX_SAMPLE_MS: u64 = 60_000;
@@ -29,6 +33,7 @@ const BOOLEAN: &[&str] = &[
     "steer",
     "fence",
     "keep-root",
+    "share",
 ];
 
 /// Flags of a pinned run, shared by `goset-run` and `goset ... -- CMD`.
@@ -104,6 +109,13 @@ pub struct RunArgs {
     /// Under sudo, run the task as root instead of the invoking user (SUDO_UID/SUDO_GID).
     #[arg(long)]
     pub keep_root: bool,
+    /// When other runs hold the CPUs needed, wait up to SECS seconds for them to free up
+    /// (otherwise: exit 1 naming those runs).
+    #[arg(long, value_name = "SECS")]
+    pub wait: Option<u64>,
+    /// Take CPUs other runs booked when needed (the report names them).
+    #[arg(long)]
+    pub share: bool,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -276,6 +288,10 @@ pub struct RunOptions {
     pub isolation: crate::isolate::Request,
     /// See [`RunArgs::keep_root`].
     pub keep_root: bool,
+    /// See [`RunArgs::wait`].
+    pub wait: Option<Duration>,
+    /// See [`RunArgs::share`].
+    pub share: bool,
     /// Root of /proc and /sys.
     pub fsroot: crate::fsroot::FsRoot,
     /// The task's argv.
@@ -325,6 +341,12 @@ impl RunArgs {
                 "--fence needs --cgroup: the siblings are booked idle inside the task's cpuset"
                     .into(),
             ));
+        }
+        if self.wait.is_some_and(|w| w > MAX_WAIT_S) {
+            return Err(Error::Usage(format!(
+                "--wait {}: at most {MAX_WAIT_S} s (a day)",
+                self.wait.unwrap_or_default()
+            )));
         }
         if self.count == 0 {
             return Err(Error::Usage("-n 0: must be at least 1".into()));
@@ -377,6 +399,8 @@ impl RunArgs {
                 steer: self.steer,
             },
             keep_root: self.keep_root,
+            wait: self.wait.map(Duration::from_secs),
+            share: self.share,
             fsroot: root,
             command: self.command.clone(),
         })

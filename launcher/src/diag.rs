@@ -96,6 +96,8 @@ pub struct Diagnostics {
     pub cgroups: Cgroups,
     /// irqbalance.
     pub irqbalance: Irqbalance,
+    /// Other runs' live bookings (see [`crate::booking`]).
+    pub bookings: Vec<crate::booking::Booking>,
     /// Journals of runs whose launcher died with changes not undone (`goset restore`).
     pub stale_journals: Vec<crate::isolate::journal::Stale>,
     /// Files that could not be read.
@@ -265,12 +267,17 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
     } else {
         Vec::new()
     };
+    let bookings = match root.is_live().then(crate::booking::Registry::open) {
+        Some(Ok(registry)) => registry.live(false),
+        _ => Vec::new(),
+    };
     Ok(Diagnostics {
         summary,
         cpus,
         topology,
         cgroups,
         irqbalance,
+        bookings,
         stale_journals,
         errors,
     })
@@ -346,6 +353,10 @@ pub fn render(d: &Diagnostics) -> String {
             (true, false) => "installed, not running",
             (false, false) => "absent",
         }
+    ));
+    out.push_str(&crate::report::render_bookings(
+        &d.bookings,
+        "Bookings (live runs)",
     ));
     for j in &d.stale_journals {
         out.push_str(&format!(

@@ -3,6 +3,7 @@
 //! The orchestration only: each step is a call into the module that owns it, and the one
 //! place that writes the report to stderr and the JSON file.
 
+use crate::booking::{self, Booking};
 use crate::cli::RunOptions;
 use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
@@ -43,12 +44,27 @@ pub struct JsonReport<'a> {
     /// them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isolation: Option<IsolationReport>,
+    /// Other runs' bookings when this one selected.
+    pub bookings: Vec<Booking>,
     /// Files that could not be read, once each.
     pub errors: Vec<ReadError>,
 }
 
-/// Reads the machine and selects; shared by the dry run and the real one.
-fn select_cpus(opts: &RunOptions) -> Result<(Topology, Noise, select::Selection)> {
+/// What selection decided, and the bookings it saw.
+struct Selected {
+    topo: Topology,
+    noise: Noise,
+    selection: select::Selection,
+    /// Other runs' bookings when the selection was made.
+    bookings: Vec<Booking>,
+    /// This run's booking (none for a dry run, or without a registry).
+    booked: Option<booking::Booked>,
+}
+
+/// Reads the machine, samples the noise, then selects and books under the registry's lock
+/// (see [`crate::booking`]): other runs' task CPUs are not candidates unless `--share`.
+/// Shared by the dry run (which books nothing) and the real one.
+fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     let root = &opts.fsroot;
     let topo = Topology::read(root)
         .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
@@ -59,8 +75,102 @@ fn select_cpus(opts: &RunOptions) -> Result<(Topology, Noise, select::Selection)
         // Steerable interrupts are about to be moved away: they do not count against a CPU.
         .map(|(&cpu, n)| (cpu, n.score(opts.isolation.steer, noise.window_ms)))
         .collect();
-    let selection = select::plan(&topo, &scores, &opts.select)?;
-    Ok((topo, noise, selection))
+    // Another machine's dump has no runs of this one to avoid.
+    let registry = match root.is_live().then(booking::Registry::open) {
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => {
+            output::to_stderr(&format!(
+                "goset-run: no booking registry ({e}): concurrent runs may pick the same CPUs\n"
+            ));
+            None
+        }
+        None => None,
+    };
+    let deadline = opts.wait.map(|w| Instant::now() + w);
+    loop {
+        let locked =
+            match &registry {
+                Some(r) => Some(r.lock().map_err(|e| {
+                    Error::System(format!("cannot lock {}: {e}", r.dir().display()))
+                })?),
+                None => None,
+            };
+        let bookings = registry.as_ref().map(|r| r.live(true)).unwrap_or_default();
+        let mut select_opts = opts.select.clone();
+        if !opts.share {
+            select_opts.exclude.extend(booking::booked_cpus(&bookings));
+        }
+        let conflict = match select::plan(&topo, &scores, &select_opts) {
+            Ok(selection) => {
+                let booked = match (&registry, opts.dry_run) {
+                    (Some(r), false) => Some(book(r, opts, &selection)?),
+                    _ => None,
+                };
+                drop(locked);
+                return Ok(Selected {
+                    topo,
+                    noise,
+                    selection,
+                    bookings,
+                    booked,
+                });
+            }
+            // Without the other runs' CPUs it would work: they are what is missing.
+            Err(e) if select::plan(&topo, &scores, &opts.select).is_ok() => e,
+            Err(e) => return Err(e.into()),
+        };
+        drop(locked);
+        if deadline.is_some_and(|d| Instant::now() < d) {
+            crate::signals::sleep(std::time::Duration::from_millis(200));
+            if let Some(sig) = crate::signals::pending() {
+                return Err(Error::Interrupted(sig));
+            }
+            continue;
+        }
+        let held: Vec<String> = bookings
+            .iter()
+            .map(|b| {
+                let cpus: CpuSet = b.cpus.iter().copied().collect();
+                format!("cpus {cpus} by {}", b.who())
+            })
+            .collect();
+        let waited = if opts.wait.is_some() {
+            ", still after --wait"
+        } else {
+            ""
+        };
+        return Err(Error::System(format!(
+            "-n {}: other runs hold the CPUs needed{waited} ({conflict}): {}; --wait SECS waits for them, --share overlaps knowingly",
+            opts.select.count,
+            held.join(", ")
+        )));
+    }
+}
+
+/// Books `selection` for this launcher.
+fn book(
+    registry: &booking::Registry,
+    opts: &RunOptions,
+    selection: &select::Selection,
+) -> Result<booking::Booked> {
+    let pid = std::process::id();
+    let booking = Booking {
+        pid,
+        start: rundir::start_ticks(pid)
+            .ok_or_else(|| Error::System("no start time in /proc/self/stat".into()))?,
+        // SAFETY: getuid cannot fail.
+        uid: unsafe { libc::getuid() },
+        command: (opts.command.iter())
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
+        slurm: booking::slurm_step(|k| std::env::var(k).ok()),
+        cpus: selection.task_cpus.clone(),
+        housekeeper: selection.housekeeper,
+    };
+    registry
+        .book(&booking)
+        .map_err(|e| Error::System(format!("cannot book in {}: {e}", registry.dir().display())))
 }
 
 /// Where `--json` goes, opened before anything runs (by the rules of [`crate::userfile`]) so
@@ -307,11 +417,25 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         isolate::preflight(&opts.fsroot, opts.isolation)?
     };
     let user = isolate::privilege::invoking_user(|k| std::env::var(k).ok(), opts.keep_root)?;
-    let (topo, noise, selection) = select_cpus(opts)?;
+    let Selected {
+        topo,
+        noise,
+        selection,
+        bookings,
+        booked: _booked,
+    } = select_cpus(opts)?;
     if let Some(sig) = crate::signals::pending() {
         return Err(Error::Interrupted(sig));
     }
     let sel_report = report::selection_report(&topo, &noise, &selection);
+    let bookings_text = report::render_bookings(
+        &bookings,
+        if opts.share {
+            "Bookings of other runs (--share: their CPUs may be shared)"
+        } else {
+            "Bookings of other runs (their CPUs left out)"
+        },
+    );
     let mut errors = errors_of(&topo, &noise);
     let json = JsonSink::open(opts.json.as_deref())?;
     if opts.dry_run {
@@ -320,7 +444,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             output::to_stderr(&quiet_errors(&errors));
         } else {
             output::to_stderr(&format!(
-                "{}{}{errors_table}",
+                "{}{}{bookings_text}{errors_table}",
                 report::banner(),
                 report::render_selection(&sel_report)
             ));
@@ -331,6 +455,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             threads: Vec::new(),
             telemetry: None,
             isolation: None,
+            bookings,
             errors,
         };
         json.write("goset-run", &report);
@@ -369,7 +494,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             .and_then(|r| r.steer.as_ref())
             .map(|s| s.drift);
         output::to_stderr(&format!(
-            "{}{}{}{}{}{iso_table}{errors_table}",
+            "{}{}{bookings_text}{}{}{}{iso_table}{errors_table}",
             report::banner(),
             report::render_selection(&sel_report),
             tele::render_telemetry(&run.telemetry),
@@ -383,6 +508,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         threads: run.threads,
         telemetry: Some(run.telemetry),
         isolation: iso_report,
+        bookings,
         errors,
     };
     json.write("goset-run", &report);

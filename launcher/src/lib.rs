@@ -1,6 +1,7 @@
 //! The goset launcher: topology, noise sampling, CPU selection, the pinned run and its report.
 //! The binaries `goset-run` and `goset` are thin wrappers over [`launch`] and [`diag`].
 
+pub mod booking;
 pub mod bounded;
 pub mod cli;
 pub mod diag;

@@ -80,3 +80,40 @@ fn ranks_on_own_cpus_helpers_on_the_housekeeper_under_goset_run() {
         );
     }
 }
+
+#[test]
+fn mpirun_of_two_goset_runs_gives_each_rank_its_own_cpu() {
+    // `mpirun -np 2 goset-run -n 1 -- ./rank`: one launcher per rank, started together; the
+    // bookings keep them apart (mpirun's own binding is off, so only goset separates them).
+    let Some(rank) = Program::mpi("mpi_rank.c") else {
+        return;
+    };
+    let mut cmd = clean_command("mpirun");
+    if is_root() {
+        cmd.args(["--allow-run-as-root", "--oversubscribe"]);
+    }
+    cmd.args([
+        "--bind-to",
+        "none",
+        "--mca",
+        "btl",
+        "self,vader",
+        "-np",
+        "2",
+    ])
+    .arg(goset_run_bin())
+    .args(["-q", "-n", "1", "--sample", "0", "--"])
+    .arg(rank.path());
+    let _serial = launcher_lock();
+    let outcome = run(cmd);
+    outcome.expect_code(0);
+    let reports = reports(&outcome);
+    let ranks = with_role(&reports, "rank");
+    assert_eq!(ranks.len(), 2, "two ranks report\n{}", outcome.dump());
+    let cpus: Vec<&Vec<usize>> = ranks.iter().map(|r| &r.allowed).collect();
+    assert!(
+        cpus.iter().all(|a| a.len() == 1) && cpus[0] != cpus[1],
+        "each rank on a CPU of its own: {cpus:?}\n{}",
+        outcome.dump()
+    );
+}

@@ -190,6 +190,23 @@ pub fn render_selection(rep: &SelectionReport) -> String {
     out
 }
 
+/// Runs' bookings under `title` (see [`crate::booking`]); empty when there are none.
+pub fn render_bookings(bookings: &[crate::booking::Booking], title: &str) -> String {
+    if bookings.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("{title}\n");
+    for b in bookings {
+        let cpus: goset_plan::CpuSet = b.cpus.iter().copied().collect();
+        out.push_str(&format!(
+            "  cpus {cpus}  housekeeper {}  {}\n",
+            b.housekeeper,
+            table::escape(&b.who())
+        ));
+    }
+    out
+}
+
 /// The banner that opens the report.
 pub fn banner() -> &'static str {
     "----------------- GOSET -----------------\n"
