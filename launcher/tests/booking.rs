@@ -1,10 +1,12 @@
 //! Concurrent goset-runs on this machine never take the same task CPUs (issue 11): runs started
-//! within a few milliseconds of each other get disjoint CPUs, or one line naming the runs that
+//! back to back (within a few milliseconds), each holding its CPUs until all have selected, get
+//! disjoint CPUs, or one line naming the runs that
 //! hold them (exit 1); `kill -9` of a launcher frees its booking for the next run. The CPUs
 //! are read from each task's own `/proc/self/status`, not from goset's report.
 
 mod common;
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -24,45 +26,63 @@ impl Drop for Started {
     }
 }
 
-/// `goset-run -q -n 1 --sample 0 -- sh -c '<print my CPUs>; sleep HOLD'`.
-fn holder(hold_s: &str) -> Command {
+/// `goset-run -q -n 1 --sample 0 --` a task that writes its CPUs to `<dir>/<id>`, then waits
+/// for `<dir>/go`: every run that got CPUs is still running when the next one selects.
+fn holder(dir: &Path, id: usize) -> Command {
+    let d = dir.display();
     let mut cmd = Command::new(common::bin("goset-run"));
     cmd.args(["-q", "-n", "1", "--sample", "0", "--", "sh", "-c"])
         .arg(format!(
-            "grep Cpus_allowed_list /proc/self/status; sleep {hold_s}"
+            "grep Cpus_allowed_list /proc/self/status > {d}/{id}.tmp && mv {d}/{id}.tmp {d}/{id}; \
+             while [ ! -e {d}/go ]; do sleep 0.02; done"
         ))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(Stdio::null())
         .stderr(Stdio::piped());
     cmd
 }
 
-/// What one run reported: its task's CPUs, or goset-run's error line.
-fn outcome(child: Child) -> Result<String, (i32, String)> {
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
-    match out.status.code() {
-        Some(0) => Ok(stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap_or_else(|| panic!("no mask printed: {stdout}"))
-            .trim()
-            .to_string()),
-        code => Err((code.unwrap_or(-1), stderr)),
-    }
-}
+/// What one run got: its task's CPUs, or goset-run's exit code and error line.
+type Got = Result<String, (i32, String)>;
 
-/// Starts `n` holders back to back (a few milliseconds for all) and collects what each got.
-fn round(n: usize, hold_s: &str) -> Vec<Result<String, (i32, String)>> {
-    let started = Instant::now();
-    let mut children: Vec<Child> = (0..n).map(|_| holder(hold_s).spawn().unwrap()).collect();
-    assert!(
-        started.elapsed() < Duration::from_millis(200),
-        "the runs must start together"
+/// Starts `n` holders back to back, lets them go once each has its CPUs or has failed, and
+/// collects what each got.
+fn round(n: usize) -> Vec<Got> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut started = Started(
+        (0..n)
+            .map(|i| holder(dir.path(), i).spawn().unwrap())
+            .collect(),
     );
-    let results = children.drain(..).map(outcome).collect();
-    results
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ended: Vec<Option<std::process::ExitStatus>> = vec![None; n];
+    while (0..n).any(|i| ended[i].is_none() && !dir.path().join(i.to_string()).exists()) {
+        for (i, child) in started.0.iter_mut().enumerate() {
+            if ended[i].is_none() {
+                ended[i] = child.try_wait().unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "the runs did not start");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let children = std::mem::take(&mut started.0);
+    children
+        .into_iter()
+        .enumerate()
+        .map(|(i, child)| {
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
+            match out.status.code() {
+                Some(0) => Ok(std::fs::read_to_string(dir.path().join(i.to_string()))
+                    .unwrap()
+                    .trim_start_matches("Cpus_allowed_list:")
+                    .trim()
+                    .to_string()),
+                code => Err((code.unwrap_or(-1), err)),
+            }
+        })
+        .collect()
 }
 
 fn cpus_online() -> usize {
@@ -72,7 +92,7 @@ fn cpus_online() -> usize {
 
 /// The runs that got CPUs have distinct ones; each of the others is one line, exit 1, naming
 /// the runs that hold the CPUs.
-fn check_round(results: &[Result<String, (i32, String)>]) -> usize {
+fn check_round(results: &[Got]) -> usize {
     let got: Vec<&String> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
     let mut distinct = got.clone();
     distinct.sort();
@@ -99,7 +119,7 @@ fn check_round(results: &[Result<String, (i32, String)>]) -> usize {
 fn runs_started_together_get_disjoint_cpus_fifty_times() {
     let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
     for _ in 0..50 {
-        let results = round(2, "0.3");
+        let results = round(2);
         assert_eq!(check_round(&results), 2.min(cpus_online()), "{results:?}");
     }
 }
@@ -107,7 +127,7 @@ fn runs_started_together_get_disjoint_cpus_fifty_times() {
 #[test]
 fn four_runs_together_get_disjoint_cpus_or_a_clear_error() {
     let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
-    let results = round(4, "1");
+    let results = round(4);
     let placed = check_round(&results);
     assert_eq!(placed, 4.min(cpus_online()), "{results:?}");
 }
@@ -137,7 +157,17 @@ fn kill_9_of_a_launcher_frees_its_booking() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let blocked = outcome(holder("0").spawn().unwrap()).unwrap_err();
+    let once = |dir: &Path| {
+        std::fs::write(dir.join("go"), "").unwrap();
+        let out = holder(dir, 0).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let blocked = once(dir.path());
+    assert_eq!(blocked.0, Some(1), "{blocked:?}");
     assert!(
         blocked.1.contains(&format!("by pid {pid} (sleep 60)")),
         "{blocked:?}"
@@ -162,7 +192,7 @@ fn kill_9_of_a_launcher_frees_its_booking() {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let _ = started.0[0].wait();
     // Its task goes on alone; the booking was the launcher's and is swept.
-    let freed = outcome(holder("0").spawn().unwrap());
-    assert!(freed.is_ok(), "{freed:?}");
+    let freed = once(dir.path());
+    assert_eq!(freed.0, Some(0), "{freed:?}");
     started.0.clear();
 }
