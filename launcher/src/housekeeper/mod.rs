@@ -216,12 +216,14 @@ impl Known {
 }
 
 /// What the placer sees of a live thread.
-fn live_view(pid: i32, tid: i32, age_s: f64, demand: f64, shim: Option<ShimThread>) -> Live {
+fn live_view(pid: i32, tid: i32, polled: (f64, f64, bool), shim: Option<ShimThread>) -> Live {
+    let (age_s, demand, runnable) = polled;
     Live {
         tid,
         pid,
         age_s,
         demand,
+        runnable,
         shim_placed: shim.is_some(),
         shim_cpu: shim.and_then(|s| s.cpu),
         kin: Kin::Other,
@@ -395,7 +397,12 @@ impl Housekeeper {
                             let shim = hk.shim_of(tid);
                             let view = Live {
                                 read: false,
-                                ..live_view(pid, tid, rest.last.age_s, rest.last.demand, shim)
+                                ..live_view(
+                                    pid,
+                                    tid,
+                                    (rest.last.age_s, rest.last.demand, rest.last.runnable),
+                                    shim,
+                                )
                             };
                             alive.0.push((tid, rest));
                             live.push(view);
@@ -592,6 +599,7 @@ impl Housekeeper {
         let Polled {
             age_s,
             demand,
+            runnable,
             missing,
             failed,
         } = polled;
@@ -612,7 +620,7 @@ impl Housekeeper {
             self.note_failed(f, why);
         }
         Some(Rest {
-            last: live_view(pid, tid, age_s, demand, shim),
+            last: live_view(pid, tid, (age_s, demand, runnable), shim),
             skip,
         })
     }

@@ -65,6 +65,8 @@ pub struct Live {
     pub age_s: f64,
     /// See [`View::demand`].
     pub demand: f64,
+    /// Runnable at its last read (see [`super::tracked::Polled::runnable`]).
+    pub runnable: bool,
     /// The shim wrote a record for it.
     pub shim_placed: bool,
     /// The single CPU the shim last gave it, if any.
@@ -73,6 +75,17 @@ pub struct Live {
     pub kin: Kin,
     /// Read this poll; `false`: left unread while it sleeps, as its last read found it.
     pub read: bool,
+}
+
+/// The demand the policy sees: a runnable thread burns at least [`Policy::burn`], whatever
+/// share of its CPU it got (several threads parked on one CPU, or a starved vCPU, each get a
+/// small share and would never look busy enough to be given a CPU of their own).
+fn wanted(t: &Live, policy: &Policy) -> f64 {
+    if t.runnable {
+        t.demand.max(policy.burn)
+    } else {
+        t.demand
+    }
 }
 
 /// A thread younger than this at first sight is given until the next poll: the shim places its
@@ -130,8 +143,9 @@ impl Placer {
             }
             if let Some(o) = self.owned.get_mut(&t.tid) {
                 // Idleness is counted in reads: a thread left unread is as it was.
+                // A runnable thread is never idle: starved is not asleep.
                 if t.read {
-                    o.idle_polls = if t.demand < policy.idle {
+                    o.idle_polls = if t.demand < policy.idle && !t.runnable {
                         o.idle_polls + 1
                     } else {
                         0
@@ -139,7 +153,7 @@ impl Placer {
                 }
                 views.push(View {
                     tid: t.tid,
-                    demand: t.demand,
+                    demand: wanted(t, policy),
                     spot: Some(o.spot),
                     idle_polls: o.idle_polls,
                 });
@@ -184,7 +198,7 @@ impl Placer {
             if self.pending.contains(&t.tid) || t.age_s >= GRACE_S {
                 views.push(View {
                     tid: t.tid,
-                    demand: t.demand,
+                    demand: wanted(t, policy),
                     spot: None,
                     idle_polls: 0,
                 });
@@ -387,6 +401,7 @@ mod tests {
             pid: std::process::id() as i32,
             age_s: 1.0,
             demand,
+            runnable: false,
             shim_placed: false,
             shim_cpu: None,
             kin: Kin::Other,
@@ -420,6 +435,44 @@ mod tests {
         p.step(&[], &[tid], &Policy::default(), &|_| "w".into());
         assert_eq!(t.live(0), 0);
         assert_eq!(p.records.last().unwrap().event, "exit");
+    }
+
+    #[test]
+    fn a_runnable_thread_is_never_demoted_and_a_parked_one_that_is_runnable_gets_a_slot_back() {
+        let t = table(2);
+        let cpus = own_cpus();
+        if cpus.len() < 2 {
+            eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
+            return;
+        }
+        let cpu = cpus[0];
+        let (tid, done_tx, h) = parked_thread();
+        let mut p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
+        let policy = Policy::default();
+        let step = |p: &mut Placer, demand: f64, runnable: bool| {
+            let live = Live {
+                runnable,
+                ..unplaced(tid, demand)
+            };
+            p.step(&[live], &[], &policy, &|_| "w".into());
+            p.owned[&tid].spot
+        };
+        assert_eq!(step(&mut p, 1.0, false), Spot::Slot(0), "{:?}", p.failures);
+        // Starved (a vCPU the host did not run): no run time, but runnable. Kept.
+        for _ in 0..2 * policy.demote_after {
+            assert_eq!(step(&mut p, 0.0, true), Spot::Slot(0));
+        }
+        // Asleep: demoted after demote_after reads in a row (the starved ones do not count).
+        for _ in 1..policy.demote_after {
+            assert_eq!(step(&mut p, 0.0, false), Spot::Slot(0));
+        }
+        step(&mut p, 0.0, false);
+        assert_eq!(p.owned[&tid].spot, Spot::Housekeeper);
+        // Parked beside others it gets a small share, but it is runnable: a slot again.
+        assert!(matches!(step(&mut p, 0.1, true), Spot::Slot(_)));
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
+        p.release_all();
     }
 
     /// The table as the launcher maps it, after a task wrote `bytes` at `offset` through the
@@ -542,6 +595,7 @@ mod tests {
                 pid: std::process::id() as i32,
                 age_s: 1.0,
                 demand: 1.0,
+                runnable: false,
                 shim_placed: false,
                 shim_cpu: None,
                 kin: Kin::Other,

@@ -69,6 +69,10 @@ pub struct Polled {
     pub age_s: f64,
     /// CPU wanted over the last interval (see [`super::placer::View::demand`]).
     pub demand: f64,
+    /// Runnable (`R` in `stat`) at this read: it wants a CPU, however little it got. On an
+    /// overcommitted host (a VM's vCPUs starved) a busy thread can go reads without run time,
+    /// and its state is what tells it from a sleeper.
+    pub runnable: bool,
     /// Files that do not exist (a kernel option is off).
     pub missing: Vec<&'static str>,
     /// Files that failed, with the reason.
@@ -165,8 +169,10 @@ impl Tracked {
         };
 
         let prev_ticks = self.stat.as_ref().map(|s| s.cpu_ticks);
+        // A thread last seen runnable that did not run since is starved or asleep: its state
+        // is read again to tell which (one pread, until it shows asleep).
         let stat = match &self.stat {
-            Some(st) if !scheduled => st.clone(),
+            Some(st) if !scheduled && st.state != 'R' => st.clone(),
             _ => {
                 let stat = match files.stat.read() {
                     Read::Text(s) => threads::parse_stat(&s),
@@ -201,7 +207,8 @@ impl Tracked {
             (None, Some(p)) => stat.cpu_ticks != p,
             (None, None) => true,
         };
-        self.idle_reads = if ran {
+        out.runnable = stat.state == 'R';
+        self.idle_reads = if ran || out.runnable {
             0
         } else {
             self.idle_reads.saturating_add(1)
