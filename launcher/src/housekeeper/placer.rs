@@ -379,12 +379,15 @@ mod tests {
             .collect()
     }
 
-    /// A thread of this test that waits until the returned sender is dropped or sent to.
-    fn parked_thread() -> (
+    /// A waiting thread of this test: its tid, what ends the wait, its handle.
+    type Waiter = (
         i32,
         std::sync::mpsc::Sender<()>,
         std::thread::JoinHandle<()>,
-    ) {
+    );
+
+    /// A thread of this test that waits until the returned sender is dropped or sent to.
+    fn parked_thread() -> Waiter {
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let h = std::thread::spawn(move || {
@@ -409,19 +412,39 @@ mod tests {
         }
     }
 
-    #[test]
-    fn places_an_unplaced_thread_and_releases_its_slot_when_it_ends() {
-        let t = table(1);
-        // The only CPU this test may rely on is one it already runs on.
+    /// A placer of two task CPUs, the first one this test runs on (and the housekeeper's), the
+    /// second none (so that a thread's mask, the test's, is not a single planned CPU), with a
+    /// waiting thread of this test; `None` (skipped) without two CPUs.
+    #[allow(clippy::type_complexity)]
+    fn one_thread_placer(
+        slots: usize,
+    ) -> Option<(
+        &'static SlotTable,
+        Placer,
+        usize,
+        (
+            i32,
+            std::sync::mpsc::Sender<()>,
+            std::thread::JoinHandle<()>,
+        ),
+    )> {
+        let t = table(slots);
         let cpus = own_cpus();
         if cpus.len() < 2 {
             eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
-            return;
+            return None;
         }
         let cpu = cpus[0];
-        let (tid, done_tx, h) = parked_thread();
-        // Two task CPUs so that the thread's mask (the test's) is not a single planned CPU.
-        let mut p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
+        let thread = parked_thread();
+        let p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
+        Some((t, p, cpu, thread))
+    }
+
+    #[test]
+    fn places_an_unplaced_thread_and_releases_its_slot_when_it_ends() {
+        let Some((t, mut p, cpu, (tid, done_tx, h))) = one_thread_placer(1) else {
+            return;
+        };
         p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
             "w".into()
         });
@@ -439,15 +462,9 @@ mod tests {
 
     #[test]
     fn a_runnable_thread_is_never_demoted_and_a_parked_one_that_is_runnable_gets_a_slot_back() {
-        let t = table(2);
-        let cpus = own_cpus();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
+        let Some((_, mut p, _, (tid, done_tx, h))) = one_thread_placer(2) else {
             return;
-        }
-        let cpu = cpus[0];
-        let (tid, done_tx, h) = parked_thread();
-        let mut p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
+        };
         let policy = Policy::default();
         let step = |p: &mut Placer, demand: f64, runnable: bool| {
             let live = Live {
