@@ -5,8 +5,8 @@
  * /proc/thread-self/status, until every one of the N is allowed exactly one CPU, no two the
  * same, and has been for HOLD_S seconds (default 0.2: a mask inherited by chance must not end
  * the run before goset's housekeeper saw the thread), or until DEADLINE_S seconds (default 30)
- * pass. Then each reports (report.h) as role=busy id=<i> held=<the one CPU it was last seen
- * allowed while it waited, -1 for none>, and main exits 0, or 3 at the deadline. The shim places such threads at birth; in a program it cannot reach (musl, static)
+ * pass. Then each spins on until all are done, and reports (report.h) as role=busy id=<i>
+ * held=<the one CPU it was last seen allowed while it waited, -1 for none>, and main exits 0, or 3 at the deadline. The shim places such threads at birth; in a program it cannot reach (musl, static)
  * only the housekeeper can, and without goset they never are: the program times out.
  *
  * ALSO is a list of further reports made after the busy threads':
@@ -30,7 +30,7 @@ static int watched; /* n, and the main thread as number n when ALSO has "main" *
 static double deadline_s = 30, hold_s = 0.2;
 static atomic_int single_cpu[MAX_THREADS + 1]; /* the one CPU thread i is allowed, or -1 */
 static atomic_int timed_out;
-static pthread_barrier_t all_done;
+static atomic_int finished; /* busy threads done waiting to be placed */
 
 static double now(void) {
     struct timespec ts;
@@ -84,8 +84,13 @@ static void *busy(void *arg) {
             break;
         }
     }
-    /* Nobody reports before every thread has stopped waiting: a report is not a placement. */
-    pthread_barrier_wait(&all_done);
+    /* Nobody reports before every thread has stopped waiting: a report is not a placement.
+     * The wait spins: a thread that slept here would be idle, and goset may then rightly move
+     * it to the housekeeper CPU, beside a thread still waiting for every CPU to differ. */
+    atomic_fetch_add(&finished, 1);
+    while (atomic_load(&finished) < n)
+        for (int k = 0; k < 100000; k++)
+            x += k;
     char held[32];
     snprintf(held, sizeof held, "held=%d", atomic_load(&single_cpu[i]));
     report_self("busy", i, held);
@@ -132,7 +137,6 @@ int main(int argc, char **argv) {
                 x += k;
     }
     pthread_t t[MAX_THREADS];
-    pthread_barrier_init(&all_done, NULL, n);
     for (int i = 0; i < watched; i++)
         atomic_store(&single_cpu[i], -1);
     for (long i = 0; i < n; i++) {
