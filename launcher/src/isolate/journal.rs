@@ -326,6 +326,19 @@ pub fn restore_dead(dir: &Path) -> (Undone, usize) {
 mod tests {
     use super::*;
 
+    /// An affinity file in `dir` reading `now`, and the change of it from `before` to `after`.
+    fn affinity(dir: &Path, now: &str, before: &str, after: &str) -> (PathBuf, Change) {
+        let file = dir.join("affinity");
+        std::fs::write(&file, now).unwrap();
+        let change = Change::IrqAffinity {
+            irq: 9,
+            file: file.clone(),
+            before: before.into(),
+            after: after.into(),
+        };
+        (file, change)
+    }
+
     #[test]
     fn a_half_written_line_is_ignored_and_the_rest_is_read() {
         let dir = tempfile::tempdir().unwrap();
@@ -370,14 +383,7 @@ mod tests {
     #[test]
     fn an_affinity_changed_since_by_someone_else_is_left_as_they_set_it() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("affinity");
-        std::fs::write(&file, "3").unwrap();
-        let change = Change::IrqAffinity {
-            irq: 4,
-            file: file.clone(),
-            before: "0-3".into(),
-            after: "0-1".into(),
-        };
+        let (file, change) = affinity(dir.path(), "3", "0-3", "0-1");
         let done = undo(&[change]);
         assert_eq!((done.restored, done.failed.len()), (1, 0));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "3");
@@ -415,14 +421,7 @@ mod tests {
     fn a_journal_is_removed_once_undone_and_a_dead_launchers_is_restored() {
         let base = tempfile::tempdir().unwrap();
         let dir = dir_in(base.path());
-        let file = base.path().join("affinity");
-        std::fs::write(&file, "5").unwrap();
-        let change = Change::IrqAffinity {
-            irq: 9,
-            file: file.clone(),
-            before: "0-1".into(),
-            after: "5".into(),
-        };
+        let (file, change) = affinity(base.path(), "5", "0-1", "5");
         let mut j = Journal::create(&dir, "1-1").unwrap();
         j.record(change.clone()).unwrap();
         assert!(dir.join("1-1.journal").exists());
@@ -450,14 +449,7 @@ mod tests {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("affinity");
-        std::fs::write(&file, "5").unwrap();
-        let change = Change::IrqAffinity {
-            irq: 9,
-            file: file.clone(),
-            before: "0-1".into(),
-            after: "5".into(),
-        };
+        let (file, change) = affinity(dir.path(), "5", "0-1", "5");
         let journal = dir.path().join("1-1.journal");
         std::fs::write(&journal, serde_json::to_string(&change).unwrap() + "\n").unwrap();
         std::os::unix::fs::chown(&journal, Some(65534), Some(65534)).unwrap();

@@ -295,6 +295,13 @@ mod tests {
 
     use std::collections::BTreeMap;
 
+    /// The tree under `dir` is `before` but for the journals directory, which stays, empty.
+    fn assert_unchanged(dir: &Path, before: BTreeMap<PathBuf, String>) {
+        let mut after = tree(dir);
+        assert_eq!(after.remove(&dir.join("journals")).as_deref(), Some("/"));
+        assert_eq!(after, before, "nothing left changed, no journal left");
+    }
+
     #[test]
     fn no_cpuset_controller_is_one_line_before_anything_changes() {
         let (dir, root) = fake(false);
@@ -330,13 +337,7 @@ mod tests {
         let before = tree(dir.path());
         let e = Isolation::setup(&root, request, Some(&h), &setup_in(dir.path())).unwrap_err();
         assert!(e.to_string().starts_with("--cgroup: cannot write"), "{e}");
-        let mut after = tree(dir.path());
-        // The journals directory stays, empty.
-        assert_eq!(
-            after.remove(&dir.path().join("journals")).as_deref(),
-            Some("/")
-        );
-        assert_eq!(after, before, "nothing left changed");
+        assert_unchanged(dir.path(), before);
     }
 
     #[test]
@@ -372,12 +373,7 @@ mod tests {
                 .starts_with("--steer: irqbalance cannot be held: systemctl stop"),
             "{e}"
         );
-        let mut after = tree(dir.path());
-        assert_eq!(
-            after.remove(&dir.path().join("journals")).as_deref(),
-            Some("/")
-        );
-        assert_eq!(after, before, "nothing changed, no journal left");
+        assert_unchanged(dir.path(), before);
     }
 
     #[test]
