@@ -295,6 +295,12 @@ mod tests {
 
     use std::collections::BTreeMap;
 
+    const CGROUP_AND_STEER: Request = Request {
+        cgroup: true,
+        fence: false,
+        steer: true,
+    };
+
     /// The tree under `dir` is `before` but for the journals directory, which stays, empty.
     fn assert_unchanged(dir: &Path, before: BTreeMap<PathBuf, String>) {
         let mut after = tree(dir);
@@ -322,11 +328,7 @@ mod tests {
     #[test]
     fn a_failure_half_way_undoes_what_was_done() {
         let (dir, root) = fake(true);
-        let request = Request {
-            cgroup: true,
-            steer: true,
-            ..Default::default()
-        };
+        let request = CGROUP_AND_STEER;
         let h = preflight(&root, request).unwrap().unwrap();
         assert_eq!(h.version, cgroup::Version::V2);
         // The controller cannot be enabled (its file is a directory here): the journaled
@@ -360,11 +362,7 @@ mod tests {
             "0::/system.slice/irqbalance.service\n",
         )
         .unwrap();
-        let request = Request {
-            cgroup: true,
-            steer: true,
-            ..Default::default()
-        };
+        let request = CGROUP_AND_STEER;
         let h = preflight(&root, request).unwrap();
         let before = tree(dir.path());
         let e = Isolation::setup(&root, request, h.as_ref(), &setup_in(dir.path())).unwrap_err();
@@ -379,11 +377,7 @@ mod tests {
     #[test]
     fn steer_and_cgroup_are_undone_when_the_isolation_ends() {
         let (dir, root) = fake(true);
-        let request = Request {
-            cgroup: true,
-            steer: true,
-            ..Default::default()
-        };
+        let request = CGROUP_AND_STEER;
         let h = preflight(&root, request).unwrap();
         let before = tree(dir.path());
         let iso = Isolation::setup(&root, request, h.as_ref(), &setup_in(dir.path())).unwrap();
