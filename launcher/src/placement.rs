@@ -23,6 +23,11 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// until the report is written).
 pub const MAX_BYTES: u64 = 64 << 20;
 
+/// The event (and role) of the housekeeper's record of a thread whose mask someone else (the
+/// program, another tool, the kernel) changed after the housekeeper placed it; `cpu` is the one
+/// CPU it is then allowed, if one, and it holds no slot.
+pub const MOVED: &str = "moved";
+
 /// One decision of the shim (or of the housekeeper).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct Record {
@@ -331,7 +336,11 @@ impl Log {
             }
             t.pid = r.pid;
             t.role = r.role.clone();
-            t.slot = r.slot.or(t.slot);
+            t.slot = if r.event == MOVED {
+                None
+            } else {
+                r.slot.or(t.slot)
+            };
             t.cpu = r.cpu.or(t.cpu);
             t.shared |= r.shared;
             t.placed_by = r.placed_by.clone().unwrap_or_else(|| "shim".into());

@@ -7,7 +7,7 @@
 //! not: read `/proc`, or decide anything itself: the decisions are the pure functions
 //! [`decide`] and [`leave_alone`].
 
-use crate::placement::Record;
+use crate::placement::{Record, MOVED};
 use goset_plan::slots::Claim;
 use goset_plan::{CpuSet, SlotTable};
 use std::collections::{BTreeMap, BTreeSet};
@@ -141,6 +141,11 @@ impl Placer {
                 assigned.extend(t.shim_cpu);
                 continue;
             }
+            // Checked at every poll, read or not: a sleeper (left unread) is moved as easily.
+            if self.moved_by_someone_else(t.tid) {
+                unclaimed.push(t);
+                continue;
+            }
             if let Some(o) = self.owned.get_mut(&t.tid) {
                 // Idleness is counted in reads: a thread left unread is as it was.
                 // A runnable thread is never idle: starved is not asleep.
@@ -233,6 +238,35 @@ impl Placer {
         }
     }
 
+    /// Whether a live thread the housekeeper placed is no longer allowed just the CPU it was
+    /// given (the program, another tool or the kernel changed its mask): it is then given up,
+    /// its claim released and a [`MOVED`] record written, and looked at afresh as any thread
+    /// nobody claims. The placer's view is the kernel's, never only its own memory: a thread
+    /// believed moved that is not would hold a CPU beside another forever.
+    fn moved_by_someone_else(&mut self, tid: i32) -> bool {
+        let Some(o) = self.owned.get(&tid) else {
+            return false;
+        };
+        let Mask::Cpus(now) = mask_of(tid) else {
+            return false;
+        };
+        if now == [o.cpu] {
+            return false;
+        }
+        let Some(mut o) = self.owned.remove(&tid) else {
+            return false;
+        };
+        if let Some(c) = o.claim.take() {
+            self.table.release(&c);
+        }
+        let single = match now[..] {
+            [cpu] => Some(cpu),
+            _ => None,
+        };
+        self.write(tid, &o, MOVED, single);
+        true
+    }
+
     /// The shim has a record for a thread the housekeeper placed (it was racing with ld.so):
     /// the shim owns it from now on. A main thread's claim was adopted by the shim (it looks
     /// its pid up in the table), so it is left; any other claim is given back.
@@ -315,11 +349,17 @@ impl Placer {
             call: "sched_setaffinity".to_string(),
             requested: None,
             cpu,
+            // A thread moved by someone else holds no slot and has no role of goset's.
             slot: match o.spot {
-                Spot::Slot(s) => Some(s),
-                Spot::Housekeeper => None,
+                Spot::Slot(s) if event != MOVED => Some(s),
+                _ => None,
             },
-            role: role_of(o.spot).to_string(),
+            role: if event == MOVED {
+                MOVED
+            } else {
+                role_of(o.spot)
+            }
+            .to_string(),
             shared: o.shared,
             placed_by: Some("housekeeper".to_string()),
         };
@@ -458,6 +498,47 @@ mod tests {
         p.step(&[], &[tid], &Policy::default(), &|_| "w".into());
         assert_eq!(t.live(0), 0);
         assert_eq!(p.records.last().unwrap().event, "exit");
+    }
+
+    #[test]
+    fn a_thread_someone_else_moved_is_given_up_and_placed_afresh() {
+        let Some((t, mut p, cpu, (tid, done_tx, h))) = one_thread_placer(1) else {
+            return;
+        };
+        let policy = Policy::default();
+        let step = |p: &mut Placer, read: bool| {
+            let live = Live {
+                read,
+                ..unplaced(tid, 1.0)
+            };
+            p.step(&[live], &[], &policy, &|_| "w".into())
+        };
+        step(&mut p, true);
+        assert_eq!(p.owned[&tid].spot, Spot::Slot(0), "{:?}", p.failures);
+        // Someone else (the kernel, another tool) moves it to a CPU outside the plan.
+        let elsewhere = *own_cpus().iter().find(|&&c| c != cpu).unwrap();
+        let mut one = nix::sched::CpuSet::new();
+        one.set(elsewhere).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &one).unwrap();
+        // Asleep, so left unread this poll: its mask is checked all the same.
+        step(&mut p, false);
+        let events: Vec<(&str, Option<usize>)> = (p.records.iter())
+            .map(|r| (r.event.as_str(), r.cpu))
+            .collect();
+        assert_eq!(
+            events,
+            [
+                ("place", Some(cpu)),
+                (MOVED, Some(elsewhere)),
+                ("place", Some(cpu))
+            ]
+        );
+        let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
+        assert!(mask.is_set(cpu).unwrap() && !mask.is_set(elsewhere).unwrap());
+        assert_eq!(t.live(0), 1, "the old claim released, one claim again");
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
+        p.release_all();
     }
 
     #[test]
