@@ -184,6 +184,23 @@ pub enum GosetCommand {
 /// without a value `-quiet=true` → `--quiet`, `-quiet=false` → dropped. Arguments after `--`
 /// are untouched; a value option keeps its value as written (`--json=false` names a file).
 pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    for arg in args.iter_mut().take_while(|a| *a != "--") {
+        if arg == "-rm-cgroup" || arg == "--rm-cgroup" {
+            *arg = "rm-cgroup".into();
+        }
+    }
+    normalize_go_spellings(args, SINGLE_DASH_VALUED, BOOLEAN)
+}
+
+/// The rewriting of [`normalize_args`] for any program: options named in `valued` (they take a
+/// value) or `boolean` (flags) are accepted with one dash too, and a flag as `-name=true` or
+/// `-name=false`. The first argument (the program) and everything after `--` are untouched.
+pub fn normalize_go_spellings(
+    args: impl IntoIterator<Item = OsString>,
+    valued: &[&str],
+    boolean: &[&str],
+) -> Vec<OsString> {
     let mut out = Vec::new();
     let mut passthrough = false;
     for (i, arg) in args.into_iter().enumerate() {
@@ -200,22 +217,18 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
             out.push(arg);
             continue;
         }
-        if text == "-rm-cgroup" || text == "--rm-cgroup" {
-            out.push("rm-cgroup".into());
-            continue;
-        }
         let long = text.strip_prefix("--").or_else(|| {
             let rest = text.strip_prefix('-')?;
             let name = rest.split('=').next()?;
-            (SINGLE_DASH_VALUED.contains(&name) || BOOLEAN.contains(&name)).then_some(rest)
+            (valued.contains(&name) || boolean.contains(&name)).then_some(rest)
         });
         let Some(long) = long else {
             out.push(arg);
             continue;
         };
         match long.split_once('=') {
-            Some((name, "true")) if BOOLEAN.contains(&name) => out.push(format!("--{name}").into()),
-            Some((name, "false")) if BOOLEAN.contains(&name) => {}
+            Some((name, "true")) if boolean.contains(&name) => out.push(format!("--{name}").into()),
+            Some((name, "false")) if boolean.contains(&name) => {}
             Some((name, value)) => out.push(format!("--{name}={value}").into()),
             None => out.push(format!("--{long}").into()),
         }

@@ -91,6 +91,11 @@ pub fn goset_run_bin() -> PathBuf {
     built("goset-run")
 }
 
+/// The experiment runner, `goset-bench`.
+pub fn goset_bench_bin() -> PathBuf {
+    built("goset-bench")
+}
+
 /// The directory of the C and Rust sources of the target programs.
 pub fn programs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("programs")

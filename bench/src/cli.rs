@@ -1,0 +1,357 @@
+//! goset-bench's command line: clap's parse, the Go predecessor's spellings, and the checks
+//! that turn it into an experiment or a usage error (exit 2, nothing run).
+
+use crate::analysis::Choice;
+use crate::builtin::Builtin;
+use crate::experiment::Stream;
+use crate::noise::NoiseSpec;
+use crate::schedule::Mode;
+use crate::stats::Better;
+use clap::Parser;
+use goset::error::Error;
+use regex::Regex;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Options that take a value and are accepted with one dash too (Go spellings).
+const SINGLE_DASH_VALUED: &[&str] = &[
+    "bench",
+    "runs",
+    "warmup",
+    "settle",
+    "seed",
+    "modes",
+    "match",
+    "topk",
+    "noise",
+    "json",
+    "csv",
+    "plot",
+    "timeout",
+    "unit",
+    "better",
+    "from",
+    "resamples",
+    "confidence",
+    "taskset",
+    "goset-arg",
+];
+
+/// Flags accepted with one dash and as `-name=true` / `-name=false`.
+const BOOLEAN: &[&str] = &["cgroup", "steer", "fence", "dump", "help", "version"];
+
+/// Does pinning pay off on this machine? Runs a command (or a built-in benchmark) bare, pinned
+/// with a taskset mask to a CPU chosen in rotation, and under goset-run, interleaved, and
+/// compares the numbers it prints: each mode's median and spread, and goset's differences with
+/// a bootstrap confidence interval.
+#[derive(Debug, Parser)]
+#[command(name = "goset-bench", version)]
+pub struct BenchCli {
+    /// A built-in benchmark instead of a command: jitter (ms per iteration), chase (ns per
+    /// load, a ring that fits L2), matmul (MFLOP/s), stream (MB/s).
+    #[arg(long, value_name = "NAME")]
+    pub bench: Option<String>,
+    /// Task CPUs (goset-run -n), taskset CPUs per run, and a built-in's worker threads.
+    #[arg(short = 'n', default_value_t = 1)]
+    pub n: usize,
+    /// Counted runs per mode.
+    #[arg(long, default_value_t = 10)]
+    pub runs: usize,
+    /// Rounds run first and discarded.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: usize,
+    /// Idle time before each run (`5s`, `500ms`, `0`).
+    #[arg(long, default_value = "0", value_name = "DUR")]
+    pub settle: String,
+    /// Seed of the order of modes within each round (printed; random when not given).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The modes to run, comma-separated: baseline, taskset, goset.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub modes: Option<Vec<String>>,
+    /// Whether to run the taskset mode (Go's `-taskset=true`); with --modes, --modes decides.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub taskset: Option<bool>,
+    /// goset-run --cgroup (needs root).
+    #[arg(long)]
+    pub cgroup: bool,
+    /// goset-run --steer (needs root).
+    #[arg(long)]
+    pub steer: bool,
+    /// goset-run --fence (needs --cgroup).
+    #[arg(long)]
+    pub fence: bool,
+    /// One more argument for goset-run (repeatable), e.g. --goset-arg=--smt=spread.
+    #[arg(long = "goset-arg", allow_hyphen_values = true, value_name = "ARG")]
+    pub goset_arg: Vec<String>,
+    /// The goset-run to use (default: beside goset-bench, else on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub goset_run: Option<PathBuf>,
+    /// A background load of ours on these CPUs for the whole experiment, busy DUTY of the time
+    /// (default 50%): `0`, `0-1:30%`.
+    #[arg(long, value_name = "CPULIST[:DUTY]")]
+    pub noise: Option<String>,
+    /// Run the command once, bare, and list the metrics its output gives.
+    #[arg(long)]
+    pub dump: bool,
+    /// Only the metrics whose key this regular expression matches.
+    #[arg(long = "match", value_name = "REGEX")]
+    pub matching: Option<String>,
+    /// At most this many metrics shown.
+    #[arg(long, default_value_t = 8)]
+    pub topk: usize,
+    /// The unit of the metrics a regex matches: `REGEX=UNIT` (repeatable).
+    #[arg(long, value_name = "REGEX=UNIT")]
+    pub unit: Vec<String>,
+    /// The direction of the metrics a regex matches: `REGEX=lower` or `REGEX=higher`.
+    #[arg(long, value_name = "REGEX=lower|higher")]
+    pub better: Vec<String>,
+    /// Which output the numbers are read from.
+    #[arg(long, value_enum, default_value = "stdout")]
+    pub from: Stream,
+    /// Bootstrap resamples per comparison.
+    #[arg(long, default_value_t = 2000)]
+    pub resamples: usize,
+    /// Confidence of the intervals, in (0, 1).
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
+    /// A run that takes longer is ended and discarded (`60s`; default: no limit).
+    #[arg(long, value_name = "DUR")]
+    pub timeout: Option<String>,
+    /// Results as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Every run's metrics as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// The runs as an SVG plot.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Internal: run a built-in benchmark's workers and print its metric.
+    #[arg(long, hide = true, value_name = "NAME")]
+    pub worker: Option<String>,
+    /// The command to measure, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// Parses goset-bench's arguments (Go spellings accepted).
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<BenchCli, clap::Error> {
+    BenchCli::try_parse_from(goset::cli::normalize_go_spellings(
+        args,
+        SINGLE_DASH_VALUED,
+        BOOLEAN,
+    ))
+}
+
+/// Parses `5s`, `500ms`, `2m`, `1.5` (seconds), `0`.
+pub fn parse_duration(text: &str, option: &str) -> Result<Duration, Error> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v >= 0.0 && (v * scale) < 1e7 => Ok(Duration::from_secs_f64(v * scale)),
+        _ => Err(Error::Usage(format!(
+            "{option} {text}: not a duration (expected e.g. 5s, 500ms, 2m, 0)"
+        ))),
+    }
+}
+
+/// The modes asked for, in table order.
+pub fn modes(cli: &BenchCli) -> Result<Vec<Mode>, Error> {
+    let mut modes = match &cli.modes {
+        Some(names) => {
+            let mut out = Vec::new();
+            for name in names {
+                let mode = Mode::parse(name.trim()).ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--modes: '{name}' is not a mode (baseline, taskset, goset)"
+                    ))
+                })?;
+                if !out.contains(&mode) {
+                    out.push(mode);
+                }
+            }
+            out
+        }
+        None => Mode::ALL.to_vec(),
+    };
+    if cli.modes.is_none() && cli.taskset == Some(false) {
+        modes.retain(|&m| m != Mode::Taskset);
+    }
+    modes.sort();
+    if modes.is_empty() {
+        return Err(Error::Usage("--modes: no mode given".into()));
+    }
+    Ok(modes)
+}
+
+/// `REGEX=VALUE` pairs of `option`.
+fn pairs<T>(
+    items: &[String],
+    option: &str,
+    value: impl Fn(&str) -> Option<T>,
+    accepted: &str,
+) -> Result<Vec<(Regex, T)>, Error> {
+    items
+        .iter()
+        .map(|item| {
+            let bad = || Error::Usage(format!("{option} {item}: expected REGEX={accepted}"));
+            let (re, v) = item.rsplit_once('=').ok_or_else(bad)?;
+            let re = Regex::new(re).map_err(|e| {
+                Error::Usage(format!("{option} {item}: bad regular expression: {e}"))
+            })?;
+            Ok((re, value(v).ok_or_else(bad)?))
+        })
+        .collect()
+}
+
+/// The metric choices of the command line.
+pub fn choice(cli: &BenchCli, bootstrap_seed: u64) -> Result<Choice, Error> {
+    let matching = match &cli.matching {
+        Some(m) => Some(
+            Regex::new(m)
+                .map_err(|e| Error::Usage(format!("--match {m}: bad regular expression: {e}")))?,
+        ),
+        None => None,
+    };
+    if !(cli.confidence > 0.0 && cli.confidence < 1.0) {
+        return Err(Error::Usage(format!(
+            "--confidence {}: must be between 0 and 1, e.g. 0.95",
+            cli.confidence
+        )));
+    }
+    Ok(Choice {
+        matching,
+        topk: cli.topk,
+        units: pairs(&cli.unit, "--unit", |u| Some(u.to_string()), "UNIT")?,
+        better: pairs(
+            &cli.better,
+            "--better",
+            |b| match b {
+                "lower" => Some(Better::Lower),
+                "higher" => Some(Better::Higher),
+                _ => None,
+            },
+            "lower|higher",
+        )?,
+        resamples: cli.resamples.max(1),
+        confidence: cli.confidence,
+        seed: bootstrap_seed,
+    })
+}
+
+/// What is measured: a built-in (its name) or the command.
+pub enum Target {
+    /// `--bench NAME`.
+    Builtin(Builtin),
+    /// `-- CMD ARGS`.
+    Command(Vec<OsString>),
+}
+
+/// The target of the command line: exactly one of --bench and a command.
+pub fn target(cli: &BenchCli) -> Result<Target, Error> {
+    match (&cli.bench, cli.command.is_empty()) {
+        (Some(_), false) => Err(Error::Usage(
+            "--bench and a command: give one (--bench NAME, or -- CMD ARGS)".into(),
+        )),
+        (None, true) => Err(Error::Usage(
+            "nothing to measure: give --bench NAME (jitter, chase, matmul, stream) or -- CMD ARGS"
+                .into(),
+        )),
+        (Some(name), true) => Builtin::parse(name).map(Target::Builtin).ok_or_else(|| {
+            Error::Usage(format!(
+                "--bench {name}: not a benchmark (jitter, chase, matmul, stream)"
+            ))
+        }),
+        (None, false) => Ok(Target::Command(cli.command.clone())),
+    }
+}
+
+/// The noise load asked for.
+pub fn noise(cli: &BenchCli) -> Result<Option<NoiseSpec>, Error> {
+    cli.noise
+        .as_deref()
+        .map(|n| crate::noise::parse(n).map_err(Error::Usage))
+        .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(args: &[&str]) -> BenchCli {
+        parse(args.iter().map(OsString::from)).unwrap()
+    }
+
+    #[test]
+    fn go_spellings_and_modes() {
+        let c = cli(&[
+            "goset-bench",
+            "-bench",
+            "jitter",
+            "-runs",
+            "4",
+            "-n",
+            "1",
+            "-settle",
+            "5s",
+            "-fence=true",
+            "-cgroup",
+            "-taskset=false",
+        ]);
+        assert_eq!((c.bench.as_deref(), c.runs, c.n), (Some("jitter"), 4, 1));
+        assert!(c.fence && c.cgroup && !c.steer);
+        assert_eq!(modes(&c).unwrap(), [Mode::Baseline, Mode::Goset]);
+        assert_eq!(
+            parse_duration(&c.settle, "--settle").unwrap(),
+            Duration::from_secs(5)
+        );
+        let c = cli(&[
+            "goset-bench",
+            "--modes",
+            "goset,baseline",
+            "--",
+            "echo",
+            "-x",
+        ]);
+        assert_eq!(modes(&c).unwrap(), [Mode::Baseline, Mode::Goset]);
+        assert_eq!(c.command, ["echo", "-x"]);
+        let c = cli(&["goset-bench", "-taskset=true", "--", "true"]);
+        assert_eq!(modes(&c).unwrap(), Mode::ALL);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors_naming_them() {
+        let c = cli(&["goset-bench", "--modes", "fast", "--", "true"]);
+        assert!(modes(&c)
+            .unwrap_err()
+            .to_string()
+            .contains("'fast' is not a mode"));
+        let c = cli(&["goset-bench", "--bench", "nope"]);
+        assert!(matches!(target(&c), Err(Error::Usage(m)) if m.contains("--bench nope")));
+        let c = cli(&["goset-bench"]);
+        assert!(target(&c).is_err());
+        assert!(parse_duration("5 parsecs", "--settle").is_err());
+        assert_eq!(
+            parse_duration("250ms", "--settle").unwrap(),
+            Duration::from_millis(250)
+        );
+        let c = cli(&["goset-bench", "--better", "x=sideways", "--", "true"]);
+        assert!(choice(&c, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("REGEX=lower|higher"));
+        let c = cli(&["goset-bench", "--match", "(", "--", "true"]);
+        assert!(choice(&c, 0).is_err());
+        assert!(parse(["goset-bench", "--runs", "x"].map(OsString::from)).is_err());
+    }
+}

@@ -1,0 +1,284 @@
+//! Carrying out the plan of runs: each run started in its mode (bare, under a taskset mask,
+//! under goset-run), its output captured, its numbers extracted, non-zero exits discarded.
+//!
+//! Owns: processes and their output. Must not: compute statistics or print tables.
+
+use crate::metrics::{self, Sample};
+use crate::schedule::{taskset_cpus, Mode, Planned};
+use serde::Serialize;
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which of the command's streams the numbers are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    /// Standard output (the default).
+    Stdout,
+    /// Standard error (`stress-ng` writes its metrics there).
+    Stderr,
+    /// Both, stdout first.
+    Both,
+}
+
+/// How the runs are made.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The command and its arguments.
+    pub command: Vec<OsString>,
+    /// `goset-run`.
+    pub goset_run: PathBuf,
+    /// Arguments given to goset-run before `--` (`-n N` among them).
+    pub goset_args: Vec<OsString>,
+    /// CPUs of each taskset run.
+    pub taskset_width: usize,
+    /// The CPUs goset-bench may use, taskset's rotation.
+    pub allowed: Vec<usize>,
+    /// Idle time before each run.
+    pub settle: Duration,
+    /// A run that takes longer is ended (SIGTERM, then SIGKILL 2 s later) and discarded.
+    pub timeout: Option<Duration>,
+    /// Where the numbers are read.
+    pub stream: Stream,
+}
+
+/// One run done.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    /// Its place in the plan.
+    #[serde(flatten)]
+    pub planned: Planned,
+    /// The taskset mask, for a taskset run.
+    pub cpus: Option<Vec<usize>>,
+    /// Exit status (128 + signal when killed), `None` when it could not start.
+    pub status: Option<i32>,
+    /// Why it does not count (non-zero exit, timeout, could not start), if it does not.
+    pub discarded: Option<String>,
+    /// Wall time, seconds.
+    pub wall_s: f64,
+    /// Its numbers (kept for discarded runs too, for `--dump`).
+    #[serde(skip)]
+    pub samples: Vec<Sample>,
+    /// The last lines of its stderr, for a discarded run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_tail: Option<String>,
+}
+
+impl Run {
+    /// Whether its numbers count.
+    pub fn counts(&self) -> bool {
+        !self.planned.warmup && self.discarded.is_none()
+    }
+}
+
+/// The command line of `mode`.
+fn command_of(setup: &Setup, mode: Mode) -> Command {
+    let mut cmd = match mode {
+        Mode::Goset => {
+            let mut c = Command::new(&setup.goset_run);
+            c.args(&setup.goset_args).arg("--").args(&setup.command);
+            c
+        }
+        Mode::Baseline | Mode::Taskset => {
+            let mut c = Command::new(&setup.command[0]);
+            c.args(&setup.command[1..]);
+            c
+        }
+    };
+    // A group of its own, so that a run's every process can be ended (see [`crate::signals`]).
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    cmd
+}
+
+/// Pins the child to `cpus` between fork and exec, as `taskset -c` does.
+fn pin_before_exec(cmd: &mut Command, cpus: &[usize]) {
+    let mut set = goset_plan::CpuSet::new();
+    for &c in cpus {
+        set.insert(c);
+    }
+    // SAFETY: sched_setaffinity is async-signal-safe; `set` is moved into the closure and lives
+    // as long as the Command.
+    unsafe {
+        cmd.pre_exec(move || {
+            let (mask, len) = set.as_raw();
+            if libc::sched_setaffinity(0, len, mask as *const libc::cpu_set_t) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own.
+fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut out);
+        }
+        out
+    })
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Makes one run: `k` is the number of taskset runs before it (its rotation).
+pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
+    std::thread::sleep(setup.settle);
+    let mut cmd = command_of(setup, planned.mode);
+    let cpus = (planned.mode == Mode::Taskset)
+        .then(|| taskset_cpus(&setup.allowed, setup.taskset_width, k));
+    if let Some(c) = &cpus {
+        pin_before_exec(&mut cmd, c);
+    }
+    let start = Instant::now();
+    let mut run = Run {
+        planned,
+        cpus,
+        status: None,
+        discarded: None,
+        wall_s: 0.0,
+        samples: Vec::new(),
+        stderr_tail: None,
+    };
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            run.discarded = Some(format!("could not start: {e}"));
+            return run;
+        }
+    };
+    let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+    crate::signals::running(child.id() as i32);
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let mut termed: Option<Instant> = None;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+        let over = setup.timeout.is_some_and(|t| start.elapsed() > t);
+        match termed {
+            None if over => {
+                let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
+                termed = Some(Instant::now());
+            }
+            Some(at) if at.elapsed() > Duration::from_secs(2) => {
+                let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    run.wall_s = start.elapsed().as_secs_f64();
+    // What the run left behind in its group (a daemonised helper holding the pipes) ends too.
+    let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+    crate::signals::running(0);
+    let stdout = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+    let text = match setup.stream {
+        Stream::Stdout => stdout,
+        Stream::Stderr => stderr.clone(),
+        Stream::Both => stdout + &stderr,
+    };
+    run.samples = metrics::extract(&text);
+    run.status = status.map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)));
+    run.discarded = match (termed, run.status) {
+        (Some(_), _) => Some(format!(
+            "timed out after {:.1} s",
+            setup.timeout.unwrap_or_default().as_secs_f64()
+        )),
+        (None, Some(0)) => None,
+        (None, Some(s)) => Some(format!("exit status {s}")),
+        (None, None) => Some("its status could not be read".into()),
+    };
+    if run.discarded.is_some() {
+        run.stderr_tail = Some(tail(&stderr, 3));
+    }
+    run
+}
+
+/// Makes every run of `plan` in order; `progress` is told after each.
+pub fn run_all(setup: &Setup, plan: &[Planned], progress: &mut dyn FnMut(&Run)) -> Vec<Run> {
+    let mut taskset_runs = 0;
+    let mut runs = Vec::with_capacity(plan.len());
+    for &planned in plan {
+        let run = run_one(setup, planned, taskset_runs);
+        if planned.mode == Mode::Taskset {
+            taskset_runs += 1;
+        }
+        progress(&run);
+        runs.push(run);
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(script: &str) -> Setup {
+        Setup {
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            goset_run: "/nonexistent/goset-run".into(),
+            goset_args: Vec::new(),
+            taskset_width: 1,
+            allowed: vec![0],
+            settle: Duration::ZERO,
+            timeout: Some(Duration::from_secs(30)),
+            stream: Stream::Stdout,
+        }
+    }
+
+    fn planned(mode: Mode) -> Planned {
+        Planned {
+            round: 0,
+            mode,
+            warmup: false,
+        }
+    }
+
+    #[test]
+    fn numbers_are_read_and_failures_discarded() {
+        let r = run_one(&setup("echo 'x: 1.5 ms'"), planned(Mode::Baseline), 0);
+        assert!(r.counts(), "{r:?}");
+        assert_eq!(r.samples[0].value, 1.5);
+        let r = run_one(&setup("echo oops >&2; exit 3"), planned(Mode::Baseline), 0);
+        assert_eq!(r.discarded.as_deref(), Some("exit status 3"));
+        assert_eq!(r.stderr_tail.as_deref(), Some("oops"));
+        let r = run_one(&setup("kill -9 $$"), planned(Mode::Baseline), 0);
+        assert_eq!(r.status, Some(137));
+        let r = run_one(&setup("true"), planned(Mode::Goset), 0);
+        assert!(r.discarded.unwrap().starts_with("could not start"));
+    }
+
+    #[test]
+    fn a_taskset_run_is_pinned_and_a_slow_run_ends() {
+        let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .map(|s| (0..1024).find(|&c| s.is_set(c).unwrap_or(false)).unwrap())
+            .unwrap();
+        let mut s = setup("grep Cpus_allowed_list /proc/self/status");
+        s.allowed = vec![cpu];
+        let r = run_one(&s, planned(Mode::Taskset), 0);
+        assert_eq!(r.cpus, Some(vec![cpu]));
+        assert_eq!(r.samples[0].value, cpu as f64, "{r:?}");
+        let mut s = setup("trap '' TERM; sleep 60");
+        s.timeout = Some(Duration::from_millis(100));
+        let r = run_one(&s, planned(Mode::Baseline), 0);
+        assert!(r.discarded.unwrap().starts_with("timed out"));
+        assert!(r.wall_s < 30.0, "the child that ignores SIGTERM was killed");
+    }
+}

@@ -1,0 +1,19 @@
+//! goset-bench: does pinning pay off on this machine? A fair experiment (interleaved runs of a
+//! command bare, under a rotating taskset mask and under goset-run) and its statistics, table,
+//! files and plot.
+//!
+//! Policy (the plan of runs, metric extraction, statistics) is pure; [`experiment`] and
+//! [`noise`] are the only modules that start processes or threads.
+
+pub mod analysis;
+pub mod builtin;
+pub mod cache;
+pub mod cli;
+pub mod experiment;
+pub mod metrics;
+pub mod noise;
+pub mod output;
+pub mod plot;
+pub mod schedule;
+pub mod signals;
+pub mod stats;

@@ -1,0 +1,242 @@
+//! `goset-bench`: see the crate documentation and the README's "goset-bench" section.
+
+use goset::error::Error;
+use goset_bench::analysis;
+use goset_bench::builtin::{self, Builtin, Sizes};
+use goset_bench::cli::{self, BenchCli, Target};
+use goset_bench::experiment::{self, Setup};
+use goset_bench::metrics::infer_better;
+use goset_bench::noise::Noise;
+use goset_bench::output::{self, About};
+use goset_bench::schedule::{self, Planned};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+fn main() {
+    goset_bench::signals::install();
+    let cli = cli::parse(std::env::args_os())
+        .unwrap_or_else(|e| goset::cli::exit_on_clap_error(e, "goset-bench"));
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("goset-bench: {e}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+/// goset-run: `--goset-run`, else beside this executable, else on PATH.
+fn goset_run(cli: &BenchCli) -> Result<PathBuf, Error> {
+    if let Some(p) = &cli.goset_run {
+        return goset::task::resolve_command(p.as_os_str());
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.join("goset-run")))
+        .filter(|p| p.is_file());
+    match beside {
+        Some(p) => Ok(p),
+        None => goset::task::resolve_command("goset-run".as_ref()),
+    }
+}
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn write_file(path: &std::path::Path, text: &str, option: &str) -> Result<(), Error> {
+    std::fs::write(path, text)
+        .map_err(|e| Error::System(format!("{option} {}: {e}", path.display())))
+}
+
+fn run(cli: BenchCli) -> Result<i32, Error> {
+    if let Some(name) = &cli.worker {
+        let bench = Builtin::parse(name)
+            .ok_or_else(|| Error::Usage(format!("--worker {name}: not a benchmark")))?;
+        let sizes = Sizes::for_caches(goset_bench::cache::read(&Default::default()));
+        for line in builtin::run(bench, cli.n, sizes) {
+            println!("{line}");
+        }
+        return Ok(0);
+    }
+    let target = cli::target(&cli)?;
+    let modes = cli::modes(&cli)?;
+    let settle = cli::parse_duration(&cli.settle, "--settle")?;
+    let timeout = (cli.timeout.as_deref())
+        .map(|t| cli::parse_duration(t, "--timeout"))
+        .transpose()?;
+    let noise_spec = cli::noise(&cli)?;
+    if cli.n == 0 {
+        return Err(Error::Usage("-n 0: at least one CPU (-n 1)".into()));
+    }
+    if cli.runs == 0 {
+        return Err(Error::Usage("--runs 0: at least one run per mode".into()));
+    }
+    let seed = cli.seed.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        t.map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
+    });
+    let mut choice = cli::choice(&cli, seed)?;
+    let (command, shown): (Vec<OsString>, String) = match &target {
+        Target::Builtin(b) => {
+            let exe = std::env::current_exe()
+                .map_err(|e| Error::System(format!("cannot find goset-bench itself: {e}")))?;
+            if choice.matching.is_none() {
+                choice.matching = Some(regex::Regex::new(&format!("^{}$", b.name())).unwrap());
+            }
+            let args = [format!("--worker={}", b.name()), format!("-n{}", cli.n)];
+            let mut command = vec![exe.into_os_string()];
+            command.extend(args.map(OsString::from));
+            (command, format!("--bench {} -n {}", b.name(), cli.n))
+        }
+        Target::Command(c) => {
+            let mut c = c.clone();
+            let shown = c
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ");
+            c[0] = goset::task::resolve_command(&c[0])?.into_os_string();
+            (c, shown)
+        }
+    };
+    let mut goset_args: Vec<OsString> = vec!["-q".into(), "-n".into(), cli.n.to_string().into()];
+    for (on, flag) in [
+        (cli.cgroup, "--cgroup"),
+        (cli.steer, "--steer"),
+        (cli.fence, "--fence"),
+    ] {
+        if on {
+            goset_args.push(flag.into());
+        }
+    }
+    goset_args.extend(cli.goset_arg.iter().map(OsString::from));
+    let needs_goset = modes.contains(&schedule::Mode::Goset) && !cli.dump;
+    let setup = Setup {
+        command,
+        goset_run: if needs_goset {
+            goset_run(&cli)?
+        } else {
+            PathBuf::from("goset-run")
+        },
+        goset_args,
+        taskset_width: cli.n,
+        allowed: allowed_cpus(),
+        settle,
+        timeout,
+        stream: cli.from,
+    };
+    if cli.dump {
+        return dump(&setup);
+    }
+    let _noise = noise_spec
+        .as_ref()
+        .map(Noise::start)
+        .transpose()
+        .map_err(Error::System)?;
+    let plan = schedule::plan(&modes, cli.runs, cli.warmup, seed);
+    eprintln!(
+        "goset-bench: {shown}: {} modes x {} runs{}, interleaved, seed {seed}",
+        modes.len(),
+        cli.runs,
+        if cli.warmup > 0 {
+            format!(" (+{} warm-up rounds)", cli.warmup)
+        } else {
+            String::new()
+        }
+    );
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(plan.len() as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs, ETA {eta} {msg}")
+            .expect("valid template"),
+    );
+    let runs = experiment::run_all(&setup, &plan, &mut |r| {
+        bar.set_message(format!("(last: {})", r.planned.mode.name()));
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    for r in runs.iter().filter(|r| r.discarded.is_some()) {
+        let Planned { round, mode, .. } = r.planned;
+        let why = r.discarded.as_deref().unwrap_or_default();
+        let tail = r
+            .stderr_tail
+            .as_deref()
+            .unwrap_or_default()
+            .replace('\n', " | ");
+        eprintln!(
+            "goset-bench: run {round} ({}) discarded: {why}: {tail}",
+            mode.name()
+        );
+    }
+    let warnings = analysis::drift_warnings(&runs);
+    for w in &warnings {
+        eprintln!("goset-bench: warning: {w}");
+    }
+    let results = analysis::analyse(&runs, &modes, &choice);
+    let about = About {
+        command: shown,
+        modes: modes.clone(),
+        runs: cli.runs,
+        warmup: cli.warmup,
+        settle_s: settle.as_secs_f64(),
+        seed,
+        resamples: choice.resamples,
+        confidence: choice.confidence,
+        goset_args: (setup.goset_args.iter())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        noise: cli.noise.clone(),
+    };
+    if let Some(p) = &cli.json {
+        write_file(
+            p,
+            &output::json(&about, &results, &runs, &warnings),
+            "--json",
+        )?;
+    }
+    if let Some(p) = &cli.csv {
+        write_file(p, &output::csv(&results, &runs), "--csv")?;
+    }
+    if results.is_empty() {
+        return Err(Error::System(
+            "no metric to compare: no counted run printed a number that changed (see --dump, \
+             --match, and the discarded runs above)"
+                .into(),
+        ));
+    }
+    if let Some(p) = &cli.plot {
+        goset_bench::plot::write(p, &results).map_err(Error::System)?;
+    }
+    print!("{}", output::table(&about, &results, &runs));
+    Ok(0)
+}
+
+/// `--dump`: one bare run, and every metric of its output: key, value, unit, direction.
+fn dump(setup: &Setup) -> Result<i32, Error> {
+    let planned = Planned {
+        round: 0,
+        mode: schedule::Mode::Baseline,
+        warmup: false,
+    };
+    let run = experiment::run_one(setup, planned, 0);
+    if let Some(why) = &run.discarded {
+        eprintln!("goset-bench: the run was not clean ({why}); its numbers follow");
+    }
+    println!("key\tvalue\tunit\tbetter");
+    for s in &run.samples {
+        let better = infer_better(&s.key, s.unit.as_deref());
+        let unit = s.unit.as_deref().unwrap_or("-");
+        println!("{}\t{}\t{unit}\t{better:?}", s.key, s.value);
+    }
+    Ok(i32::from(run.discarded.is_some()))
+}

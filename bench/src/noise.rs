@@ -1,0 +1,153 @@
+//! `--noise CPULIST[:DUTY]`: a background load of goset-bench's own on those CPUs for the whole
+//! experiment, so that the effect of noise-aware selection shows on a small or quiet machine.
+//!
+//! Owns: the load threads (one per CPU, pinned, busy `DUTY` of each 10 ms period, asleep the
+//! rest) and their end. Must not: outlive the experiment ([`Noise`] stops them when dropped).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The load's period: short enough that every run sees the same mix of busy and idle.
+const PERIOD: Duration = Duration::from_millis(10);
+
+/// What `--noise` asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoiseSpec {
+    /// CPUs to load.
+    pub cpus: Vec<usize>,
+    /// Busy fraction of each period, (0, 1].
+    pub duty: f64,
+}
+
+/// Parses `CPULIST[:DUTY]`; DUTY is a fraction (`0.5`) or a percentage (`50%`), default 50%.
+pub fn parse(text: &str) -> Result<NoiseSpec, String> {
+    let (list, duty) = match text.split_once(':') {
+        Some((l, d)) => (l, Some(d)),
+        None => (text, None),
+    };
+    let cpus = goset::topology::parse_cpulist(list)
+        .map_err(|e| format!("--noise {text}: {e} (expected CPULIST[:DUTY], e.g. 0 or 0-1:30%)"))?;
+    if cpus.is_empty() {
+        return Err(format!("--noise {text}: no CPUs (expected CPULIST[:DUTY])"));
+    }
+    let duty = match duty {
+        None => 0.5,
+        Some(d) => {
+            let value = match d.strip_suffix('%') {
+                Some(p) => p.parse::<f64>().map(|p| p / 100.0),
+                None => d.parse::<f64>(),
+            };
+            match value {
+                Ok(v) if v > 0.0 && v <= 1.0 => v,
+                _ => {
+                    return Err(format!(
+                        "--noise {text}: duty '{d}' is not in (0, 1] or (0%, 100%]"
+                    ))
+                }
+            }
+        }
+    };
+    Ok(NoiseSpec { cpus, duty })
+}
+
+/// The running load; stopped and joined when dropped.
+pub struct Noise {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Noise {
+    /// Starts one load thread per CPU of `spec`. Fails (nothing left running) when a CPU cannot
+    /// be pinned to (offline, outside the allowed mask).
+    pub fn start(spec: &NoiseSpec) -> Result<Noise, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut noise = Noise {
+            stop: stop.clone(),
+            threads: Vec::new(),
+        };
+        for &cpu in &spec.cpus {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let stop = stop.clone();
+            let duty = spec.duty;
+            noise.threads.push(std::thread::spawn(move || {
+                let mut set = nix::sched::CpuSet::new();
+                let pinned = set.set(cpu).and_then(|()| {
+                    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+                });
+                let _ = tx.send(pinned.map_err(|e| e.to_string()));
+                if pinned.is_ok() {
+                    load(&stop, duty);
+                }
+            }));
+            if let Ok(Err(e)) | Err(e) = rx.recv().map_err(|e| e.to_string()) {
+                return Err(format!("--noise: cannot run on CPU {cpu}: {e}"));
+            }
+        }
+        Ok(noise)
+    }
+}
+
+/// Busy `duty` of each period, asleep the rest, until `stop`.
+fn load(stop: &AtomicBool, duty: f64) {
+    let busy = PERIOD.mul_f64(duty);
+    let mut x = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let start = Instant::now();
+        while start.elapsed() < busy {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        if let Some(rest) = PERIOD.checked_sub(start.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+}
+
+impl Drop for Noise {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_and_bad_ones() {
+        assert_eq!(
+            parse("0").unwrap(),
+            NoiseSpec {
+                cpus: vec![0],
+                duty: 0.5
+            }
+        );
+        assert_eq!(parse("0-1:30%").unwrap().duty, 0.3);
+        assert_eq!(parse("1:0.25").unwrap().cpus, [1]);
+        for bad in ["x", "0:0", "0:150%", "0:abc", ""] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_load_runs_on_its_cpu_and_stops() {
+        let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .map(|s| (0..1024).find(|&c| s.is_set(c).unwrap_or(false)).unwrap())
+            .unwrap();
+        let noise = Noise::start(&NoiseSpec {
+            cpus: vec![cpu],
+            duty: 1.0,
+        })
+        .unwrap();
+        assert_eq!(noise.threads.len(), 1);
+        drop(noise);
+        assert!(Noise::start(&NoiseSpec {
+            cpus: vec![100_000],
+            duty: 0.5
+        })
+        .is_err());
+    }
+}
