@@ -79,7 +79,7 @@ pub struct BenchCli {
     /// goset-run --steer (needs root).
     #[arg(long)]
     pub steer: bool,
-    /// goset-run --fence (needs --cgroup).
+    /// goset-run --fence (brings --cgroup; needs root).
     #[arg(long)]
     pub fence: bool,
     /// One more argument for goset-run (repeatable), e.g. --goset-arg=--smt=spread.

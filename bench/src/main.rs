@@ -108,8 +108,10 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         }
     };
     let mut goset_args: Vec<OsString> = vec!["-q".into(), "-n".into(), cli.n.to_string().into()];
+    // Fencing books siblings inside the task's cpuset: --fence brings --cgroup (as Go's
+    // `-fence=true` did), where goset-run alone would refuse it.
     for (on, flag) in [
-        (cli.cgroup, "--cgroup"),
+        (cli.cgroup || cli.fence, "--cgroup"),
         (cli.steer, "--steer"),
         (cli.fence, "--fence"),
     ] {

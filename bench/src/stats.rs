@@ -86,7 +86,13 @@ pub enum Verdict {
     Different,
     /// The interval holds 0.
     NoDifference,
+    /// Fewer than [`MIN_RUNS`] runs on a side: a bootstrap of so few says little.
+    TooFewRuns,
 }
+
+/// Fewest runs per mode for a verdict: a percentile bootstrap of 2 or 3 values draws from a
+/// handful of distinct medians, and its interval is far too narrow.
+pub const MIN_RUNS: usize = 5;
 
 impl Verdict {
     /// The words of the table.
@@ -96,6 +102,7 @@ impl Verdict {
             Verdict::Worse => "worse".into(),
             Verdict::Different => "different".into(),
             Verdict::NoDifference => format!("no difference at {:.0}%", confidence * 100.0),
+            Verdict::TooFewRuns => format!("too few runs for a verdict (fewer than {MIN_RUNS})"),
         }
     }
 }
@@ -148,7 +155,9 @@ pub fn compare(
     let tail = (1.0 - confidence) / 2.0;
     let at = |q: f64| diffs[((q * (diffs.len() - 1) as f64).round() as usize).min(diffs.len() - 1)];
     let (low, high) = (at(tail), at(1.0 - tail));
-    let verdict = if low <= 0.0 && high >= 0.0 {
+    let verdict = if judged.len().min(against.len()) < MIN_RUNS {
+        Verdict::TooFewRuns
+    } else if low <= 0.0 && high >= 0.0 {
         Verdict::NoDifference
     } else {
         let lower = high < 0.0;
@@ -200,6 +209,8 @@ mod tests {
         let same = [10.1, 9.9, 10.0, 10.2, 9.8, 10.0, 10.1, 9.9];
         let d = compare(&same, &slow, Better::Lower, 2000, 0.95, &mut rng).unwrap();
         assert_eq!(d.verdict, Verdict::NoDifference, "{d:?}");
+        let d = compare(&fast[..4], &slow, Better::Lower, 2000, 0.95, &mut rng).unwrap();
+        assert_eq!(d.verdict, Verdict::TooFewRuns, "{d:?}");
     }
 
     #[test]
