@@ -22,8 +22,6 @@ pub const MAX_POLL: u64 = 4 << 20;
 pub struct ShimThread {
     /// The CPU it applied last (`None`: a mask of several CPUs, or none).
     pub cpu: Option<usize>,
-    /// Its last record held a slot (a helper on the housekeeper CPU holds none).
-    pub slotted: bool,
     /// An exit record was seen.
     pub exited: bool,
 }
@@ -77,7 +75,6 @@ impl LogTail {
                     exe: &r.exe,
                     exit,
                     cpu: r.cpu,
-                    slotted: r.slot.is_some(),
                 };
                 note(shim, exes, exited, brief);
             }
@@ -115,7 +112,6 @@ struct Brief<'a> {
     exe: &'a str,
     exit: bool,
     cpu: Option<usize>,
-    slotted: bool,
 }
 
 fn note(
@@ -129,7 +125,6 @@ fn note(
     }
     let t = shim.entry(r.tid).or_insert(ShimThread {
         cpu: None,
-        slotted: false,
         exited: false,
     });
     if r.exit {
@@ -137,7 +132,6 @@ fn note(
         exited.push(r.tid);
     } else {
         t.cpu = r.cpu;
-        t.slotted = r.slotted;
     }
 }
 
@@ -164,7 +158,7 @@ fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
         None => plain_string(rest.strip_prefix(b"\"")?)?.1,
     };
     let (cpu, rest) = number_or_null(rest.strip_prefix(b",\"cpu\":")?)?;
-    let (slot, rest) = number_or_null(rest.strip_prefix(b",\"slot\":")?)?;
+    let (_, rest) = number_or_null(rest.strip_prefix(b",\"slot\":")?)?;
     let (_, rest) = plain_string(rest.strip_prefix(b",\"role\":\"")?)?;
     let rest = rest.strip_prefix(b",\"shared\":")?;
     let rest = rest
@@ -182,7 +176,6 @@ fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
             Some(c) => Some(usize::try_from(c).ok()?),
             None => None,
         },
-        slotted: slot.is_some(),
     })
 }
 
@@ -268,7 +261,6 @@ mod tests {
                 exe: &r.exe,
                 exit: r.event == "exit",
                 cpu: r.cpu,
-                slotted: r.slot.is_some(),
             };
             assert_eq!(scanned, parsed, "{line}");
         }
