@@ -28,6 +28,10 @@ pub const MAX_BYTES: u64 = 64 << 20;
 /// CPU it is then allowed, if one, and it holds no slot.
 pub const MOVED: &str = "moved";
 
+/// The event of the housekeeper's record of a busy thread it moved off a crowded slot to a
+/// slot with no busy thread (`reason` says why, `slot` and `cpu` where to).
+pub const MOVE: &str = "move";
+
 /// One decision of the shim (or of the housekeeper).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 pub struct Record {
@@ -66,6 +70,9 @@ pub struct Record {
     /// `shim` or `housekeeper`.
     #[serde(default)]
     pub placed_by: Option<String>,
+    /// Why the housekeeper moved a thread (a [`MOVE`] record), with the figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What the log says about one thread.

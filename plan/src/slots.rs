@@ -165,15 +165,45 @@ impl SlotTable {
         })
     }
 
-    /// Releases a claim: its slot has one live thread fewer and its record is free.
+    /// Releases a claim: its slot has one live thread fewer and its record is free. The slot
+    /// is the one its record holds now ([`SlotTable::move_record`] may have moved it since the
+    /// claim), else the claim's.
     pub fn release(&self, claim: &Claim) {
-        if let Some(index) = claim.record {
-            self.records[index].store(0, Ordering::Release);
-        }
-        if let Some(live) = self.live.get(claim.slot) {
+        let moved_to = claim
+            .record
+            .and_then(|index| decode(self.records[index].swap(0, Ordering::AcqRel)))
+            .map(|(_, slot)| slot);
+        if let Some(live) = self.live.get(moved_to.unwrap_or(claim.slot)) {
             // A slot never goes below zero even if a stale claim is released twice.
             let _ = live.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1));
         }
+    }
+
+    /// The slot record `index` holds now, if it is in use.
+    pub fn record_slot(&self, index: usize) -> Option<usize> {
+        decode(self.records.get(index)?.load(Ordering::Acquire)).map(|(_, slot)| slot)
+    }
+
+    /// Moves one record labelled `label` from slot `from` to slot `to` (the launcher moving a
+    /// busy thread off a crowded slot): the record says `to`, `from` has one live thread fewer
+    /// and `to` one more. Returns the record's index; `None` when no such record exists or
+    /// `to` does not (or its count is unknown).
+    pub fn move_record(&self, label: i32, from: usize, to: usize) -> Option<usize> {
+        let target = self.live.get(to)?;
+        if target.load(Ordering::Acquire) >= MAX_THREADS || from == to {
+            return None;
+        }
+        let old = ((label as u32 as u64) << 32) | (from as u64 + 1);
+        let new = ((label as u32 as u64) << 32) | (to as u64 + 1);
+        let index = self.records_in_use().iter().position(|r| {
+            r.compare_exchange(old, new, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })?;
+        target.fetch_add(1, Ordering::AcqRel);
+        if let Some(live) = self.live.get(from) {
+            let _ = live.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1));
+        }
+        Some(index)
     }
 
     /// Releases every record labelled `tid`, each only if it still holds what this call read,
@@ -346,6 +376,24 @@ mod tests {
             t.claim_at(24, 0).is_none(),
             "a count no claims made is left alone"
         );
+    }
+
+    #[test]
+    fn a_moved_record_counts_at_its_new_slot_until_released() {
+        let t = table(2);
+        let a = t.claim_at(-5, 0).unwrap();
+        let b = t.claim_at(-5, 0).unwrap();
+        assert_eq!((t.live(0), t.live(1)), (2, 0));
+        let moved = t.move_record(-5, 0, 1).unwrap();
+        assert_eq!((t.live(0), t.live(1)), (1, 1));
+        assert_eq!(t.record_slot(moved), Some(1));
+        assert!(t.move_record(-6, 0, 1).is_none(), "no record of that label");
+        assert!(t.move_record(-5, 0, MAX_SLOTS).is_none());
+        // Whichever thread's record moved, releasing both claims empties both slots.
+        t.release(&a);
+        t.release(&b);
+        assert_eq!((t.live(0), t.live(1)), (0, 0));
+        assert_eq!(t.records().count(), 0);
     }
 
     #[test]

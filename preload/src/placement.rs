@@ -96,9 +96,14 @@ impl Placement {
     }
 
     /// The mask applied when this thread asks for `requested`: its own CPU, or for helpers and
-    /// launcher threads the request clamped to the reservation.
+    /// launcher threads the request clamped to the reservation. Its own CPU is its record's
+    /// slot's as the table says now: the housekeeper may have moved it off a crowded slot, and
+    /// the answer must not put it back.
     pub fn answer(&self, cfg: &Config, requested: &CpuSet) -> CpuSet {
-        match self.cpu {
+        let now = (self.slot.and(self.record))
+            .and_then(|r| cfg.table.record_slot(r))
+            .and_then(|slot| cfg.plan.cpu_of_slot(slot));
+        match now.or(self.cpu) {
             Some(cpu) if !self.role.is_clamped() => CpuSet::single(cpu),
             _ => cfg.clamp(requested),
         }

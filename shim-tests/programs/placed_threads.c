@@ -16,7 +16,10 @@
  * - "parent": every thread of the parent process (e.g. goset-run's housekeeper), as
  *   role=parent id=<i> cpu=-1;
  * - "warm": the main thread first burns half a second of CPU, as a runtime's main thread does
- *   while it starts, before it creates the busy threads and waits for them. */
+ *   while it starts, before it creates the busy threads and waits for them;
+ * - "sleeper": after the first busy thread, the main thread creates a thread that sleeps until
+ *   the end (a logger), then the other busy threads: placed by count alone, the second busy
+ *   thread joins the first on one CPU while the sleepers have the other. */
 #include "report.h"
 #include <dirent.h>
 #include <pthread.h>
@@ -97,6 +100,14 @@ static void *busy(void *arg) {
     return NULL;
 }
 
+/* Sleeps until the main thread closes the pipe's other end. */
+static void *sleeper(void *arg) {
+    char c;
+    while (read(*(int *)arg, &c, 1) > 0)
+        ;
+    return NULL;
+}
+
 /* One role=parent report per thread of the parent process, read from its /proc files. */
 static void report_parent(void) {
     char dir[64];
@@ -136,11 +147,15 @@ int main(int argc, char **argv) {
             for (int k = 0; k < 100000; k++)
                 x += k;
     }
-    pthread_t t[MAX_THREADS];
+    pthread_t t[MAX_THREADS], logger;
+    int wake[2] = {-1, -1};
     for (int i = 0; i < watched; i++)
         atomic_store(&single_cpu[i], -1);
     for (long i = 0; i < n; i++) {
         int rc = pthread_create(&t[i], NULL, busy, (void *)i);
+        if (rc == 0 && i == 0 && strstr(also, "sleeper")) {
+            rc = pipe(wake) == 0 ? pthread_create(&logger, NULL, sleeper, &wake[0]) : errno;
+        }
         if (rc != 0) {
             fprintf(stderr, "placed_threads: pthread_create: %s\n", strerror(rc));
             return 101;
@@ -148,6 +163,10 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < n; i++)
         pthread_join(t[i], NULL);
+    if (wake[1] >= 0) {
+        close(wake[1]);
+        pthread_join(logger, NULL);
+    }
     if (watched > n) {
         char held[32];
         snprintf(held, sizeof held, "held=%d", atomic_load(&single_cpu[n]));

@@ -49,6 +49,8 @@ pub struct HousekeeperCost {
     pub cpu_pct: f64,
     /// Threads it placed itself.
     pub placed: usize,
+    /// Busy threads it moved off a crowded slot (`move` records).
+    pub moved: usize,
 }
 
 /// The JSON `telemetry` object.
@@ -222,6 +224,9 @@ impl Outcome {
                     0.0
                 },
                 placed: self.owned.len(),
+                moved: (self.records.iter())
+                    .filter(|r| r.event == crate::placement::MOVE)
+                    .count(),
             },
             totals: Totals {
                 threads: seen.len(),

@@ -7,15 +7,20 @@
 //! not: read `/proc`, or decide anything itself: the decisions are the pure functions
 //! [`decide`] and [`leave_alone`].
 
-use crate::placement::{Record, MOVED};
+use crate::placement::{Record, MOVE, MOVED};
 use goset_plan::slots::Claim;
 use goset_plan::{CpuSet, SlotTable};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
 pub use super::policy::{
-    decide, leave_alone, pending_claims, Action, Kin, Mask, Policy, Spot, Unclaimed, View,
+    decide, leave_alone, pending_claims, rebalance, Action, Busy, Kin, Mask, Policy, Spot,
+    Unclaimed, View,
 };
+
+/// Polls after a move during which the thread is not moved again: a thread follows a change of
+/// demand, never the noise of one reading (1 s at the default 100 ms interval).
+pub const DWELL_POLLS: u64 = 10;
 
 /// A thread the housekeeper placed.
 #[derive(Debug, Clone)]
@@ -52,6 +57,12 @@ pub struct Placer {
     pending: BTreeSet<i32>,
     /// `sched_setaffinity` failures (the reason, once each).
     pub failures: Vec<String>,
+    /// Polls so far.
+    polls: u64,
+    /// The poll of each thread's last move off a crowded slot.
+    moved_at: BTreeMap<i32, u64>,
+    /// Moves of busy threads off crowded slots.
+    pub moves: usize,
 }
 
 /// A live thread as the placer needs it.
@@ -110,6 +121,9 @@ impl Placer {
             owned: BTreeMap::new(),
             pending: BTreeSet::new(),
             failures: Vec::new(),
+            polls: 0,
+            moved_at: BTreeMap::new(),
+            moves: 0,
         }
     }
 
@@ -128,7 +142,7 @@ impl Placer {
                     self.table.release(&c);
                 }
                 let o = o.clone();
-                self.write(tid, &o, "exit", None);
+                self.write(tid, &o, "exit", None, None);
             }
         }
         let mut views = Vec::new();
@@ -212,13 +226,7 @@ impl Placer {
             }
         }
         self.pending = pending;
-        // The plan's slots, not the table's count: the task can write anything into the table.
-        // A count no claims could have made looks full, so that slot is not chosen.
-        let live_counts: Vec<u32> = self
-            .table
-            .live_counts(self.task_cpus.len())
-            .map(|n| n.unwrap_or(goset_plan::slots::MAX_THREADS))
-            .collect();
+        let live_counts = self.live_counts();
         let by_tid: BTreeMap<i32, &Live> = live.iter().map(|t| (t.tid, t)).collect();
         for action in decide(&views, &live_counts, self.parked_slot, policy) {
             match action {
@@ -236,6 +244,116 @@ impl Placer {
                 }
             }
         }
+        self.polls += 1;
+        self.spread_busy_threads(live, policy, comm_of);
+    }
+
+    /// The live count of each planned slot. The plan's slots, not the table's count: the task
+    /// can write anything into the table; a count no claims could have made looks full.
+    fn live_counts(&self) -> Vec<u32> {
+        self.table
+            .live_counts(self.task_cpus.len())
+            .map(|n| n.unwrap_or(goset_plan::slots::MAX_THREADS))
+            .collect()
+    }
+
+    /// Moves busy threads the shim placed off a slot that holds two or more busy threads to a
+    /// slot that holds none ([`rebalance`]): the thread's record moves in the table (the shim
+    /// answers its later affinity calls from there, and releases it there), then the thread
+    /// itself. The housekeeper's own threads are spread by [`decide`].
+    fn spread_busy_threads(
+        &mut self,
+        live: &[Live],
+        policy: &Policy,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
+        let mut busy = Vec::new();
+        for t in live.iter().filter(|t| wanted(t, policy) >= policy.burn) {
+            let slot = if t.shim_placed {
+                let Mask::Cpus(cpus) = mask_of(t.tid) else {
+                    continue;
+                };
+                let [cpu] = cpus[..] else {
+                    continue;
+                };
+                self.task_cpus.iter().position(|&c| c == cpu)
+            } else {
+                match self.owned.get(&t.tid).map(|o| o.spot) {
+                    Some(Spot::Slot(s)) => Some(s),
+                    _ => None,
+                }
+            };
+            let Some(slot) = slot else {
+                continue;
+            };
+            let rested = !matches!(self.moved_at.get(&t.tid), Some(&at) if self.polls.saturating_sub(at) < DWELL_POLLS);
+            busy.push(Busy {
+                tid: t.tid,
+                slot,
+                movable: t.shim_placed && rested,
+            });
+        }
+        if busy.len() < 2 {
+            return;
+        }
+        let crowd = |slot: usize| busy.iter().filter(|b| b.slot == slot).count();
+        for m in rebalance(&busy, &self.live_counts()) {
+            let Some(t) = live.iter().find(|t| t.tid == m.tid) else {
+                continue;
+            };
+            let (Some(&from_cpu), Some(&cpu)) =
+                (self.task_cpus.get(m.from), self.task_cpus.get(m.to))
+            else {
+                continue;
+            };
+            // Records are labelled by the main thread's tid, or -pid for any other thread.
+            let label = if t.tid == t.pid { t.pid } else { -t.pid };
+            if self.table.move_record(label, m.from, m.to).is_none() {
+                continue;
+            }
+            if let Err(why) = self.pin(t.tid, cpu) {
+                self.table.move_record(label, m.to, m.from);
+                if let Some(why) = why {
+                    self.failures.push(why);
+                }
+                continue;
+            }
+            self.moved_at.insert(t.tid, self.polls);
+            self.moves += 1;
+            let moved = Owned {
+                pid: t.pid,
+                comm: comm_of(t.tid),
+                spot: Spot::Slot(m.to),
+                cpu,
+                claim: None,
+                idle_polls: 0,
+                shared: false,
+            };
+            let reason = format!(
+                "demand: {} busy threads on slot {} (cpu {from_cpu}), none on slot {} (cpu {cpu})",
+                crowd(m.from),
+                m.from,
+                m.to
+            );
+            self.write(t.tid, &moved, MOVE, Some(cpu), Some(reason));
+        }
+    }
+
+    /// Pins `tid` to `cpu`. `Err(None)`: the thread is gone; `Err(Some(why))`: a failure to
+    /// report (once).
+    fn pin(&self, tid: i32, cpu: usize) -> Result<(), Option<String>> {
+        // Bound to a name: a temporary would be dropped at the end of the `let`, leaving `mask`
+        // dangling (an optimised build then hands the kernel whatever reused that stack).
+        let set = CpuSet::single(cpu);
+        let (mask, len) = set.as_raw();
+        // SAFETY: mask points into `set`, alive until the call returns, `len` bytes long.
+        let rc = unsafe { libc::sched_setaffinity(tid, len, mask as *const libc::cpu_set_t) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        let why = format!("cpu {cpu}: {e}");
+        Err((e.raw_os_error() != Some(libc::ESRCH) && !self.failures.contains(&why)).then_some(why))
     }
 
     /// Whether a live thread the housekeeper placed is no longer allowed just the CPU it was
@@ -263,7 +381,7 @@ impl Placer {
             [cpu] => Some(cpu),
             _ => None,
         };
-        self.write(tid, &o, MOVED, single);
+        self.write(tid, &o, MOVED, single, None);
         true
     }
 
@@ -302,23 +420,11 @@ impl Placer {
             Spot::Slot(s) => self.task_cpus.get(s).copied().unwrap_or(self.housekeeper),
             Spot::Housekeeper => self.housekeeper,
         };
-        // Bound to a name: a temporary would be dropped at the end of the `let`, leaving `mask`
-        // dangling (an optimised build then hands the kernel whatever reused that stack).
-        let set = CpuSet::single(cpu);
-        let (mask, len) = set.as_raw();
-        // SAFETY: mask points into `set`, alive until the call returns, `len` bytes long.
-        let rc = unsafe { libc::sched_setaffinity(tid, len, mask as *const libc::cpu_set_t) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(why) = self.pin(tid, cpu) {
             if let Some(c) = claim {
                 self.table.release(&c);
             }
-            if e.raw_os_error() != Some(libc::ESRCH) {
-                let why = format!("cpu {cpu}: {e}");
-                if !self.failures.contains(&why) {
-                    self.failures.push(why);
-                }
-            }
+            self.failures.extend(why);
             return;
         }
         let owned = Owned {
@@ -330,13 +436,20 @@ impl Placer {
             claim,
             idle_polls: 0,
         };
-        self.write(tid, &owned, "place", Some(cpu));
+        self.write(tid, &owned, "place", Some(cpu), None);
         self.owned.insert(tid, owned);
     }
 
     /// Appends one record; one `write` on an `O_APPEND` file, so lines of the shim's processes
     /// and the housekeeper's never interleave.
-    fn write(&mut self, tid: i32, o: &Owned, event: &str, cpu: Option<usize>) {
+    fn write(
+        &mut self,
+        tid: i32,
+        o: &Owned,
+        event: &str,
+        cpu: Option<usize>,
+        reason: Option<String>,
+    ) {
         let record = Record {
             time: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -362,6 +475,7 @@ impl Placer {
             .to_string(),
             shared: o.shared,
             placed_by: Some("housekeeper".to_string()),
+            reason,
         };
         if let Some(f) = &mut self.log {
             let line = serde_json::to_string(&record).expect("record serialises") + "\n";

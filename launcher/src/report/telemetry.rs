@@ -169,7 +169,7 @@ pub fn render_run(run: &RunSummary, tele: &TelemetryReport, irq_drift: Option<us
         None => run.exit.to_string(),
     };
     let hk = &tele.housekeeper;
-    let rows: [[String; 6]; 5] = [
+    let rows: [[String; 6]; 6] = [
         [
             "wall".into(),
             format!("{:.3}s", run.wall_s),
@@ -209,6 +209,14 @@ pub fn render_run(run: &RunSummary, tele: &TelemetryReport, irq_drift: Option<us
             format!("{}KiB", run.rusage.max_rss_kib),
             "drift".into(),
             irq_drift.map_or_else(|| "-".into(), |d| d.to_string()),
+        ],
+        [
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            "moved".into(),
+            hk.moved.to_string(),
         ],
     ];
     for r in rows {
