@@ -34,6 +34,7 @@ const BOOLEAN: &[&str] = &[
     "fence",
     "keep-root",
     "share",
+    "no-adapt",
 ];
 
 /// Flags of a pinned run, shared by `goset-run` and `goset ... -- CMD`.
@@ -75,6 +76,10 @@ pub struct RunArgs {
     /// programs whose main thread only coordinates).
     #[arg(long)]
     pub main_on_housekeeper: bool,
+    /// Never move a thread the shim placed after its birth (busy threads doubled up on one CPU
+    /// stay there).
+    #[arg(long)]
+    pub no_adapt: bool,
     /// End the task (SIGKILL) when goset-run dies first: killed with SIGKILL or crashed
     /// (otherwise the task goes on alone).
     #[arg(long)]
@@ -287,6 +292,8 @@ pub struct RunOptions {
     pub skip: u64,
     /// See [`RunArgs::main_on_housekeeper`].
     pub main_on_housekeeper: bool,
+    /// Busy threads the shim placed are spread by demand (not `--no-adapt`).
+    pub adapt: bool,
     /// See [`RunArgs::die_with_launcher`].
     pub die_with_launcher: bool,
     /// Selection only.
@@ -401,6 +408,7 @@ impl RunArgs {
             interval: Duration::from_millis(self.interval),
             skip: skip_arg(&self.skip)?,
             main_on_housekeeper: self.main_on_housekeeper,
+            adapt: !self.no_adapt,
             die_with_launcher: self.die_with_launcher,
             dry_run: self.dry_run,
             json: self.json.clone(),

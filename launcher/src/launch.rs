@@ -8,7 +8,7 @@ use crate::cli::RunOptions;
 use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
 use crate::housekeeper::outcome::TelemetryReport;
-use crate::housekeeper::{Housekeeper, Settings, ThreadReport};
+use crate::housekeeper::{policy::Policy, Housekeeper, Settings, ThreadReport};
 use crate::isolate::privilege::User;
 use crate::isolate::{self, Isolation, IsolationReport};
 use crate::noise::{self, Noise};
@@ -347,7 +347,10 @@ fn execute(
         task_cpus: selection.task_cpus.clone(),
         housekeeper: parked_cpu(opts, selection),
         interval: opts.interval,
-        policy: Default::default(),
+        policy: Policy {
+            spread_busy: opts.adapt,
+            ..Default::default()
+        },
     };
     let run_dir = prepared.run_dir.as_ref();
     let table = slot_table(run_dir, selection.task_cpus.len())?;

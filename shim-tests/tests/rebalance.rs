@@ -1,36 +1,50 @@
 //! Placement that follows demand (issue 13): busy threads the shim placed by count alone and
 //! that doubled up on one CPU while a planned CPU had no busy thread are spread by the
-//! housekeeper, once, and stay.
+//! housekeeper, once, and stay; `--no-adapt` leaves them.
 
 mod common;
 use common::*;
 
-#[test]
-fn busy_threads_doubled_up_by_count_are_spread_once() {
-    let Some(program) = Program::c("placed_threads.c") else {
-        return;
-    };
+/// `placed_threads 2 DEADLINE 2 sleeper` under `goset-run -n 2 --log ... EXTRA`: main (waits),
+/// busy 0, a sleeper, busy 1, so that by count busy 1 lands beside busy 0; the program waits
+/// until each busy thread is alone on its CPU for 2 s (RC 3 at the deadline). The outcome, the
+/// selection and the placement log's records; `None` (skipped) without gcc.
+fn sleeper_between_workers(
+    extra: &[&str],
+    deadline_s: &str,
+) -> Option<(Outcome, Selection, Vec<serde_json::Value>)> {
+    let program = Program::c("placed_threads.c")?;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("place.log");
-    // main (waits), busy 0, a sleeper, busy 1: by count, busy 1 lands beside busy 0. The
-    // program waits until each busy thread is alone on its CPU for 2 s (RC 3 at 20 s).
+    let mut args = vec!["--log", log.to_str().unwrap()];
+    args.extend_from_slice(extra);
     let (out, selection) = run_under_goset(
         2,
-        &["--log", log.to_str().unwrap()],
+        &args,
         program.path(),
-        &["2", "20", "2", "sleeper"],
+        &["2", deadline_s, "2", "sleeper"],
         &[],
     );
+    let records = (std::fs::read_to_string(&log).unwrap().lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    Some((out, selection, records))
+}
+
+fn moves(records: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    records.iter().filter(|r| r["event"] == "move").collect()
+}
+
+#[test]
+fn busy_threads_doubled_up_by_count_are_spread_once() {
+    let Some((out, selection, records)) = sleeper_between_workers(&[], "20") else {
+        return;
+    };
     out.expect_code(0);
     let reports = reports(&out);
     let busy = with_role(&reports, "busy");
     assert_distinct(busy.iter().copied(), &selection.task_cpus);
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let moves: Vec<&serde_json::Value> = records.iter().filter(|r| r["event"] == "move").collect();
+    let moves = moves(&records);
     assert_eq!(moves.len(), 1, "one move, then steady: {records:#?}");
     let moved = moves[0];
     assert_eq!(moved["placed_by"], "housekeeper");
@@ -51,4 +65,14 @@ fn busy_threads_doubled_up_by_count_are_spread_once() {
         "the Run table counts it\n{}",
         out.dump()
     );
+}
+
+#[test]
+fn no_adapt_leaves_them_doubled_up() {
+    // A 3 s deadline: without moves the workers never each get a CPU.
+    let Some((out, _, records)) = sleeper_between_workers(&["--no-adapt"], "3") else {
+        return;
+    };
+    out.expect_code(3);
+    assert!(moves(&records).is_empty(), "{records:#?}");
 }

@@ -22,6 +22,8 @@ pub const MAX_POLL: u64 = 4 << 20;
 pub struct ShimThread {
     /// The CPU it applied last (`None`: a mask of several CPUs, or none).
     pub cpu: Option<usize>,
+    /// Its last record held a slot (a helper on the housekeeper CPU holds none).
+    pub slotted: bool,
     /// An exit record was seen.
     pub exited: bool,
 }
@@ -75,6 +77,7 @@ impl LogTail {
                     exe: &r.exe,
                     exit,
                     cpu: r.cpu,
+                    slotted: r.slot.is_some(),
                 };
                 note(shim, exes, exited, brief);
             }
@@ -112,6 +115,7 @@ struct Brief<'a> {
     exe: &'a str,
     exit: bool,
     cpu: Option<usize>,
+    slotted: bool,
 }
 
 fn note(
@@ -125,6 +129,7 @@ fn note(
     }
     let t = shim.entry(r.tid).or_insert(ShimThread {
         cpu: None,
+        slotted: false,
         exited: false,
     });
     if r.exit {
@@ -132,6 +137,7 @@ fn note(
         exited.push(r.tid);
     } else {
         t.cpu = r.cpu;
+        t.slotted = r.slotted;
     }
 }
 
@@ -158,7 +164,7 @@ fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
         None => plain_string(rest.strip_prefix(b"\"")?)?.1,
     };
     let (cpu, rest) = number_or_null(rest.strip_prefix(b",\"cpu\":")?)?;
-    let (_, rest) = number_or_null(rest.strip_prefix(b",\"slot\":")?)?;
+    let (slot, rest) = number_or_null(rest.strip_prefix(b",\"slot\":")?)?;
     let (_, rest) = plain_string(rest.strip_prefix(b",\"role\":\"")?)?;
     let rest = rest.strip_prefix(b",\"shared\":")?;
     let rest = rest
@@ -176,6 +182,7 @@ fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
             Some(c) => Some(usize::try_from(c).ok()?),
             None => None,
         },
+        slotted: slot.is_some(),
     })
 }
 
@@ -261,6 +268,7 @@ mod tests {
                 exe: &r.exe,
                 exit: r.event == "exit",
                 cpu: r.cpu,
+                slotted: r.slot.is_some(),
             };
             assert_eq!(scanned, parsed, "{line}");
         }

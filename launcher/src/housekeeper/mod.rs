@@ -226,6 +226,7 @@ fn live_view(pid: i32, tid: i32, polled: (f64, f64, bool), shim: Option<ShimThre
         runnable,
         shim_placed: shim.is_some(),
         shim_cpu: shim.and_then(|s| s.cpu),
+        shim_slotted: shim.is_some_and(|s| s.slotted),
         kin: Kin::Other,
         read: true,
     }

@@ -82,6 +82,8 @@ pub struct Live {
     pub shim_placed: bool,
     /// The single CPU the shim last gave it, if any.
     pub shim_cpu: Option<usize>,
+    /// The shim gave it a slot (not a helper's place on the housekeeper CPU).
+    pub shim_slotted: bool,
     /// Its process's standing with the shim (only asked of threads the shim did not log).
     pub kin: Kin,
     /// Read this poll; `false`: left unread while it sleeps, as its last read found it.
@@ -245,7 +247,9 @@ impl Placer {
             }
         }
         self.polls += 1;
-        self.spread_busy_threads(live, policy, comm_of);
+        if policy.spread_busy {
+            self.spread_busy_threads(live, policy, comm_of);
+        }
     }
 
     /// The live count of each planned slot. The plan's slots, not the table's count: the task
@@ -268,7 +272,12 @@ impl Placer {
         comm_of: &dyn Fn(i32) -> String,
     ) {
         let mut busy = Vec::new();
-        for t in live.iter().filter(|t| wanted(t, policy) >= policy.burn) {
+        // Slotless threads (helpers, `--skip`ped ones) are where the plan wants them: they
+        // neither count nor move.
+        let busy_threads = (live.iter())
+            .filter(|t| wanted(t, policy) >= policy.burn)
+            .filter(|t| !t.shim_placed || t.shim_slotted);
+        for t in busy_threads {
             let slot = if t.shim_placed {
                 let Mask::Cpus(cpus) = mask_of(t.tid) else {
                     continue;
@@ -561,6 +570,7 @@ mod tests {
             runnable: false,
             shim_placed: false,
             shim_cpu: None,
+            shim_slotted: false,
             kin: Kin::Other,
             read: true,
         }
@@ -810,6 +820,7 @@ mod tests {
                 runnable: false,
                 shim_placed: false,
                 shim_cpu: None,
+                shim_slotted: false,
                 kin: Kin::Other,
                 read: true,
             })

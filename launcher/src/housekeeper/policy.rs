@@ -47,6 +47,8 @@ pub struct Policy {
     pub idle: f64,
     /// Idle polls after which a slotted thread gives its slot back.
     pub demote_after: u32,
+    /// Busy threads the shim placed are moved off a crowded slot ([`rebalance`]).
+    pub spread_busy: bool,
 }
 
 impl Default for Policy {
@@ -55,6 +57,7 @@ impl Default for Policy {
             burn: 0.25,
             idle: 0.05,
             demote_after: 3,
+            spread_busy: true,
         }
     }
 }
