@@ -63,6 +63,8 @@ pub struct Placer {
     moved_at: BTreeMap<i32, u64>,
     /// Moves of busy threads off crowded slots.
     pub moves: usize,
+    /// The slot of each thread found busy at the previous poll.
+    busy_before: BTreeMap<i32, usize>,
 }
 
 /// A live thread as the placer needs it.
@@ -126,6 +128,7 @@ impl Placer {
             polls: 0,
             moved_at: BTreeMap::new(),
             moves: 0,
+            busy_before: BTreeMap::new(),
         }
     }
 
@@ -272,6 +275,7 @@ impl Placer {
         comm_of: &dyn Fn(i32) -> String,
     ) {
         let mut busy = Vec::new();
+        let mut now_busy = BTreeMap::new();
         // Slotless threads (helpers, `--skip`ped ones) are where the plan wants them: they
         // neither count nor move.
         let busy_threads = (live.iter())
@@ -295,6 +299,12 @@ impl Placer {
             let Some(slot) = slot else {
                 continue;
             };
+            // Only a thread busy on the same slot at the poll before counts: a pool's
+            // short-lived threads, gone before a move lands, must not be chased.
+            now_busy.insert(t.tid, slot);
+            if self.busy_before.get(&t.tid) != Some(&slot) {
+                continue;
+            }
             let rested = !matches!(self.moved_at.get(&t.tid), Some(&at) if self.polls.saturating_sub(at) < DWELL_POLLS);
             busy.push(Busy {
                 tid: t.tid,
@@ -302,6 +312,7 @@ impl Placer {
                 movable: t.shim_placed && rested,
             });
         }
+        self.busy_before = now_busy;
         if busy.len() < 2 {
             return;
         }
