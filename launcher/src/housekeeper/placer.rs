@@ -10,7 +10,7 @@
 use crate::placement::{Record, MOVE, MOVED};
 use goset_plan::slots::Claim;
 use goset_plan::{CpuSet, SlotTable};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 
 pub use super::policy::{
@@ -53,8 +53,8 @@ pub struct Placer {
     pub records: Vec<Record>,
     /// Threads the housekeeper placed, live or ended, by tid.
     pub owned: BTreeMap<i32, Owned>,
-    /// Threads seen unplaced at the previous poll.
-    pending: BTreeSet<i32>,
+    /// Threads seen unplaced at the previous poll, with the mask they had.
+    pending: BTreeMap<i32, Mask>,
     /// `sched_setaffinity` failures (the reason, once each).
     pub failures: Vec<String>,
     /// Polls so far.
@@ -123,7 +123,7 @@ impl Placer {
             log,
             records: Vec::new(),
             owned: BTreeMap::new(),
-            pending: BTreeSet::new(),
+            pending: BTreeMap::new(),
             failures: Vec::new(),
             polls: 0,
             moved_at: BTreeMap::new(),
@@ -214,12 +214,19 @@ impl Placer {
             &self.task_cpus,
             self.housekeeper,
         );
-        let mut pending = BTreeSet::new();
-        for (t, left) in unclaimed.into_iter().zip(left) {
+        let mut pending = BTreeMap::new();
+        for ((t, left), seen) in unclaimed.into_iter().zip(left).zip(masks) {
             if left {
                 continue;
             }
-            if self.pending.contains(&t.tid) || t.age_s >= GRACE_S {
+            // A mask that changed since the last poll is being set now: by the shim, whose
+            // record may lag a poll (a thread it sends to the housekeeper CPU waits there
+            // until the housekeeper sleeps), or by the program. Placed once it holds still.
+            let settled = match self.pending.get(&t.tid) {
+                Some(before) => *before == seen.mask,
+                None => t.age_s >= GRACE_S,
+            };
+            if settled {
                 views.push(View {
                     tid: t.tid,
                     demand: wanted(t, policy),
@@ -227,7 +234,7 @@ impl Placer {
                     idle_polls: 0,
                 });
             } else {
-                pending.insert(t.tid);
+                pending.insert(t.tid, seen.mask);
             }
         }
         self.pending = pending;
@@ -671,6 +678,38 @@ mod tests {
         let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
         assert!(mask.is_set(cpu).unwrap() && !mask.is_set(elsewhere).unwrap());
         assert_eq!(t.live(0), 1, "the old claim released, one claim again");
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
+        p.release_all();
+    }
+
+    #[test]
+    fn a_thread_whose_mask_is_changing_is_placed_once_it_holds_still() {
+        let Some((_, mut p, cpu, (tid, done_tx, h))) = one_thread_placer(1) else {
+            return;
+        };
+        let policy = Policy::default();
+        let step = |p: &mut Placer, age_s: f64| {
+            let live = Live {
+                age_s,
+                ..unplaced(tid, 1.0)
+            };
+            p.step(&[live], &[], &policy, &|_| "w".into())
+        };
+        // Newborn: given a poll.
+        step(&mut p, 0.0);
+        assert!(p.records.is_empty());
+        // Then sent to the housekeeper CPU, its record not yet written (as the shim does with
+        // --main-on-housekeeper while the housekeeper holds that CPU).
+        let mut one = nix::sched::CpuSet::new();
+        one.set(cpu).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &one).unwrap();
+        step(&mut p, 1.0);
+        assert!(p.records.is_empty(), "placed while its mask changed");
+        // Still unlogged a poll later, with the same mask: nobody's placement, placed.
+        step(&mut p, 1.1);
+        let events: Vec<&str> = p.records.iter().map(|r| r.event.as_str()).collect();
+        assert_eq!(events, ["place"], "{:?}", p.failures);
         done_tx.send(()).unwrap();
         h.join().unwrap();
         p.release_all();
