@@ -6,7 +6,7 @@
 //! with a raw system call no preload sees).
 
 mod common;
-use common::runtimes::{go_cgo, workspace_bin};
+use common::runtimes::{go, workspace_bin};
 use common::*;
 use std::path::Path;
 
@@ -110,7 +110,7 @@ fn rayon_uses_every_task_cpu_under_goset_run() {
 
 #[test]
 fn go_with_cgo_gets_gomaxprocs_under_goset_run() {
-    let Some(prog) = go_cgo("gomaxprocs_cgo.go") else {
+    let Some(prog) = go("gomaxprocs_cgo.go", true) else {
         return;
     };
     let (outcome, plan) = run_mode(Mode::goset_run(2), &prog.path, &[]);

@@ -37,6 +37,8 @@ pub struct Owned {
     pub claim: Option<Claim>,
     /// Consecutive reads that found it idle (a poll that leaves it unread counts none).
     pub idle_polls: u32,
+    /// Reads in a row that found it busy (see [`View::busy_polls`]).
+    pub busy_polls: u32,
     /// Its claim shared a slot with another live thread.
     pub shared: bool,
 }
@@ -174,12 +176,18 @@ impl Placer {
                     } else {
                         0
                     };
+                    o.busy_polls = if wanted(t, policy) >= policy.burn {
+                        o.busy_polls + 1
+                    } else {
+                        0
+                    };
                 }
                 views.push(View {
                     tid: t.tid,
                     demand: wanted(t, policy),
                     spot: Some(o.spot),
                     idle_polls: o.idle_polls,
+                    busy_polls: o.busy_polls,
                 });
                 assigned.push(o.cpu);
                 continue;
@@ -232,6 +240,7 @@ impl Placer {
                     demand: wanted(t, policy),
                     spot: None,
                     idle_polls: 0,
+                    busy_polls: 0,
                 });
             } else {
                 pending.insert(t.tid, seen.mask);
@@ -354,6 +363,7 @@ impl Placer {
                 cpu,
                 claim: None,
                 idle_polls: 0,
+                busy_polls: 0,
                 shared: false,
             };
             let reason = format!(
@@ -462,6 +472,7 @@ impl Placer {
             shared: claim.is_some_and(|c| c.shared),
             claim,
             idle_polls: 0,
+            busy_polls: 0,
         };
         self.write(tid, &owned, "place", Some(cpu), None);
         self.owned.insert(tid, owned);
@@ -740,7 +751,11 @@ mod tests {
         }
         step(&mut p, 0.0, false);
         assert_eq!(p.owned[&tid].spot, Spot::Housekeeper);
-        // Parked beside others it gets a small share, but it is runnable: a slot again.
+        // Parked beside others it gets a small share, but it is runnable: a slot again, once
+        // that held for promote_after polls.
+        for _ in 1..policy.promote_after {
+            assert_eq!(step(&mut p, 0.1, true), Spot::Housekeeper);
+        }
         assert!(matches!(step(&mut p, 0.1, true), Spot::Slot(_)));
         done_tx.send(()).unwrap();
         h.join().unwrap();

@@ -36,6 +36,8 @@ pub struct View {
     pub spot: Option<Spot>,
     /// Consecutive reads with demand below [`Policy::idle`].
     pub idle_polls: u32,
+    /// Consecutive reads with demand at or above [`Policy::burn`].
+    pub busy_polls: u32,
 }
 
 /// Thresholds of the policy.
@@ -47,6 +49,10 @@ pub struct Policy {
     pub idle: f64,
     /// Idle polls after which a slotted thread gives its slot back.
     pub demote_after: u32,
+    /// Busy polls in a row after which a thread on the housekeeper CPU gets a slot again: a
+    /// thread that wakes for one busy poll now and then stays put rather than going back and
+    /// forth.
+    pub promote_after: u32,
     /// Busy threads the shim placed are moved off a crowded slot ([`rebalance`]).
     pub spread_busy: bool,
 }
@@ -57,6 +63,7 @@ impl Default for Policy {
             burn: 0.25,
             idle: 0.05,
             demote_after: 3,
+            promote_after: 2,
             spread_busy: true,
         }
     }
@@ -117,7 +124,10 @@ pub fn decide(
             parked += 1;
         }
     }
-    let mut burners: Vec<&View> = threads.iter().filter(|t| t.demand >= policy.burn).collect();
+    let mut burners: Vec<&View> = (threads.iter())
+        .filter(|t| t.demand >= policy.burn)
+        .filter(|t| t.spot != Some(Spot::Housekeeper) || t.busy_polls >= policy.promote_after)
+        .collect();
     burners.sort_by(|a, b| b.demand.total_cmp(&a.demand).then(a.tid.cmp(&b.tid)));
     for t in burners {
         if t.spot == Some(Spot::Housekeeper) {
@@ -461,13 +471,35 @@ mod kin_tests {
 mod tests {
     use super::*;
 
+    /// A thread whose demand held for the polls the policy waits for.
     fn v(tid: i32, demand: f64, spot: Option<Spot>, idle_polls: u32) -> View {
+        let held = Policy::default().promote_after;
         View {
             tid,
             demand,
             spot,
             idle_polls,
+            busy_polls: if demand >= Policy::default().burn {
+                held
+            } else {
+                0
+            },
         }
+    }
+
+    #[test]
+    fn a_parked_thread_busy_for_one_poll_stays_parked() {
+        let p = Policy::default();
+        let once = View {
+            busy_polls: 1,
+            ..v(10, 0.9, Some(Spot::Housekeeper), 0)
+        };
+        assert!(decide(&[once], &[0, 0], None, &p).is_empty());
+        let held = v(10, 0.9, Some(Spot::Housekeeper), 0);
+        assert_eq!(
+            decide(&[held], &[0, 0], None, &p),
+            [Action::Claim { tid: 10, slot: 0 }]
+        );
     }
 
     #[test]

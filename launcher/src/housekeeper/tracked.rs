@@ -69,9 +69,11 @@ pub struct Polled {
     pub age_s: f64,
     /// CPU wanted over the last interval (see [`super::placer::View::demand`]).
     pub demand: f64,
-    /// Runnable (`R` in `stat`) at this read: it wants a CPU, however little it got. On an
-    /// overcommitted host (a VM's vCPUs starved) a busy thread can go reads without run time,
-    /// and its state is what tells it from a sleeper.
+    /// Runnable (`R` in `stat`) at this read and the one before: it wants a CPU, however
+    /// little it got. On an overcommitted host (a VM's vCPUs starved) a busy thread can go
+    /// reads without run time, and its state is what tells it from a sleeper. One read is not
+    /// enough: a thread that wakes often for an instant (Go's sysmon behind a busy thread) is
+    /// caught runnable now and then, and would be given a slot and taken off it by turns.
     pub runnable: bool,
     /// Files that do not exist (a kernel option is off).
     pub missing: Vec<&'static str>,
@@ -169,6 +171,7 @@ impl Tracked {
         };
 
         let prev_ticks = self.stat.as_ref().map(|s| s.cpu_ticks);
+        let was_runnable = self.stat.as_ref().is_some_and(|s| s.state == 'R');
         // A thread last seen runnable that did not run since is starved or asleep: its state
         // is read again to tell which (one pread, until it shows asleep).
         let stat = match &self.stat {
@@ -207,8 +210,8 @@ impl Tracked {
             (None, Some(p)) => stat.cpu_ticks != p,
             (None, None) => true,
         };
-        out.runnable = stat.state == 'R';
-        self.idle_reads = if ran || out.runnable {
+        out.runnable = stat.state == 'R' && was_runnable;
+        self.idle_reads = if ran || stat.state == 'R' {
             0
         } else {
             self.idle_reads.saturating_add(1)

@@ -28,9 +28,10 @@ fn run_tool(cmd: &mut Command) -> Result<(), String> {
     ))
 }
 
-/// `go build` of `source` with cgo on, caches in the temporary directory (HOME may be
-/// unwritable); `None` (skipped) without golang-go.
-pub fn go_cgo(source: &str) -> Option<Built> {
+/// `go build` of `source`, with cgo on (dynamically linked, so the shim reaches it) or off
+/// (static); caches in the temporary directory (HOME may be unwritable); `None` (skipped)
+/// without golang-go.
+pub fn go(source: &str, cgo: bool) -> Option<Built> {
     let works = Command::new("go")
         .arg("version")
         .output()
@@ -50,7 +51,7 @@ pub fn go_cgo(source: &str) -> Option<Built> {
         .arg(&path)
         .arg(&src)
         .current_dir(&dir)
-        .env("CGO_ENABLED", "1")
+        .env("CGO_ENABLED", if cgo { "1" } else { "0" })
         .env("GOCACHE", dir.join("gocache"))
         .env("GOPATH", dir.join("gopath"))
         .env("GOTOOLCHAIN", "local")
