@@ -7,6 +7,7 @@ mod common;
 use common::runtimes::go;
 use common::*;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// `placed_threads 2 DEADLINE 2 sleeper` under `goset-run -n 2 --log ... EXTRA`: main (waits),
 /// busy 0, a sleeper, busy 1, so that by count busy 1 lands beside busy 0; the program waits
@@ -126,4 +127,80 @@ fn go_threads_are_placed_once_and_stay() {
         "a slot for each spinning thread: {records:#?}"
     );
     assert_ne!(slots[0], slots[1], "{records:#?}");
+}
+
+/// `sort --parallel=2 | md5sum` under `-n 2`: sort's main thread and md5sum each take a slot,
+/// then sort's workers take the slot with fewer live threads, by count alone: in runs where
+/// md5sum (asleep on its pipe) holds slot 1, each worker lands beside sort's busy main thread.
+/// Whatever order the processes started in, every worker that lives a second ends on a CPU
+/// without sort's main thread, no thread moves twice, and the output is sort's.
+#[test]
+fn sort_parallel_workers_end_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("numbers");
+    // 3 million shuffled numbers (about 23 MB): sort's workers live a second or more each.
+    let mut text = String::new();
+    let mut x: u64 = 88172645463325252;
+    for _ in 0..3_000_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        text.push_str(&format!("{}\n", x % 1_000_000_000));
+    }
+    std::fs::write(&input, text).unwrap();
+    let script = format!(
+        "sort --parallel=2 -S 200M {} | md5sum",
+        input.to_str().unwrap()
+    );
+    let expected = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let log = dir.path().join("place.log");
+    let (out, _) = run_under_goset(
+        2,
+        &["--log", log.to_str().unwrap()],
+        Path::new("sh"),
+        &["-c", &script],
+        &[],
+    );
+    out.expect_code(0);
+    assert_eq!(out.stdout, String::from_utf8_lossy(&expected.stdout));
+    let records: Vec<serde_json::Value> = (std::fs::read_to_string(&log).unwrap().lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |tid: i64| records.iter().filter(move |r| r["tid"] == tid);
+    let time = |r: &serde_json::Value| r["time"].as_f64().unwrap();
+    let sort_main = (records.iter())
+        .find(|r| r["comm"] == "sort" && r["role"] == "main" && r["event"] == "init")
+        .unwrap_or_else(|| panic!("no sort main thread: {records:#?}"));
+    let main_cpu = |at: f64| {
+        (of(sort_main["tid"].as_i64().unwrap()))
+            .rfind(|r| r["event"] != "exit" && time(r) <= at)
+            .map(|r| r["cpu"].clone())
+    };
+    let workers: Vec<i64> = (records.iter())
+        .filter(|r| r["comm"] == "sort" && r["event"] == "create")
+        .map(|r| r["tid"].as_i64().unwrap())
+        .collect();
+    let mut long_lived = 0;
+    for tid in workers {
+        let placed: Vec<&serde_json::Value> = of(tid).filter(|r| r["event"] != "exit").collect();
+        let moves = placed.iter().filter(|r| r["event"] == "move").count();
+        assert!(moves <= 1, "worker {tid} moved {moves} times: {records:#?}");
+        let Some(exit) = of(tid).find(|r| r["event"] == "exit") else {
+            continue;
+        };
+        if time(exit) - time(placed[0]) < 1.0 {
+            continue;
+        }
+        long_lived += 1;
+        let last = placed.last().unwrap();
+        assert_ne!(
+            Some(last["cpu"].clone()),
+            main_cpu(time(exit)),
+            "worker {tid} ended beside sort's main thread: {records:#?}"
+        );
+    }
+    assert!(long_lived > 0, "no worker lived a second: {records:#?}");
 }
