@@ -35,6 +35,7 @@ const BOOLEAN: &[&str] = &[
     "keep-root",
     "share",
     "no-adapt",
+    "adapt",
 ];
 
 /// Flags of a pinned run, shared by `goset-run` and `goset ... -- CMD`.
@@ -76,10 +77,18 @@ pub struct RunArgs {
     /// programs whose main thread only coordinates).
     #[arg(long)]
     pub main_on_housekeeper: bool,
-    /// Never move a thread the shim placed after its birth (busy threads doubled up on one CPU
-    /// stay there).
+    /// Never move a thread after its placement: busy threads doubled up on one CPU stay there,
+    /// and a CPU that turns noisy keeps its threads.
     #[arg(long)]
     pub no_adapt: bool,
+    /// Book K more quiet CPUs idle: when a task CPU turns noisy mid-run, its threads move to
+    /// the quietest spare (shown as + in sel).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub spare: usize,
+    /// Without --spare: move the threads of a task CPU that turns noisy to the quietest
+    /// candidate CPU the run does not use.
+    #[arg(long)]
+    pub adapt: bool,
     /// End the task (SIGKILL) when goset-run dies first: killed with SIGKILL or crashed
     /// (otherwise the task goes on alone).
     #[arg(long)]
@@ -294,6 +303,8 @@ pub struct RunOptions {
     pub main_on_housekeeper: bool,
     /// Busy threads the shim placed are spread by demand (not `--no-adapt`).
     pub adapt: bool,
+    /// Where a task CPU that turns noisy hands its threads (`--spare`, `--adapt`).
+    pub noise_moves: NoiseMoves,
     /// See [`RunArgs::die_with_launcher`].
     pub die_with_launcher: bool,
     /// Selection only.
@@ -316,6 +327,17 @@ pub struct RunOptions {
     pub fsroot: crate::fsroot::FsRoot,
     /// The task's argv.
     pub command: Vec<OsString>,
+}
+
+/// Where the housekeeper may move a task CPU's threads when the CPU turns noisy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoiseMoves {
+    /// Never (the default without `--spare` or `--adapt`).
+    Off,
+    /// To the CPUs booked idle for it (`--spare K`).
+    Spares,
+    /// To any candidate CPU the run does not use (`--adapt`).
+    Unused,
 }
 
 fn cpulist_arg(flag: &str, value: &Option<String>) -> Result<Vec<usize>> {
@@ -362,6 +384,12 @@ impl RunArgs {
                     .into(),
             ));
         }
+        if self.no_adapt && (self.adapt || self.spare > 0) {
+            return Err(Error::Usage(format!(
+                "--no-adapt with {}: spares are only for moves; drop one of them",
+                if self.adapt { "--adapt" } else { "--spare" }
+            )));
+        }
         if self.wait.is_some_and(|w| w > MAX_WAIT_S) {
             return Err(Error::Usage(format!(
                 "--wait {}: at most {MAX_WAIT_S} s (a day)",
@@ -403,12 +431,18 @@ impl RunArgs {
                 exclude: cpulist_arg("exclude", &self.exclude)?,
                 numa: numa_arg(&self.numa)?,
                 fence: self.fence,
+                spare: self.spare,
             },
             sample: Duration::from_millis(self.sample),
             interval: Duration::from_millis(self.interval),
             skip: skip_arg(&self.skip)?,
             main_on_housekeeper: self.main_on_housekeeper,
             adapt: !self.no_adapt,
+            noise_moves: match (self.spare, self.adapt) {
+                (0, false) => NoiseMoves::Off,
+                (0, true) => NoiseMoves::Unused,
+                _ => NoiseMoves::Spares,
+            },
             die_with_launcher: self.die_with_launcher,
             dry_run: self.dry_run,
             json: self.json.clone(),
@@ -525,6 +559,23 @@ mod tests {
             3
         );
         assert!(parse(&["goset-run", "--skip", "zz", "--", "x"]).is_err());
+        for conflict in [["--no-adapt", "--adapt"], ["--no-adapt", "--spare=1"]] {
+            let mut args = vec!["goset-run"];
+            args.extend(conflict);
+            args.extend(["--", "x"]);
+            let e = parse(&args).unwrap_err();
+            assert!(e.starts_with("--no-adapt with --"), "{e}");
+        }
+        let moves = |args: &[&str]| parse(args).unwrap().noise_moves;
+        assert_eq!(moves(&["goset-run", "--", "x"]), NoiseMoves::Off);
+        assert_eq!(
+            moves(&["goset-run", "-adapt", "--", "x"]),
+            NoiseMoves::Unused
+        );
+        assert_eq!(
+            moves(&["goset-run", "--spare", "2", "--adapt", "--", "x"]),
+            NoiseMoves::Spares
+        );
         assert!(parse(&["goset-run", "--fsroot", "/tmp", "--", "x"]).is_err());
         assert!(
             parse(&["goset-run", "--fsroot", "/", "--", "x"]).is_ok(),

@@ -4,9 +4,10 @@
 //! place that writes the report to stderr and the JSON file.
 
 use crate::booking::{self, Booking};
-use crate::cli::RunOptions;
+use crate::cli::{NoiseMoves, RunOptions};
 use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
+use crate::housekeeper::noise_rule::NoiseRule;
 use crate::housekeeper::outcome::TelemetryReport;
 use crate::housekeeper::{policy::Policy, Housekeeper, Settings, ThreadReport};
 use crate::isolate::privilege::User;
@@ -165,7 +166,10 @@ fn book(
             .collect::<Vec<_>>()
             .join(" "),
         slurm: booking::slurm_step(|k| std::env::var(k).ok()),
-        cpus: selection.task_cpus.clone(),
+        cpus: (selection.task_cpus.iter())
+            .chain(&selection.spares)
+            .copied()
+            .collect(),
         housekeeper: selection.housekeeper,
     };
     registry
@@ -260,6 +264,10 @@ fn prepare(
     let mut reservation = task_set;
     let parked = parked_cpu(opts, selection);
     reservation.insert(parked);
+    // A slot that moves off a noisy CPU takes its threads there: the shim must allow it.
+    for c in noise_pool(opts, selection) {
+        reservation.insert(c);
+    }
     let mut plan = Plan::new(&selection.task_cpus, Some(parked), reservation).ok_or_else(|| {
         Error::Usage(format!(
             "-n {}: more CPUs than a plan holds",
@@ -336,6 +344,19 @@ struct Executed {
     exit_code: i32,
 }
 
+/// Where a slot may go when its CPU turns noisy: the spares booked for it, with `--adapt` the
+/// candidates this run does not use (other runs' CPUs were no candidates), or nowhere.
+fn noise_pool(opts: &RunOptions, selection: &select::Selection) -> Vec<usize> {
+    match opts.noise_moves {
+        NoiseMoves::Off => Vec::new(),
+        NoiseMoves::Spares => selection.spares.clone(),
+        NoiseMoves::Unused => (selection.ranking.iter().copied())
+            .filter(|c| !selection.task_cpus.contains(c) && *c != selection.housekeeper)
+            .filter(|c| !selection.fenced.contains(c))
+            .collect(),
+    }
+}
+
 /// Starts the task, keeps house until it ends, and adds up the run.
 fn execute(
     opts: &RunOptions,
@@ -351,6 +372,10 @@ fn execute(
             spread_busy: opts.adapt,
             ..Default::default()
         },
+        spares: noise_pool(opts, selection),
+        noise_rule: NoiseRule::default(),
+        launcher_cpu: selection.housekeeper,
+        steer: opts.isolation.steer,
     };
     let run_dir = prepared.run_dir.as_ref();
     let table = slot_table(run_dir, selection.task_cpus.len())?;
@@ -497,11 +522,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             .and_then(|r| r.steer.as_ref())
             .map(|s| s.drift);
         output::to_stderr(&format!(
-            "{}{}{bookings_text}{}{}{}{iso_table}{errors_table}",
+            "{}{}{bookings_text}{}{}{}{}{iso_table}{errors_table}",
             report::banner(),
             report::render_selection(&sel_report),
             tele::render_telemetry(&run.telemetry),
             threads_table,
+            tele::render_moves(&run.telemetry),
             tele::render_run(&run.summary, &run.telemetry, irq_drift),
         ));
     }
@@ -543,7 +569,7 @@ fn isolation_setup(
     selection: &select::Selection,
 ) -> Result<isolate::Setup> {
     let mut cpus: CpuSet = selection.task_cpus.iter().copied().collect();
-    for &c in &selection.fenced {
+    for &c in selection.fenced.iter().chain(&noise_pool(opts, selection)) {
         cpus.insert(c);
     }
     let mut mems = CpuSet::new();

@@ -70,6 +70,9 @@ pub struct Record {
     /// `shim` or `housekeeper`.
     #[serde(default)]
     pub placed_by: Option<String>,
+    /// The CPU a [`MOVE`] record's thread left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_cpu: Option<usize>,
     /// Why the housekeeper moved a thread (a [`MOVE`] record), with the figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -342,6 +345,12 @@ impl Log {
                 t.set_calls += 1;
             }
             t.pid = r.pid;
+            // A move changes where a thread runs, not what it is or who placed it.
+            if r.event == MOVE && !t.role.is_empty() {
+                t.slot = r.slot.or(t.slot);
+                t.cpu = r.cpu.or(t.cpu);
+                continue;
+            }
             t.role = r.role.clone();
             t.slot = if r.event == MOVED {
                 None
@@ -394,6 +403,18 @@ mod tests {
         let roles: Vec<(i32, &str)> = t.iter().map(|t| (t.tid, t.role.as_str())).collect();
         assert_eq!(roles, [(10, "worker"), (11, "worker"), (12, "worker")]);
         assert!(t[1].comm.contains('\u{fffd}'), "{:?}", t[1].comm);
+    }
+
+    #[test]
+    fn a_move_changes_a_threads_cpu_not_its_role_or_placer() {
+        let init = r#"{"time":1.0,"pid":10,"tid":10,"event":"init","cpu":1,"slot":0,"role":"main","placed_by":"shim"}"#;
+        let moved = r#"{"time":2.0,"pid":10,"tid":10,"event":"move","cpu":0,"slot":0,"role":"worker","placed_by":"housekeeper","from_cpu":1,"reason":"noise"}"#;
+        let t = parse(format!("{init}\n{moved}\n").as_bytes()).threads();
+        let t = &t[0];
+        assert_eq!(
+            (t.role.as_str(), t.placed_by.as_str(), t.cpu, t.slot),
+            ("main", "shim", Some(0), Some(0))
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub const MAX_RECORDS: usize = 4096;
 /// The most threads a Linux system can have (`PID_MAX_LIMIT`, 2^22): no claims could have
 /// made a live count above it, so such a count is garbage.
 pub const MAX_THREADS: u32 = 1 << 22;
-const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL1");
+const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL2");
 
 /// The shared table. All fields are atomics so that a zero-filled mapping is a valid, empty
 /// table: [`SlotTable::init`] only sets the slot count and magic.
@@ -33,6 +33,9 @@ pub struct SlotTable {
     records_used: AtomicU32,
     _pad: AtomicU32,
     live: [AtomicU32; MAX_SLOTS],
+    /// Each slot's CPU once the launcher moved the slot off its planned CPU (that CPU turned
+    /// noisy): `cpu + 1`, or 0 for the plan's CPU.
+    moved_to: [AtomicU32; MAX_SLOTS],
     /// `tid << 32 | (slot + 1)`, or 0 when free.
     records: [AtomicU64; MAX_RECORDS],
 }
@@ -182,6 +185,22 @@ impl SlotTable {
     /// The slot record `index` holds now, if it is in use.
     pub fn record_slot(&self, index: usize) -> Option<usize> {
         decode(self.records.get(index)?.load(Ordering::Acquire)).map(|(_, slot)| slot)
+    }
+
+    /// The CPU slot `slot` was moved to ([`SlotTable::move_slot`]); `None`: the plan's CPU.
+    /// Unchecked: the task can write anything here, so a reader keeps it only inside the CPUs
+    /// it may use.
+    pub fn moved_cpu(&self, slot: usize) -> Option<usize> {
+        let v = self.moved_to.get(slot)?.load(Ordering::Acquire);
+        (v > 0).then(|| v as usize - 1)
+    }
+
+    /// Makes `cpu` slot `slot`'s CPU from now on, for every thread that holds it or claims it
+    /// later (the launcher moving a slot off a CPU that turned noisy).
+    pub fn move_slot(&self, slot: usize, cpu: usize) {
+        if let (Some(m), Ok(v)) = (self.moved_to.get(slot), u32::try_from(cpu + 1)) {
+            m.store(v, Ordering::Release);
+        }
     }
 
     /// Moves one record labelled `label` from slot `from` to slot `to` (the launcher moving a
@@ -344,6 +363,18 @@ mod tests {
         let t: Box<SlotTable> = unsafe { Box::new_zeroed().assume_init() };
         t.init(slots);
         t
+    }
+
+    #[test]
+    fn a_moved_slot_names_its_new_cpu() {
+        let t = map(None).unwrap();
+        t.init(2);
+        assert_eq!(t.moved_cpu(1), None, "the plan's CPU until moved");
+        t.move_slot(1, 7);
+        assert_eq!((t.moved_cpu(0), t.moved_cpu(1)), (None, Some(7)));
+        // Past the table: nothing, no panic.
+        t.move_slot(MAX_SLOTS, 3);
+        assert_eq!(t.moved_cpu(MAX_SLOTS), None);
     }
 
     #[test]

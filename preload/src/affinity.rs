@@ -52,7 +52,7 @@ fn of_tid(cfg: &Config, pid: i32, call: &str) -> Target {
     if let Some((_, slot)) = cfg.table.find(pid) {
         let p = Placement {
             role: Role::Main,
-            cpu: cfg.plan.cpu_of_slot(slot),
+            cpu: cfg.cpu_of_slot(slot),
             slot: Some(slot),
             record: None,
             shared: false,

@@ -102,7 +102,7 @@ impl Placement {
     pub fn answer(&self, cfg: &Config, requested: &CpuSet) -> CpuSet {
         let now = (self.slot.and(self.record))
             .and_then(|r| cfg.table.record_slot(r))
-            .and_then(|slot| cfg.plan.cpu_of_slot(slot));
+            .and_then(|slot| cfg.cpu_of_slot(slot));
         match now.or(self.cpu) {
             Some(cpu) if !self.role.is_clamped() => CpuSet::single(cpu),
             _ => cfg.clamp(requested),
@@ -116,7 +116,7 @@ pub fn claim(cfg: &Config, role: Role, label: i32) -> Placement {
     match cfg.table.claim(label) {
         Some(c) => Placement {
             role,
-            cpu: cfg.plan.cpu_of_slot(c.slot),
+            cpu: cfg.cpu_of_slot(c.slot),
             slot: Some(c.slot),
             record: c.record,
             shared: c.shared,
@@ -137,7 +137,7 @@ pub fn adopt(cfg: &Config, pid: i32) -> Option<Placement> {
     let (record, slot) = cfg.table.find(pid)?;
     Some(Placement {
         role: Role::Main,
-        cpu: cfg.plan.cpu_of_slot(slot),
+        cpu: cfg.cpu_of_slot(slot),
         slot: Some(slot),
         record: Some(record),
         shared: cfg.table.live(slot) > 1,

@@ -24,6 +24,15 @@ pub struct Config {
 }
 
 impl Config {
+    /// The CPU of `slot` now: where the launcher moved the slot when its planned CPU turned
+    /// noisy (kept only inside the reservation: the task can write anything into the table),
+    /// else the plan's.
+    pub fn cpu_of_slot(&self, slot: usize) -> Option<usize> {
+        let planned = self.plan.cpu_of_slot(slot)?;
+        let moved = (self.table.moved_cpu(slot)).filter(|&c| self.plan.reservation.contains(c));
+        Some(moved.unwrap_or(planned))
+    }
+
     /// Where helpers and launcher threads run: the housekeeper, else the whole reservation.
     pub fn helper_set(&self) -> CpuSet {
         match self.plan.housekeeper {
@@ -98,4 +107,30 @@ pub unsafe fn publish(config: Config) -> &'static Config {
 /// Marks initialisation failed: every hook passes through from now on.
 pub fn disable() {
     STATE.store(DISABLED, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_moved_slot_is_followed_only_inside_the_reservation() {
+        let reservation: CpuSet = [1, 2, 5].into_iter().collect();
+        let plan = Box::leak(Box::new(Plan::new(&[1, 2], Some(5), reservation).unwrap()));
+        let table = goset_plan::slots::map(None).unwrap();
+        table.init(2);
+        let cfg = Config {
+            plan,
+            table,
+            launcher: false,
+            root: false,
+        };
+        assert_eq!(cfg.cpu_of_slot(0), Some(1));
+        table.move_slot(0, 5);
+        assert_eq!(cfg.cpu_of_slot(0), Some(5), "the launcher moved it to a spare");
+        // The task wrote a CPU outside its reservation into the table: the plan's stays.
+        table.move_slot(1, 40);
+        assert_eq!(cfg.cpu_of_slot(1), Some(2));
+        assert_eq!(cfg.cpu_of_slot(2), None);
+    }
 }

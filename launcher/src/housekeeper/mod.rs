@@ -23,6 +23,8 @@
 //! zombie; pid reuse within a run).
 
 pub mod logtail;
+pub mod noise_rule;
+pub mod noisewatch;
 pub mod outcome;
 pub mod placer;
 pub mod policy;
@@ -32,6 +34,8 @@ pub mod tracked;
 
 use crate::fsroot::{FsRoot, ReadError};
 use logtail::{LogTail, ShimThread};
+use noise_rule::{NoiseRule, NoiseStreaks};
+use noisewatch::NoiseWatch;
 pub use outcome::{Outcome, ThreadReport};
 use placer::{Kin, Live, Placer, Policy};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -51,6 +55,15 @@ pub struct Settings {
     pub interval: Duration,
     /// Placement thresholds.
     pub policy: Policy,
+    /// CPUs a slot may move to when its CPU turns noisy (`--spare`, `--adapt`); empty: no
+    /// such moves.
+    pub spares: Vec<usize>,
+    /// Thresholds of those moves.
+    pub noise_rule: NoiseRule,
+    /// The CPU the launcher itself runs on (its time there is not noise).
+    pub launcher_cpu: usize,
+    /// Steerable IRQs are moved away for the run (`--steer`): they are not noise.
+    pub steer: bool,
 }
 
 /// How often every live thread's `children` is read, whether it ran or not: the net under
@@ -93,7 +106,14 @@ pub struct Housekeeper {
     /// The last pid handed out as of the last poll: the tids born since lie above it.
     last_pid: Option<i32>,
     started: Instant,
+    started_unix_s: f64,
     cpu_start: Duration,
+    /// Each poll's noise, when slots may move off noisy CPUs.
+    noise: Option<NoiseWatch>,
+    /// The noise rule's memory.
+    streaks: NoiseStreaks,
+    /// The CPUs a slot may move to now (a slot's noisy CPU joins them when it leaves).
+    spares: Vec<usize>,
 }
 
 /// CPU time of the launcher process so far.
@@ -247,9 +267,17 @@ impl Housekeeper {
             crate::bounded::open_regular(p, append.append(true).create(true)).ok()
         });
         let every = ALL_CHILDREN_EVERY.as_nanos() / settings.interval.as_nanos().max(1);
+        let watched: Vec<usize> = (settings.task_cpus.iter())
+            .chain(&settings.spares)
+            .copied()
+            .collect();
         Housekeeper {
             root: root.clone(),
-            cpus: CpuSampler::start(root, &settings.task_cpus),
+            cpus: CpuSampler::start(root, &watched),
+            noise: (!settings.spares.is_empty())
+                .then(|| NoiseWatch::start(root, settings.launcher_cpu, settings.steer)),
+            streaks: NoiseStreaks::default(),
+            spares: settings.spares.clone(),
             placer: Placer::new(
                 table,
                 settings.task_cpus.clone(),
@@ -275,6 +303,9 @@ impl Housekeeper {
             polls_to_all_children: 0,
             last_pid: None,
             started: Instant::now(),
+            started_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
             cpu_start: own_cpu_time(),
         }
     }
@@ -507,6 +538,63 @@ impl Housekeeper {
         self.placer
             .step(&live, &ended, &self.settings.policy, &comm_of);
         self.cpus.poll();
+        self.move_off_noise(&live, &ended);
+    }
+
+    /// Moves each slot whose CPU stays noisier than the quietest spare (see
+    /// [`noise_rule::noise_moves`]) to that spare; the CPU it leaves becomes a spare.
+    fn move_off_noise(&mut self, live: &[Live], ended: &[i32]) {
+        let Some(watch) = &mut self.noise else {
+            return;
+        };
+        for &tid in ended {
+            watch.forget(tid);
+        }
+        let threads = &self.threads;
+        let ran = (live.iter().filter(|t| t.read)).filter_map(|t| {
+            let x = threads.get(&t.tid)?;
+            Some((t.tid, x.cpu_ns(), x.stat.as_ref()?.processor))
+        });
+        let cpus: Vec<usize> = (self.placer.task_cpus().iter())
+            .chain(&self.spares)
+            .copied()
+            .collect();
+        let noise = watch.sample(&cpus, ran);
+        let pct = |cpu: usize| noise.get(&cpu).copied().flatten().map(|n| n.pct());
+        let slots: Vec<(usize, usize, f64)> = (self.placer.task_cpus().iter().enumerate())
+            .filter_map(|(slot, &cpu)| Some((slot, cpu, pct(cpu)?)))
+            .collect();
+        let spares: Vec<(usize, f64)> = (self.spares.iter())
+            .filter_map(|&cpu| Some((cpu, pct(cpu)?)))
+            .collect();
+        let moves = noise_rule::noise_moves(
+            &mut self.streaks,
+            &slots,
+            &spares,
+            &self.settings.noise_rule,
+        );
+        let threads = &self.threads;
+        let comm_of = |tid: i32| {
+            (threads.get(&tid).and_then(|t| t.stat.as_ref()))
+                .map_or_else(String::new, |s| s.comm.clone())
+        };
+        for m in moves {
+            let figures = noise.get(&m.from).copied().flatten().unwrap_or_default();
+            let reason = format!(
+                "noise: cpu {} at {:.0}% (other load {:.0}%, steal {:.0}%, {:.0} irq/s) for {} polls, spare cpu {} at {:.0}%",
+                m.from,
+                m.from_pct,
+                figures.other_pct,
+                figures.steal_pct,
+                figures.irq_per_s,
+                m.polls,
+                m.to,
+                m.to_pct
+            );
+            self.placer.move_slot(&m, live, &reason, &comm_of);
+            self.spares.retain(|&c| c != m.to);
+            self.spares.push(m.from);
+        }
     }
 
     /// Process `pid`'s thread count and start time (clock ticks after boot), from its leader's
@@ -626,9 +714,13 @@ impl Housekeeper {
         })
     }
 
-    /// What the shim's records say of `tid`.
+    /// What the shim's records say of `tid`, with the CPU the housekeeper moved it to since.
     fn shim_of(&self, tid: i32) -> Option<ShimThread> {
-        self.log.as_ref().and_then(|l| l.shim.get(&tid)).copied()
+        let mut shim = self.log.as_ref().and_then(|l| l.shim.get(&tid)).copied()?;
+        if let Some(&cpu) = self.placer.relocated.get(&tid) {
+            shim.cpu = Some(cpu);
+        }
+        Some(shim)
     }
 
     /// How the process of each thread that nobody answers for stands with the shim (see
@@ -723,6 +815,7 @@ impl Housekeeper {
             settings: self.settings,
             polls: self.polls,
             wall_s,
+            started_unix_s: self.started_unix_s,
             cpu_s,
             cpus,
             all,
@@ -755,6 +848,10 @@ mod tests {
             housekeeper: usize::MAX - 2,
             interval: Duration::from_millis(100),
             policy: Policy::default(),
+            spares: Vec::new(),
+            noise_rule: NoiseRule::default(),
+            launcher_cpu: usize::MAX - 2,
+            steer: false,
         };
         let mut hk = Housekeeper::new(&FsRoot::default(), settings, table, None);
         hk.attach(child.id() as i32);

@@ -20,6 +20,8 @@ pub struct Outcome {
     pub polls: u64,
     /// Seconds from the first snapshot to the end.
     pub wall_s: f64,
+    /// Unix time of the first snapshot, seconds.
+    pub started_unix_s: f64,
     /// CPU seconds the launcher used while the task ran (polling, placing).
     pub cpu_s: f64,
     /// One row per task CPU.
@@ -70,6 +72,27 @@ pub struct TelemetryReport {
     pub housekeeper: HousekeeperCost,
     /// Totals over the threads (null where a thread's counter is unknown).
     pub totals: Totals,
+    /// The housekeeper's moves of threads after their placement, in order.
+    pub moves: Vec<MoveEvent>,
+}
+
+/// One thread moved after its placement (a `move` record of the placement log).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MoveEvent {
+    /// Seconds after the run started.
+    pub after_s: f64,
+    /// Thread id.
+    pub tid: i32,
+    /// Process id.
+    pub pid: i32,
+    /// The thread's name.
+    pub comm: String,
+    /// The CPU it left.
+    pub from_cpu: Option<usize>,
+    /// The CPU it went to.
+    pub to_cpu: Option<usize>,
+    /// Why, with the figures (`demand: ...` or `noise: ...`).
+    pub reason: String,
 }
 
 /// Sums over every thread seen.
@@ -224,9 +247,7 @@ impl Outcome {
                     0.0
                 },
                 placed: self.owned.len(),
-                moved: (self.records.iter())
-                    .filter(|r| r.event == crate::placement::MOVE)
-                    .count(),
+                moved: self.moves().count(),
             },
             totals: Totals {
                 threads: seen.len(),
@@ -234,6 +255,22 @@ impl Outcome {
                 run_delay_s: seen.iter().map(|t| t.run_delay_s).sum(),
                 drift: seen.iter().filter(|t| t.drift == Some(true)).count(),
             },
+            moves: (self.moves())
+                .map(|r| MoveEvent {
+                    after_s: (r.time - self.started_unix_s).max(0.0),
+                    tid: r.tid,
+                    pid: r.pid,
+                    comm: r.comm.clone(),
+                    from_cpu: r.from_cpu,
+                    to_cpu: r.cpu,
+                    reason: r.reason.clone().unwrap_or_default(),
+                })
+                .collect(),
         }
+    }
+
+    /// The housekeeper's `move` records.
+    fn moves(&self) -> impl Iterator<Item = &Record> {
+        (self.records.iter()).filter(|r| r.event == crate::placement::MOVE)
     }
 }

@@ -13,6 +13,7 @@ use goset_plan::{CpuSet, SlotTable};
 use std::collections::BTreeMap;
 use std::io::Write;
 
+use super::noise_rule::NoiseMove;
 pub use super::policy::{
     decide, leave_alone, pending_claims, rebalance, Action, Busy, Kin, Mask, Policy, Spot,
     Unclaimed, View,
@@ -67,6 +68,12 @@ pub struct Placer {
     pub moves: usize,
     /// The slot of each thread found busy at the previous poll.
     busy_before: BTreeMap<i32, usize>,
+    /// CPUs a slot moved off when they turned noisy, with the slot: a thread found there
+    /// later (placed as the slot moved) follows it.
+    retired: BTreeMap<usize, usize>,
+    /// Threads the shim placed that the housekeeper moved since, with their CPU now (the
+    /// shim's records still name the old one).
+    pub relocated: BTreeMap<i32, usize>,
 }
 
 /// A live thread as the placer needs it.
@@ -131,6 +138,8 @@ impl Placer {
             moved_at: BTreeMap::new(),
             moves: 0,
             busy_before: BTreeMap::new(),
+            retired: BTreeMap::new(),
+            relocated: BTreeMap::new(),
         }
     }
 
@@ -266,6 +275,9 @@ impl Placer {
             }
         }
         self.polls += 1;
+        if !self.retired.is_empty() {
+            self.follow_retired(live, comm_of);
+        }
         if policy.spread_busy {
             self.spread_busy_threads(live, policy, comm_of);
         }
@@ -355,6 +367,7 @@ impl Placer {
                 continue;
             }
             self.moved_at.insert(t.tid, self.polls);
+            self.relocated.insert(t.tid, cpu);
             self.moves += 1;
             let moved = Owned {
                 pid: t.pid,
@@ -372,7 +385,92 @@ impl Placer {
                 m.from,
                 m.to
             );
-            self.write(t.tid, &moved, MOVE, Some(cpu), Some(reason));
+            self.write(t.tid, &moved, MOVE, Some(cpu), Some((from_cpu, reason)));
+        }
+    }
+
+    /// Each slot's CPU now, in slot order (a slot moves off a CPU that turns noisy).
+    pub fn task_cpus(&self) -> &[usize] {
+        &self.task_cpus
+    }
+
+    /// Moves slot `m.slot` off its noisy CPU: the slot table names the new CPU first (the shim
+    /// answers and places from it from then on), then every live thread allowed only the old
+    /// CPU moves, each with a `move` record giving `reason`.
+    pub fn move_slot(
+        &mut self,
+        m: &NoiseMove,
+        live: &[Live],
+        reason: &str,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
+        self.table.move_slot(m.slot, m.to);
+        if let Some(c) = self.task_cpus.get_mut(m.slot) {
+            *c = m.to;
+        }
+        self.retired.retain(|&cpu, _| cpu != m.to);
+        self.retired.insert(m.from, m.slot);
+        self.follow_slot(m.from, m.slot, live.iter(), reason, comm_of);
+    }
+
+    /// Threads that ran on a CPU a slot left follow the slot: the shim may have placed one
+    /// from the table as it changed.
+    fn follow_retired(&mut self, live: &[Live], comm_of: &dyn Fn(i32) -> String) {
+        let retired: Vec<(usize, usize)> = self.retired.iter().map(|(&c, &s)| (c, s)).collect();
+        for (cpu, slot) in retired {
+            let to = self.task_cpus.get(slot).copied().unwrap_or(cpu);
+            let reason = format!("slot {slot} moved from cpu {cpu} to cpu {to}");
+            self.follow_slot(cpu, slot, live.iter().filter(|t| t.read), &reason, comm_of);
+        }
+    }
+
+    /// Moves each of `threads` allowed only `from` to slot `slot`'s CPU.
+    fn follow_slot<'a>(
+        &mut self,
+        from: usize,
+        slot: usize,
+        threads: impl Iterator<Item = &'a Live>,
+        reason: &str,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
+        let Some(&to) = self.task_cpus.get(slot) else {
+            return;
+        };
+        for t in threads {
+            if mask_of(t.tid) != Mask::Cpus(vec![from]) {
+                continue;
+            }
+            if let Err(why) = self.pin(t.tid, to) {
+                self.failures.extend(why);
+                continue;
+            }
+            let moved = match self.owned.get_mut(&t.tid) {
+                Some(o) => {
+                    o.cpu = to;
+                    o.clone()
+                }
+                None => {
+                    self.relocated.insert(t.tid, to);
+                    Owned {
+                        pid: t.pid,
+                        comm: comm_of(t.tid),
+                        spot: Spot::Slot(slot),
+                        cpu: to,
+                        claim: None,
+                        idle_polls: 0,
+                        busy_polls: 0,
+                        shared: false,
+                    }
+                }
+            };
+            self.moves += 1;
+            self.write(
+                t.tid,
+                &moved,
+                MOVE,
+                Some(to),
+                Some((from, reason.to_string())),
+            );
         }
     }
 
@@ -480,14 +578,16 @@ impl Placer {
 
     /// Appends one record; one `write` on an `O_APPEND` file, so lines of the shim's processes
     /// and the housekeeper's never interleave.
+    /// `moved`: for a [`MOVE`] record, the CPU the thread left and why.
     fn write(
         &mut self,
         tid: i32,
         o: &Owned,
         event: &str,
         cpu: Option<usize>,
-        reason: Option<String>,
+        moved: Option<(usize, String)>,
     ) {
+        let (from_cpu, reason) = moved.unzip();
         let record = Record {
             time: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -513,6 +613,7 @@ impl Placer {
             .to_string(),
             shared: o.shared,
             placed_by: Some("housekeeper".to_string()),
+            from_cpu,
             reason,
         };
         if let Some(f) = &mut self.log {

@@ -17,7 +17,8 @@ use table::Table;
 pub struct SelectionRow {
     /// CPU number.
     pub cpu: usize,
-    /// `*` task, `&` housekeeper, `*&` both (shared), `!` fenced sibling, blank otherwise.
+    /// `*` task, `&` housekeeper, `*&` both (shared), `+` spare (`+&` with the housekeeper),
+    /// `!` fenced sibling, blank otherwise.
     pub sel: String,
     /// Slot index for task CPUs.
     pub slot: Option<usize>,
@@ -78,6 +79,8 @@ pub fn selection_report(topo: &Topology, noise: &Noise, sel: &Selection) -> Sele
             let sel_mark = match (task.is_some(), hk) {
                 (true, true) => "*&",
                 (true, false) => "*",
+                _ if sel.spares.contains(&cpu) && hk => "+&",
+                _ if sel.spares.contains(&cpu) => "+",
                 (false, true) => "&",
                 _ if sel.fenced.contains(&cpu) => "!",
                 _ => "",
@@ -176,6 +179,12 @@ pub fn render_selection(rep: &SelectionReport) -> String {
         out.push_str(&format!(
             "  housekeeper shares cpu {} with the task: no candidate CPU was left\n",
             sel.housekeeper
+        ));
+    }
+    if !sel.spares.is_empty() {
+        let cpus: goset_plan::CpuSet = sel.spares.iter().copied().collect();
+        out.push_str(&format!(
+            "  spares: cpus {cpus} booked idle; a task CPU that turns noisy hands its threads to the quietest\n"
         ));
     }
     if !sel.unfenced.is_empty() {

@@ -225,6 +225,27 @@ pub fn render_run(run: &RunSummary, tele: &TelemetryReport, irq_drift: Option<us
     t.render()
 }
 
+/// The Moves table: each thread the housekeeper moved after its placement, when and why;
+/// empty when none moved.
+pub fn render_moves(tele: &TelemetryReport) -> String {
+    if tele.moves.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new("Moves", &["after", "tid", "comm", "from", "to", "reason"]);
+    let cpu = |c: Option<usize>| c.map_or_else(|| "-".into(), |c| c.to_string());
+    for m in &tele.moves {
+        t.row(vec![
+            format!("{:.2}s", m.after_s),
+            m.tid.to_string(),
+            m.comm.clone(),
+            cpu(m.from_cpu),
+            cpu(m.to_cpu),
+            m.reason.clone(),
+        ]);
+    }
+    t.render()
+}
+
 /// The Errors table: each failed or unsupported read once, with the reason; empty when none.
 pub fn render_errors(errors: &[ReadError]) -> String {
     if errors.is_empty() {

@@ -10,8 +10,11 @@
 //! - `include` CPUs are taken first, in the order given, and count as using their cores;
 //! - `spread` takes the next CPU from the least-used best core (one thread per core before any
 //!   sibling); `pack` finishes a started core before starting the next (the Go goset's order);
-//! - the housekeeper is the quietest CPU left, preferring one that shares no core with the task
-//!   and is neither isolated nor nohz_full; with no CPU left it shares the last task CPU;
+//! - the housekeeper is the quietest CPU left, preferring one that shares no core with the task,
+//!   is no spare, and is neither isolated nor nohz_full; with no CPU left it shares the last
+//!   task CPU;
+//! - `spare` books the next K CPUs of the ranking idle (outside the task and its fence): the
+//!   housekeeper moves a slot there when its CPU turns noisy mid-run;
 //! - `fence` books the online SMT siblings of the task CPUs idle (outside the slots) while one
 //!   CPU stays free for the housekeeper: siblings are given back from the last slot's core
 //!   when none would be, and with no CPU outside the task at all, fencing is refused.
@@ -60,6 +63,8 @@ pub struct Options {
     pub numa: NumaChoice,
     /// Book the SMT siblings of the task CPUs idle (`--fence`).
     pub fence: bool,
+    /// Quiet CPUs to book idle for moves off a CPU that turns noisy (`--spare`).
+    pub spare: usize,
 }
 
 /// The decision.
@@ -77,6 +82,8 @@ pub struct Selection {
     pub fenced: Vec<usize>,
     /// SMT siblings of task CPUs that could not be fenced: the housekeeper needed a CPU.
     pub unfenced: Vec<usize>,
+    /// CPUs booked idle for moves off a task CPU that turns noisy (`--spare`), quietest first.
+    pub spares: Vec<usize>,
     /// Core cost of every candidate CPU (its own noise plus its siblings').
     pub core_cost: BTreeMap<usize, f64>,
     /// Every candidate CPU in the order the policy would hand them out.
@@ -111,6 +118,12 @@ pub enum SelectError {
     IncludeTooMany { listed: usize, requested: usize },
     /// `--fence` with no candidate left outside the task CPUs for the housekeeper.
     NoRoomToFence { requested: usize, available: usize },
+    /// `--spare K`: fewer than K candidates are left outside the task CPUs (and fence).
+    NoRoomForSpares {
+        requested: usize,
+        spare: usize,
+        left: usize,
+    },
 }
 
 fn list(cpus: &[usize]) -> String {
@@ -153,6 +166,10 @@ impl fmt::Display for SelectError {
                 f,
                 "-n {requested} with --fence: the {available} candidate CPUs leave none outside the task for the housekeeper; use -n {} or less",
                 available.saturating_sub(1)
+            ),
+            SelectError::NoRoomForSpares { requested, spare, left } => write!(
+                f,
+                "--spare {spare}: -n {requested} leaves {left} candidate CPUs outside the task; use --spare {left} or less"
             ),
         }
     }
@@ -258,13 +275,24 @@ pub fn plan(
     } else {
         (Vec::new(), Vec::new())
     };
+    let spare_room: Vec<usize> = (ranking[opts.count..].iter().copied())
+        .filter(|c| !fenced.contains(c))
+        .collect();
+    if spare_room.len() < opts.spare {
+        return Err(SelectError::NoRoomForSpares {
+            requested: opts.count,
+            spare: opts.spare,
+            left: spare_room.len(),
+        });
+    }
+    let spares = spare_room[..opts.spare].to_vec();
     let quiet_flags = |c: usize| topo.cpu(c).is_some_and(|i| i.isolated || i.nohz_full);
     let housekeeper = usable
         .iter()
         .copied()
         .filter(|c| !task_set.contains(c) && !fenced.contains(c))
         .min_by(|&a, &b| {
-            let key = |c: usize| (task_cores.contains(&c), quiet_flags(c));
+            let key = |c: usize| (task_cores.contains(&c), spares.contains(&c), quiet_flags(c));
             key(a)
                 .cmp(&key(b))
                 .then(cpu_noise(a).total_cmp(&cpu_noise(b)))
@@ -281,6 +309,7 @@ pub fn plan(
         node,
         fenced,
         unfenced,
+        spares,
         core_cost,
         ranking,
     })

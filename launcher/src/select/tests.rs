@@ -328,3 +328,49 @@ fn fence_books_the_siblings_and_keeps_a_cpu_for_the_housekeeper() {
             .housekeeper_shared
     );
 }
+
+#[test]
+fn spares_are_the_next_quietest_cpus_and_the_housekeeper_avoids_them() {
+    let topo = machine(4, 1, 1);
+    // CPU 2 is noisy: the task takes the quietest, the spare the next, the housekeeper what
+    // is left.
+    let noise = BTreeMap::from([(2, 5e6)]);
+    let s = plan(
+        &topo,
+        &noise,
+        &Options {
+            spare: 1,
+            ..opts(2)
+        },
+    )
+    .unwrap();
+    assert_eq!(s.task_cpus, [1, 3]);
+    assert_eq!(s.spares, [0]);
+    assert_eq!(s.housekeeper, 2, "a CPU that is no spare, noisy or not");
+    // With nothing else left, the housekeeper shares a spare, not a task CPU.
+    let s = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            spare: 1,
+            ..opts(3)
+        },
+    )
+    .unwrap();
+    assert_eq!(s.spares, [0]);
+    assert_eq!((s.housekeeper, s.housekeeper_shared), (0, false));
+    // No room: a clear error naming how many are left.
+    let e = plan(
+        &topo,
+        &quiet(),
+        &Options {
+            spare: 2,
+            ..opts(3)
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--spare 2: -n 3 leaves 1 candidate CPUs outside the task; use --spare 1 or less"
+    );
+}

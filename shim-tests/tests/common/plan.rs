@@ -41,6 +41,10 @@ pub struct Selection {
     pub task_cpus: Vec<usize>,
     pub housekeeper: Option<usize>,
     pub housekeeper_shared: bool,
+    /// CPUs booked idle for moves off a noisy CPU (`--spare`).
+    pub spares: Vec<usize>,
+    /// The report's `telemetry.moves` (empty for a dry run).
+    pub moves: Vec<serde_json::Value>,
 }
 
 impl Selection {
@@ -78,6 +82,10 @@ impl Selection {
             task_cpus,
             housekeeper: sel["housekeeper"].as_u64().map(|c| c as usize),
             housekeeper_shared: sel["housekeeper_shared"].as_bool().unwrap_or(false),
+            spares: (sel["spares"].as_array().into_iter().flatten())
+                .filter_map(|c| c.as_u64().map(|c| c as usize))
+                .collect(),
+            moves: (json["telemetry"]["moves"].as_array().cloned()).unwrap_or_default(),
         }
     }
 

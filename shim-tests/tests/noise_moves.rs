@@ -1,0 +1,174 @@
+//! A CPU that turns noisy mid-run (issue 13): with `--spare 1` the task's thread leaves its CPU
+//! for the spare once a busy loop of another process shares it, and its per-second figures
+//! come back; with `--spare 0`, in the same test, they stay halved.
+
+mod common;
+use common::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A busy loop pinned to one CPU that starts after a delay, outside the task (a thread of this
+/// test); stopped and joined when dropped.
+struct LateSpinner {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LateSpinner {
+    fn start(cpu: usize, after: Duration) -> LateSpinner {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let begin = Instant::now();
+            while begin.elapsed() < after {
+                if flag.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and sched_setaffinity take it by
+            // pointer, alive for the calls.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                let size = std::mem::size_of::<libc::cpu_set_t>();
+                assert_eq!(
+                    libc::sched_setaffinity(0, size, &set),
+                    0,
+                    "pin to cpu {cpu}"
+                );
+            }
+            let mut x = 1u64;
+            while !flag.load(Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        });
+        LateSpinner {
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for LateSpinner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// One second of `seconds_loop`: chain steps done, and the CPU it ended on.
+#[derive(Debug)]
+struct Second {
+    steps: u64,
+    cpu: usize,
+}
+
+fn seconds(out: &Outcome) -> Vec<Second> {
+    (out.stdout.lines())
+        .map(|l| {
+            let field = |k: &str| {
+                (l.split_whitespace())
+                    .find_map(|w| w.strip_prefix(k))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or_else(|| panic!("no {k} in {l:?}"))
+            };
+            Second {
+                steps: field("steps="),
+                cpu: field("cpu=") as usize,
+            }
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// `seconds_loop 10` under `goset-run -n 1 --spare SPARE`, with a busy loop on the task's CPU
+/// from 2 s on: the outcome, the selection, the placement log's records.
+fn under_noise(program: &Program, spare: &str) -> (Outcome, Selection, Vec<serde_json::Value>) {
+    let task_cpu = dry_run_selection(1).task_cpus[0];
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("place.log");
+    let noise = LateSpinner::start(task_cpu, Duration::from_secs(2));
+    let (out, selection) = run_under_goset(
+        1,
+        &["--spare", spare, "--log", log.to_str().unwrap()],
+        program.path(),
+        &["10"],
+        &[],
+    );
+    drop(noise);
+    assert_eq!(selection.task_cpus, [task_cpu], "{}", out.dump());
+    let records = (std::fs::read_to_string(&log).unwrap().lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out, selection, records)
+}
+
+#[test]
+fn a_thread_leaves_a_cpu_that_turns_noisy_for_the_spare() {
+    if own_allowed().len() < 2 {
+        eprintln!("skipped: needs two CPUs (a task CPU and a spare)");
+        return;
+    }
+    let Some(program) = Program::c("seconds_loop.c") else {
+        return;
+    };
+    let (out, selection, records) = under_noise(&program, "1");
+    out.expect_code(0);
+    let task = selection.task_cpus[0];
+    let [spare] = selection.spares[..] else {
+        panic!("one spare: {selection:?}");
+    };
+    let moves: Vec<&serde_json::Value> = records.iter().filter(|r| r["event"] == "move").collect();
+    assert_eq!(moves.len(), 1, "one move: {records:#?}");
+    let m = moves[0];
+    assert_eq!(
+        (m["from_cpu"].as_u64(), m["cpu"].as_u64()),
+        (Some(task as u64), Some(spare as u64)),
+        "{m}"
+    );
+    let reason = m["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!("noise: cpu {task} at ")),
+        "{reason}"
+    );
+    assert_eq!(selection.moves.len(), 1, "listed in the JSON report");
+    assert!(
+        out.stderr.contains("Moves"),
+        "listed in the report\n{}",
+        out.dump()
+    );
+    let with_spare = seconds(&out);
+    assert_eq!(with_spare.len(), 10, "{}", out.dump());
+    assert_eq!(with_spare.last().unwrap().cpu, spare, "ends on the spare");
+
+    let (out0, _, records0) = under_noise(&program, "0");
+    out0.expect_code(0);
+    assert!(
+        !records0.iter().any(|r| r["event"] == "move"),
+        "no spare, no move: {records0:#?}"
+    );
+    let without = seconds(&out0);
+    assert!(without.iter().all(|s| s.cpu == task), "{}", out0.dump());
+    // Seconds 5-10: well after the noise began (2 s) and the move (a few polls later).
+    let late = |s: &[Second]| median(s[4..].iter().map(|s| s.steps).collect());
+    let quiet = |s: &[Second]| s[0].steps;
+    eprintln!(
+        "steps per second: --spare 1: first {} then {:?}; --spare 0: first {} then {:?}",
+        quiet(&with_spare),
+        with_spare.iter().map(|s| s.steps).collect::<Vec<_>>(),
+        quiet(&without),
+        without.iter().map(|s| s.steps).collect::<Vec<_>>()
+    );
+    assert!(
+        late(&with_spare) as f64 > 1.4 * late(&without) as f64,
+        "after the move the loop runs alone again; without a spare it shares its CPU"
+    );
+}
