@@ -92,6 +92,10 @@ pub struct BenchCli {
     /// (default 50%): `0`, `0-1:30%`.
     #[arg(long, value_name = "CPULIST[:DUTY]")]
     pub noise: Option<String>,
+    /// With --noise: start the load in each run, SECS after the run starts (a CPU that turns
+    /// noisy mid-run), rather than for the whole experiment: `2`, `2s`, `500ms`.
+    #[arg(long = "noise-at", value_name = "SECS")]
+    pub noise_at: Option<String>,
     /// Run the command once, bare, and list the metrics its output gives.
     #[arg(long)]
     pub dump: bool,

@@ -44,6 +44,8 @@ pub struct Setup {
     pub timeout: Option<Duration>,
     /// Where the numbers are read.
     pub stream: Stream,
+    /// `--noise` with `--noise-at`: a load started in each run, that long after its start.
+    pub noise_at: Option<(crate::noise::NoiseSpec, Duration)>,
 }
 
 /// One run done.
@@ -143,6 +145,9 @@ pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
         pin_before_exec(&mut cmd, c);
     }
     let start = Instant::now();
+    // Pinned when started, so a CPU the machine lacks was refused before the first run.
+    let _noise =
+        (setup.noise_at.as_ref()).and_then(|(spec, at)| crate::noise::Noise::start(spec, *at).ok());
     let mut run = Run {
         planned,
         cpus,
@@ -240,6 +245,7 @@ mod tests {
             settle: Duration::ZERO,
             timeout: Some(Duration::from_secs(30)),
             stream: Stream::Stdout,
+            noise_at: None,
         }
     }
 

@@ -11,6 +11,7 @@ use goset_bench::output::{self, About};
 use goset_bench::schedule::{self, Planned};
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 fn main() {
     goset_bench::signals::install();
@@ -73,6 +74,14 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         .map(|t| cli::parse_duration(t, "--timeout"))
         .transpose()?;
     let noise_spec = cli::noise(&cli)?;
+    let noise_at = (cli.noise_at.as_deref())
+        .map(|t| cli::parse_duration(t, "--noise-at"))
+        .transpose()?;
+    if noise_at.is_some() && noise_spec.is_none() {
+        return Err(Error::Usage(
+            "--noise-at needs --noise CPULIST: which CPUs turn noisy".into(),
+        ));
+    }
     if cli.n == 0 {
         return Err(Error::Usage("-n 0: at least one CPU (-n 1)".into()));
     }
@@ -134,15 +143,23 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         settle,
         timeout,
         stream: cli.from,
+        noise_at: noise_at.and_then(|at| Some((noise_spec.clone()?, at))),
     };
     if cli.dump {
         return dump(&setup);
     }
-    let _noise = noise_spec
-        .as_ref()
-        .map(Noise::start)
+    // The load for the whole experiment; with --noise-at it runs in each run, and this one
+    // (never busy) only checks its CPUs before the first.
+    let idle_until = if setup.noise_at.is_some() {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    };
+    let whole = (noise_spec.as_ref())
+        .map(|spec| Noise::start(spec, idle_until))
         .transpose()
         .map_err(Error::System)?;
+    let _noise = whole.filter(|_| setup.noise_at.is_none());
     let plan = schedule::plan(&modes, cli.runs, cli.warmup, seed);
     eprintln!(
         "goset-bench: {shown}: {} modes x {} runs{}, interleaved, seed {seed}",

@@ -1,5 +1,7 @@
 //! `--noise CPULIST[:DUTY]`: a background load of goset-bench's own on those CPUs for the whole
-//! experiment, so that the effect of noise-aware selection shows on a small or quiet machine.
+//! experiment, so that the effect of noise-aware selection shows on a small or quiet machine;
+//! with `--noise-at SECS`, in each run from SECS after its start (a CPU that turns noisy
+//! mid-run).
 //!
 //! Owns: the load threads (one per CPU, pinned, busy `DUTY` of each 10 ms period, asleep the
 //! rest) and their end. Must not: outlive the experiment ([`Noise`] stops them when dropped).
@@ -58,9 +60,9 @@ pub struct Noise {
 }
 
 impl Noise {
-    /// Starts one load thread per CPU of `spec`. Fails (nothing left running) when a CPU cannot
-    /// be pinned to (offline, outside the allowed mask).
-    pub fn start(spec: &NoiseSpec) -> Result<Noise, String> {
+    /// Starts one load thread per CPU of `spec`, each busy from `after` on. Fails (nothing
+    /// left running) when a CPU cannot be pinned to (offline, outside the allowed mask).
+    pub fn start(spec: &NoiseSpec, after: Duration) -> Result<Noise, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut noise = Noise {
             stop: stop.clone(),
@@ -76,7 +78,7 @@ impl Noise {
                     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
                 });
                 let _ = tx.send(pinned.map_err(|e| e.to_string()));
-                if pinned.is_ok() {
+                if pinned.is_ok() && wait(&stop, after) {
                     load(&stop, duty);
                 }
             }));
@@ -86,6 +88,18 @@ impl Noise {
         }
         Ok(noise)
     }
+}
+
+/// Sleeps `after` in periods; `false` when `stop` came first.
+fn wait(stop: &AtomicBool, after: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < after {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep(PERIOD.min(after.saturating_sub(start.elapsed())));
+    }
+    true
 }
 
 /// Busy `duty` of each period, asleep the rest, until `stop`.
@@ -137,17 +151,19 @@ mod tests {
         let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
             .map(|s| (0..1024).find(|&c| s.is_set(c).unwrap_or(false)).unwrap())
             .unwrap();
-        let noise = Noise::start(&NoiseSpec {
+        let spec = NoiseSpec {
             cpus: vec![cpu],
             duty: 1.0,
-        })
-        .unwrap();
+        };
+        let noise = Noise::start(&spec, Duration::ZERO).unwrap();
         assert_eq!(noise.threads.len(), 1);
         drop(noise);
-        assert!(Noise::start(&NoiseSpec {
+        // One that would start in a lifetime still stops at once (the join would hang).
+        drop(Noise::start(&spec, Duration::MAX).unwrap());
+        let nowhere = NoiseSpec {
             cpus: vec![100_000],
-            duty: 0.5
-        })
-        .is_err());
+            duty: 0.5,
+        };
+        assert!(Noise::start(&nowhere, Duration::ZERO).is_err());
     }
 }

@@ -345,15 +345,25 @@ struct Executed {
 }
 
 /// Where a slot may go when its CPU turns noisy: the spares booked for it, with `--adapt` the
-/// candidates this run does not use (other runs' CPUs were no candidates), or nowhere.
+/// candidates this run does not use (other runs' CPUs were no candidates; the housekeeper's
+/// only when no other is left, as a spare is shared when nothing else is), or nowhere.
 fn noise_pool(opts: &RunOptions, selection: &select::Selection) -> Vec<usize> {
     match opts.noise_moves {
         NoiseMoves::Off => Vec::new(),
         NoiseMoves::Spares => selection.spares.clone(),
-        NoiseMoves::Unused => (selection.ranking.iter().copied())
-            .filter(|c| !selection.task_cpus.contains(c) && *c != selection.housekeeper)
-            .filter(|c| !selection.fenced.contains(c))
-            .collect(),
+        NoiseMoves::Unused => {
+            let unused: Vec<usize> = (selection.ranking.iter().copied())
+                .filter(|c| !selection.task_cpus.contains(c) && !selection.fenced.contains(c))
+                .collect();
+            let others: Vec<usize> = (unused.iter().copied())
+                .filter(|&c| c != selection.housekeeper)
+                .collect();
+            if others.is_empty() {
+                unused
+            } else {
+                others
+            }
+        }
     }
 }
 

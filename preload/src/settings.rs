@@ -127,7 +127,11 @@ mod tests {
         };
         assert_eq!(cfg.cpu_of_slot(0), Some(1));
         table.move_slot(0, 5);
-        assert_eq!(cfg.cpu_of_slot(0), Some(5), "the launcher moved it to a spare");
+        assert_eq!(
+            cfg.cpu_of_slot(0),
+            Some(5),
+            "the launcher moved it to a spare"
+        );
         // The task wrote a CPU outside its reservation into the table: the plan's stays.
         table.move_slot(1, 40);
         assert_eq!(cfg.cpu_of_slot(1), Some(2));

@@ -1,7 +1,8 @@
 /* seconds_loop SECONDS: one thread runs a dependent xorshift-multiply chain for SECONDS and
  * prints, at the end of each second of wall time, one line to stdout:
- *   second <i> steps=<chain steps done in that second> cpu=<sched_getcpu at that moment>
- * A CPU shared with another busy thread halves the steps of the seconds it is shared. */
+ *   steps/s: <chain steps done in that second> [<sched_getcpu at that moment>]
+ * (goset-bench reads the i-th line as metric steps/s@i and skips the bracketed CPU). A CPU
+ * shared with another busy thread halves the steps of the seconds it is shared. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdint.h>
@@ -34,7 +35,7 @@ int main(int argc, char **argv) {
             }
             steps += 10000;
         }
-        printf("second %d steps=%llu cpu=%d\n", s, (unsigned long long)steps, sched_getcpu());
+        printf("steps/s: %llu [%d]\n", (unsigned long long)steps, sched_getcpu());
         fflush(stdout);
     }
     return x == 42 ? 1 : 0;

@@ -291,6 +291,16 @@ fn failed_runs_are_discarded_and_bad_input_changes_nothing() {
             2,
             "--settle soon",
         ),
+        (
+            &["--noise-at", "2s", "--bench", "jitter"],
+            2,
+            "--noise-at needs --noise",
+        ),
+        (
+            &["--noise", "0", "--noise-at", "later", "--bench", "jitter"],
+            2,
+            "--noise-at later",
+        ),
         (&["--", "/nonexistent/tool"], 127, "command not found"),
         (&["--", "/etc/passwd"], 126, "/etc/passwd"),
         (&[], 2, "nothing to measure"),

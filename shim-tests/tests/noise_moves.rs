@@ -67,19 +67,15 @@ struct Second {
     cpu: usize,
 }
 
+/// `steps/s: N [CPU]` lines.
 fn seconds(out: &Outcome) -> Vec<Second> {
     (out.stdout.lines())
         .map(|l| {
-            let field = |k: &str| {
-                (l.split_whitespace())
-                    .find_map(|w| w.strip_prefix(k))
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or_else(|| panic!("no {k} in {l:?}"))
-            };
-            Second {
-                steps: field("steps="),
-                cpu: field("cpu=") as usize,
-            }
+            let parsed = (l.strip_prefix("steps/s: "))
+                .and_then(|rest| rest.strip_suffix(']')?.split_once(" ["))
+                .and_then(|(n, c)| Some((n.parse().ok()?, c.parse().ok()?)));
+            let (steps, cpu) = parsed.unwrap_or_else(|| panic!("not a seconds_loop line: {l:?}"));
+            Second { steps, cpu }
         })
         .collect()
 }
@@ -89,20 +85,16 @@ fn median(mut v: Vec<u64>) -> u64 {
     v[v.len() / 2]
 }
 
-/// `seconds_loop 10` under `goset-run -n 1 --spare SPARE`, with a busy loop on the task's CPU
-/// from 2 s on: the outcome, the selection, the placement log's records.
-fn under_noise(program: &Program, spare: &str) -> (Outcome, Selection, Vec<serde_json::Value>) {
+/// `seconds_loop 10` under `goset-run -n 1 FLAGS`, with a busy loop on the task's CPU from
+/// 2 s on: the outcome, the selection, the placement log's records.
+fn under_noise(program: &Program, flags: &[&str]) -> (Outcome, Selection, Vec<serde_json::Value>) {
     let task_cpu = dry_run_selection(1).task_cpus[0];
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("place.log");
     let noise = LateSpinner::start(task_cpu, Duration::from_secs(2));
-    let (out, selection) = run_under_goset(
-        1,
-        &["--spare", spare, "--log", log.to_str().unwrap()],
-        program.path(),
-        &["10"],
-        &[],
-    );
+    let mut args = flags.to_vec();
+    args.extend(["--log", log.to_str().unwrap()]);
+    let (out, selection) = run_under_goset(1, &args, program.path(), &["10"], &[]);
     drop(noise);
     assert_eq!(selection.task_cpus, [task_cpu], "{}", out.dump());
     let records = (std::fs::read_to_string(&log).unwrap().lines())
@@ -111,27 +103,37 @@ fn under_noise(program: &Program, spare: &str) -> (Outcome, Selection, Vec<serde
     (out, selection, records)
 }
 
-#[test]
-fn a_thread_leaves_a_cpu_that_turns_noisy_for_the_spare() {
-    if own_allowed().len() < 2 {
-        eprintln!("skipped: needs two CPUs (a task CPU and a spare)");
-        return;
+/// [`under_noise`], again (at most 3 runs) while no move happened: this machine is a shared VM,
+/// and when the host steals half of the spare's time too (seen: 36-60% steal over several
+/// polls) the spare is no quieter than the loaded CPU, and staying is right.
+fn until_moved(program: &Program, flags: &[&str]) -> (Outcome, Selection, Vec<serde_json::Value>) {
+    let mut attempt = 1;
+    loop {
+        let run = under_noise(program, flags);
+        if attempt == 3 || run.2.iter().any(|r| r["event"] == "move") {
+            return run;
+        }
+        eprintln!("{flags:?}: no move in run {attempt} (the spare stolen from?); again");
+        attempt += 1;
     }
-    let Some(program) = Program::c("seconds_loop.c") else {
-        return;
-    };
-    let (out, selection, records) = under_noise(&program, "1");
+}
+
+/// Checks a run in which the loop's thread moved once from the task CPU to `to`, with its
+/// record and its entries in both reports; its seconds.
+fn moved_once(
+    out: &Outcome,
+    selection: &Selection,
+    records: &[serde_json::Value],
+    to: usize,
+) -> Vec<Second> {
     out.expect_code(0);
     let task = selection.task_cpus[0];
-    let [spare] = selection.spares[..] else {
-        panic!("one spare: {selection:?}");
-    };
     let moves: Vec<&serde_json::Value> = records.iter().filter(|r| r["event"] == "move").collect();
     assert_eq!(moves.len(), 1, "one move: {records:#?}");
     let m = moves[0];
     assert_eq!(
         (m["from_cpu"].as_u64(), m["cpu"].as_u64()),
-        (Some(task as u64), Some(spare as u64)),
+        (Some(task as u64), Some(to as u64)),
         "{m}"
     );
     let reason = m["reason"].as_str().unwrap();
@@ -145,11 +147,37 @@ fn a_thread_leaves_a_cpu_that_turns_noisy_for_the_spare() {
         "listed in the report\n{}",
         out.dump()
     );
-    let with_spare = seconds(&out);
-    assert_eq!(with_spare.len(), 10, "{}", out.dump());
-    assert_eq!(with_spare.last().unwrap().cpu, spare, "ends on the spare");
+    let seconds = seconds(out);
+    assert_eq!(seconds.len(), 10, "{}", out.dump());
+    assert_eq!(seconds.last().unwrap().cpu, to, "ends where it moved");
+    seconds
+}
 
-    let (out0, _, records0) = under_noise(&program, "0");
+#[test]
+fn a_thread_leaves_a_cpu_that_turns_noisy_for_the_spare() {
+    let own = own_allowed();
+    if own.len() < 2 {
+        eprintln!("skipped: needs two CPUs (a task CPU and a spare)");
+        return;
+    }
+    let Some(program) = Program::c("seconds_loop.c") else {
+        return;
+    };
+    let (out, selection, records) = until_moved(&program, &["--spare", "1"]);
+    let [spare] = selection.spares[..] else {
+        panic!("one spare: {selection:?}");
+    };
+    let with_spare = moved_once(&out, &selection, &records, spare);
+    let task = selection.task_cpus[0];
+
+    // --adapt books nothing and takes a CPU the run does not use (here the housekeeper's).
+    let (out, selection, records) = until_moved(&program, &["--adapt"]);
+    assert!(selection.spares.is_empty(), "{selection:?}");
+    let unused = selection.housekeeper.expect("a housekeeper");
+    assert_ne!(unused, task);
+    moved_once(&out, &selection, &records, unused);
+
+    let (out0, _, records0) = under_noise(&program, &["--spare", "0"]);
     out0.expect_code(0);
     assert!(
         !records0.iter().any(|r| r["event"] == "move"),
@@ -159,13 +187,11 @@ fn a_thread_leaves_a_cpu_that_turns_noisy_for_the_spare() {
     assert!(without.iter().all(|s| s.cpu == task), "{}", out0.dump());
     // Seconds 5-10: well after the noise began (2 s) and the move (a few polls later).
     let late = |s: &[Second]| median(s[4..].iter().map(|s| s.steps).collect());
-    let quiet = |s: &[Second]| s[0].steps;
+    let all = |s: &[Second]| s.iter().map(|s| s.steps / 1_000_000).collect::<Vec<_>>();
     eprintln!(
-        "steps per second: --spare 1: first {} then {:?}; --spare 0: first {} then {:?}",
-        quiet(&with_spare),
-        with_spare.iter().map(|s| s.steps).collect::<Vec<_>>(),
-        quiet(&without),
-        without.iter().map(|s| s.steps).collect::<Vec<_>>()
+        "million steps per second: --spare 1: {:?}; --spare 0: {:?}",
+        all(&with_spare),
+        all(&without)
     );
     assert!(
         late(&with_spare) as f64 > 1.4 * late(&without) as f64,
