@@ -285,9 +285,16 @@ impl Housekeeper {
                 appender,
             ),
             all_children_every: every.clamp(1, u64::MAX as u128) as u64,
-            idle_skip_cap: (IDLE_READ_EVERY.as_nanos() / settings.interval.as_nanos().max(1))
-                .saturating_sub(1)
-                .min(u32::MAX as u128) as u32,
+            // The noise of a CPU is its busy time less the task's: a thread left unread would
+            // hide its run time there, and its CPU would look noisy (one pread a sleeper a
+            // poll is the price of --spare).
+            idle_skip_cap: if settings.spares.is_empty() {
+                (IDLE_READ_EVERY.as_nanos() / settings.interval.as_nanos().max(1))
+                    .saturating_sub(1)
+                    .min(u32::MAX as u128) as u32
+            } else {
+                0
+            },
             settings,
             log: log.map(|p| LogTail::new(p.to_path_buf())),
             task: None,
