@@ -562,11 +562,14 @@ impl Housekeeper {
             let x = threads.get(&t.tid)?;
             Some((t.tid, x.cpu_ns(), x.stat.as_ref()?.processor))
         });
-        let cpus: Vec<usize> = (self.placer.task_cpus().iter())
-            .chain(&self.spares)
-            .copied()
-            .collect();
-        let noise = watch.sample(&cpus, ran);
+        let Some(noise) = watch.sample(
+            self.placer.task_cpus(),
+            &self.spares,
+            ran,
+            self.procs.keys().copied(),
+        ) else {
+            return;
+        };
         let pct = |cpu: usize| noise.get(&cpu).copied().flatten().map(|n| n.pct());
         let slots: Vec<(usize, usize, f64)> = (self.placer.task_cpus().iter().enumerate())
             .filter_map(|(slot, &cpu)| Some((slot, cpu, pct(cpu)?)))

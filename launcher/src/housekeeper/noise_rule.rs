@@ -33,8 +33,16 @@ impl Default for NoiseRule {
 pub struct NoiseStreaks {
     /// Polls in a row the slot's CPU was noisier than the quietest spare by the margin.
     above: BTreeMap<usize, u32>,
+    /// The highest noise of the slot's CPU over that streak.
+    peak: BTreeMap<usize, f64>,
     /// Polls since the slot last moved (absent: never moved).
     since_move: BTreeMap<usize, u32>,
+    /// The slot's last move, not judged yet: the CPU it left and that CPU's noise then.
+    judged_by: BTreeMap<usize, (usize, f64)>,
+    /// Noise the slot takes along (see [`noise_moves`]): not counted against its CPU.
+    carried: BTreeMap<usize, f64>,
+    /// Moves of the slot that did not help, and the CPUs they left (never its target again).
+    futile: BTreeMap<usize, Vec<usize>>,
 }
 
 /// One move of a slot off its noisy CPU.
@@ -57,9 +65,15 @@ pub struct NoiseMove {
 /// One poll of the rule. `slots`: each slot's CPU and its noise this poll (percent of the
 /// CPU); `spares`: each spare CPU and its noise. A slot whose CPU stays noisier than the
 /// quietest spare by [`NoiseRule::margin_pct`] for [`NoiseRule::polls`] polls in a row (and
-/// did not move within [`NoiseRule::dwell_polls`]) moves to that spare, the noisiest slot
-/// first, each spare taken once; the CPU it leaves is a spare from then on (the caller swaps
-/// them).
+/// did not move within its dwell) moves to that spare, the noisiest slot first, each spare
+/// taken once; the CPU it leaves is a spare from then on (the caller swaps them).
+///
+/// A move is judged when the slot is due to move again: if its new CPU is then within the
+/// margin as noisy as the one it left, the noise went with it (its own interrupts, steal that
+/// shows only on a busy vCPU) and moving on would only carry it further. The slot stays; the
+/// highest noise of that streak is counted as its own from then on, its dwell doubles, and
+/// the CPU it left is never its target again. A slot whose new CPU stays quiet through its
+/// dwell was helped, and its move is not judged.
 pub fn noise_moves(
     streaks: &mut NoiseStreaks,
     slots: &[(usize, usize, f64)],
@@ -72,31 +86,52 @@ pub fn noise_moves(
     let quietest = spares.iter().map(|&(_, n)| n).min_by(f64::total_cmp);
     let mut due = Vec::new();
     for &(slot, cpu, noise) in slots {
-        let above = quietest.is_some_and(|q| noise > q + rule.margin_pct);
+        let own = streaks.carried.get(&slot).copied().unwrap_or(0.0);
+        let above = quietest.is_some_and(|q| noise - own > q + rule.margin_pct);
         let streak = streaks.above.entry(slot).or_default();
-        *streak = if above { *streak + 1 } else { 0 };
-        let rested = streaks
-            .since_move
-            .get(&slot)
-            .is_none_or(|&n| n >= rule.dwell_polls);
-        if *streak >= rule.polls && rested {
-            due.push((slot, cpu, noise, *streak));
+        let peak = streaks.peak.entry(slot).or_insert(0.0);
+        if above {
+            *streak += 1;
+            *peak = peak.max(noise);
+        } else {
+            *streak = 0;
+            *peak = 0.0;
+        }
+        let futile = streaks.futile.get(&slot).map_or(0, Vec::len);
+        let dwell = rule.dwell_polls.saturating_mul(1 << futile.min(16));
+        let rested = streaks.since_move.get(&slot).is_none_or(|&n| n >= dwell);
+        if rested && !above {
+            streaks.judged_by.remove(&slot);
+        }
+        if *streak < rule.polls || !rested {
+            continue;
+        }
+        match streaks.judged_by.remove(&slot) {
+            Some((left, left_pct)) if noise >= left_pct - rule.margin_pct => {
+                streaks.carried.insert(slot, own.max(*peak));
+                streaks.futile.entry(slot).or_default().push(left);
+                *streak = 0;
+                *peak = 0.0;
+            }
+            _ => due.push((slot, cpu, noise - own, noise, *streak)),
         }
     }
     due.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
     let mut free: Vec<(usize, f64)> = spares.to_vec();
     free.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
     let mut moves = Vec::new();
-    for (slot, from, from_pct, polls) in due {
-        let Some(i) = free
-            .iter()
-            .position(|&(_, n)| from_pct > n + rule.margin_pct)
-        else {
+    for (slot, from, excess, from_pct, polls) in due {
+        let left = streaks.futile.get(&slot);
+        let Some(i) = free.iter().position(|&(cpu, n)| {
+            excess > n + rule.margin_pct && !left.is_some_and(|l| l.contains(&cpu))
+        }) else {
             continue;
         };
         let (to, to_pct) = free.remove(i);
         streaks.above.insert(slot, 0);
+        streaks.peak.insert(slot, 0.0);
         streaks.since_move.insert(slot, 0);
+        streaks.judged_by.insert(slot, (from, from_pct));
         moves.push(NoiseMove {
             slot,
             from,
@@ -163,6 +198,18 @@ mod tests {
         }
     }
 
+    /// Polls until `slots` make a move (at most 1000), and that move.
+    fn polls_to_move(
+        s: &mut NoiseStreaks,
+        slots: &[(usize, usize, f64)],
+        spares: &[(usize, f64)],
+    ) -> Option<(u32, NoiseMove)> {
+        (1..=1000).find_map(|n| {
+            let m = noise_moves(s, slots, spares, &NoiseRule::default());
+            m.first().map(|&m| (n, m))
+        })
+    }
+
     #[test]
     fn a_slot_that_moved_waits_its_dwell_and_spares_are_taken_once() {
         let rule = NoiseRule::default();
@@ -174,17 +221,47 @@ mod tests {
             moves = noise_moves(&mut s, &two, &[(2, 0.0)], &rule);
         }
         assert_eq!(moves.iter().map(|m| m.slot).collect::<Vec<_>>(), [1]);
-        // The spare it reached turns noisy at once: slot 1 stays for its dwell.
-        let after = [(1, 2, 60.0)];
-        let mut polls = 0;
-        loop {
-            polls += 1;
-            let m = noise_moves(&mut s, &after, &[(0, 0.0)], &rule);
-            if m.iter().any(|m| m.slot == 1) {
-                break;
-            }
-            assert!(polls < 100);
+        // It was helped (quiet on cpu 2 for its dwell); then cpu 2 turns noisy: it moves
+        // again, once its streak is long enough, to the cpu it left (quiet by now).
+        for _ in 0..rule.dwell_polls {
+            assert!(noise_moves(&mut s, &[(1, 2, 1.0)], &[(0, 0.0)], &rule).is_empty());
         }
-        assert_eq!(polls, rule.dwell_polls);
+        let (polls, m) = polls_to_move(&mut s, &[(1, 2, 60.0)], &[(0, 0.0)]).unwrap();
+        assert_eq!((polls, m.from, m.to), (rule.polls, 2, 0));
+    }
+
+    #[test]
+    fn noise_that_goes_with_the_slot_moves_it_once_and_never_back() {
+        let rule = NoiseRule::default();
+        let mut s = NoiseStreaks::default();
+        // The slot's own noise (its interrupts, steal on a busy vCPU): 50 % wherever it runs,
+        // while the cpu it is not on reads quiet.
+        let (_, first) = polls_to_move(&mut s, &[(0, 1, 50.0)], &[(2, 0.0)]).unwrap();
+        assert_eq!((first.from, first.to), (1, 2));
+        for _ in 0..10 * rule.dwell_polls {
+            assert!(noise_moves(&mut s, &[(0, 2, 50.0)], &[(1, 0.0)], &rule).is_empty());
+        }
+        // Only noise the margin above what it carries counts now, and never towards cpu 1;
+        // a new spare is tried, after a doubled dwell (counted from its move).
+        assert!(noise_moves(&mut s, &[(0, 2, 90.0)], &[(1, 0.0)], &rule).is_empty());
+        let mut t = s.clone();
+        for _ in 0..100 {
+            assert!(noise_moves(&mut t, &[(0, 2, 90.0)], &[(1, 0.0)], &rule).is_empty());
+        }
+        let (_, next) = polls_to_move(&mut s, &[(0, 2, 90.0)], &[(1, 0.0), (3, 5.0)]).unwrap();
+        assert_eq!((next.from, next.to), (2, 3));
+        // A fresh slot on a CPU whose noise is not its own still moves in its polls, and
+        // the dwell doubles with each move that did not help.
+        let mut u = NoiseStreaks::default();
+        polls_to_move(&mut u, &[(0, 1, 50.0)], &[(2, 0.0)]).unwrap();
+        let mut since = 0;
+        while !u.futile.contains_key(&0) {
+            assert!(noise_moves(&mut u, &[(0, 2, 50.0)], &[(1, 0.0)], &rule).is_empty());
+            since += 1;
+            assert!(since < 100);
+        }
+        assert_eq!((since, u.carried[&0]), (rule.dwell_polls, 50.0));
+        let (polls, m) = polls_to_move(&mut u, &[(0, 2, 75.0)], &[(3, 0.0)]).unwrap();
+        assert_eq!((since + polls, m.to), (2 * rule.dwell_polls, 3));
     }
 }

@@ -59,6 +59,18 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
+/// Fields 14-17 of a process's `/proc/<pid>/stat`, in clock ticks: the user and system time
+/// of all its threads, the ended ones too, and of the children it reaped.
+pub fn parse_process_ticks(text: &str) -> Option<u64> {
+    let close = text.rfind(')')?;
+    let fields: Vec<u64> = (text.get(close + 1..)?.split_whitespace())
+        .skip(14 - 3)
+        .take(4)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    (fields.len() == 4).then(|| fields.iter().fold(0u64, |a, &b| a.saturating_add(b)))
+}
+
 /// Field 20 of a process's `stat`: how many threads it has.
 pub fn parse_num_threads(text: &str) -> Option<usize> {
     let close = text.rfind(')')?;
@@ -335,6 +347,15 @@ mod tests {
         let line = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 64 0 777 0 0";
         assert_eq!(parse_num_threads(line), Some(64));
         assert_eq!(parse_num_threads("42 (x) S 1"), None);
+        assert_eq!(parse_process_ticks(line), Some(11));
+        assert_eq!(
+            parse_process_ticks("42 (a) b) S 1 1 1 0 -1 0 0 0 0 0 7 3 20 1 20"),
+            Some(31)
+        );
+        assert_eq!(
+            parse_process_ticks("42 (x) S 1 1 1 0 -1 0 0 0 0 0 7 3 20"),
+            None
+        );
         let own = std::fs::read_to_string("/proc/self/stat").unwrap();
         assert!(parse_num_threads(&own).is_some_and(|n| n >= 1));
     }

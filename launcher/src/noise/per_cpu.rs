@@ -22,6 +22,8 @@ pub struct CpuNoise {
     pub busy_pct: f64,
     /// Share stolen by the hypervisor, in percent (0-100).
     pub steal_pct: f64,
+    /// The part of `busy_pct` the kernel accounted to irq and softirq, in percent.
+    pub irq_time_pct: f64,
     /// [`USER_HZ`] ticks the CPU accounted over the window (busy + idle + iowait + steal): the
     /// resolution of `busy_pct` and `steal_pct` is `100 / ticks` percent.
     pub ticks: u64,
@@ -146,6 +148,7 @@ fn stat_deltas(
         if total > 0 {
             n.busy_pct = 100.0 * d.busy() as f64 / total as f64;
             n.steal_pct = 100.0 * d.steal as f64 / total as f64;
+            n.irq_time_pct = 100.0 * d.irq.saturating_add(d.softirq) as f64 / total as f64;
         }
     }
 }
@@ -193,6 +196,7 @@ mod tests {
         assert_eq!(c0.ticks, 50);
         assert!((c0.busy_pct - 40.0).abs() < 1e-9, "{}", c0.busy_pct);
         assert!((c0.steal_pct - 10.0).abs() < 1e-9);
+        assert!((c0.irq_time_pct - 10.0).abs() < 1e-9, "{}", c0.irq_time_pct);
         assert_eq!((c1.ticks, c1.busy_pct, c1.steal_pct), (0, 0.0, 0.0));
 
         let only = delta_for(&before, &after, &[1]);
