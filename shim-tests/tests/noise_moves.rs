@@ -198,3 +198,53 @@ fn a_thread_leaves_a_cpu_that_turns_noisy_for_the_spare() {
         "after the move the loop runs alone again; without a spare it shares its CPU"
     );
 }
+
+/// Noise the task makes itself goes wherever it runs: its own timer interrupts, and threads
+/// born and ended between two polls (whose time the reads of threads never see). Neither is
+/// noise, and a move would only take it along; at worst (the host's steal, which only shows
+/// on a busy vCPU) one move happens, judged useless when the slot is due again, and the slot
+/// never goes back.
+#[test]
+fn noise_the_task_makes_itself_does_not_move_it_back_and_forth() {
+    if own_allowed().len() < 2 {
+        eprintln!("skipped: needs two CPUs (a task CPU and a spare)");
+        return;
+    }
+    let Some(program) = Program::c("own_noise.c") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("place.log");
+    let args = ["--spare", "1", "--log", log.to_str().unwrap()];
+    let (out, selection) = run_under_goset(1, &args, program.path(), &["6"], &[]);
+    out.expect_code(0);
+    let records: Vec<serde_json::Value> = (std::fs::read_to_string(&log).unwrap().lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let moves: Vec<(u64, u64)> = (records.iter().filter(|r| r["event"] == "move"))
+        .map(|r| (r["from_cpu"].as_u64().unwrap(), r["cpu"].as_u64().unwrap()))
+        .collect();
+    let mut main_moves: Vec<_> = moves.clone();
+    main_moves.dedup();
+    assert!(
+        main_moves.len() <= 1,
+        "the slot went back and forth: {moves:?}\n{}",
+        out.dump()
+    );
+    assert_eq!(selection.moves.len(), main_moves.len(), "{}", out.dump());
+    // The task's own view: its main thread changed CPU at most once.
+    let cpus: Vec<&str> = (out.stdout.lines())
+        .map(|l| {
+            (l.strip_prefix("cpu: ").and_then(|r| r.split(' ').next()))
+                .unwrap_or_else(|| panic!("not an own_noise line: {l:?}"))
+        })
+        .collect();
+    assert_eq!(cpus.len(), 6, "{}", out.dump());
+    let mut changes = cpus.clone();
+    changes.dedup();
+    assert!(changes.len() <= 2, "moved back and forth: {cpus:?}");
+    let last = out.stdout.lines().last().unwrap();
+    let made: u64 = last.rsplit(' ').next().unwrap().parse().unwrap();
+    eprintln!("{made} short-lived threads, moves {moves:?}, main thread on cpus {cpus:?}");
+    assert!(made > 600, "short-lived threads ran: {last}");
+}
