@@ -214,11 +214,16 @@ impl SlotTable {
         }
         let old = ((label as u32 as u64) << 32) | (from as u64 + 1);
         let new = ((label as u32 as u64) << 32) | (to as u64 + 1);
-        let index = self.records_in_use().iter().position(|r| {
+        // `to` counts the thread before its record names `to`: a thread ending in between
+        // releases the record from `to`, and must find its count there.
+        target.fetch_add(1, Ordering::AcqRel);
+        let Some(index) = self.records_in_use().iter().position(|r| {
             r.compare_exchange(old, new, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
-        })?;
-        target.fetch_add(1, Ordering::AcqRel);
+        }) else {
+            let _ = target.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1));
+            return None;
+        };
         if let Some(live) = self.live.get(from) {
             let _ = live.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1));
         }
@@ -420,6 +425,11 @@ mod tests {
         assert_eq!(t.record_slot(moved), Some(1));
         assert!(t.move_record(-6, 0, 1).is_none(), "no record of that label");
         assert!(t.move_record(-5, 0, MAX_SLOTS).is_none());
+        assert_eq!(
+            (t.live(0), t.live(1)),
+            (1, 1),
+            "a move that failed counts nothing"
+        );
         // Whichever thread's record moved, releasing both claims empties both slots.
         t.release(&a);
         t.release(&b);

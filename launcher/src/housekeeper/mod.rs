@@ -106,6 +106,7 @@ pub struct Housekeeper {
     /// The last pid handed out as of the last poll: the tids born since lie above it.
     last_pid: Option<i32>,
     started: Instant,
+    /// When the task started (until it does, when the housekeeper did), Unix seconds.
     started_unix_s: f64,
     cpu_start: Duration,
     /// Each poll's noise, when slots may move off noisy CPUs.
@@ -310,9 +311,7 @@ impl Housekeeper {
             polls_to_all_children: 0,
             last_pid: None,
             started: Instant::now(),
-            started_unix_s: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
+            started_unix_s: unix_now_s(),
             cpu_start: own_cpu_time(),
         }
     }
@@ -324,6 +323,8 @@ impl Housekeeper {
         self.task = Some(pid);
         self.procs.entry(pid).or_default();
         self.cpu_start = own_cpu_time();
+        // Move times count from here: the noise sample and the launch came before.
+        self.started_unix_s = unix_now_s();
     }
 
     /// One poll. The cost grows with the threads that ran and were born, not with those that
@@ -727,7 +728,7 @@ impl Housekeeper {
     /// What the shim's records say of `tid`, with the CPU the housekeeper moved it to since.
     fn shim_of(&self, tid: i32) -> Option<ShimThread> {
         let mut shim = self.log.as_ref().and_then(|l| l.shim.get(&tid)).copied()?;
-        if let Some(&cpu) = self.placer.relocated.get(&tid) {
+        if let Some(cpu) = self.placer.relocated(tid, shim.cpu) {
             shim.cpu = Some(cpu);
         }
         Some(shim)
@@ -836,6 +837,13 @@ impl Housekeeper {
             errors,
         }
     }
+}
+
+/// Seconds since the Unix epoch (the placement log's `time`).
+pub(super) fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(test)]

@@ -51,7 +51,8 @@ pub struct HousekeeperCost {
     pub cpu_pct: f64,
     /// Threads it placed itself.
     pub placed: usize,
-    /// Busy threads it moved off a crowded slot (`move` records).
+    /// Moves of threads after their placement (`move` records): busy threads off a crowded
+    /// slot, and the threads of a slot that left a noisy CPU.
     pub moved: usize,
 }
 
@@ -79,7 +80,7 @@ pub struct TelemetryReport {
 /// One thread moved after its placement (a `move` record of the placement log).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct MoveEvent {
-    /// Seconds after the run started.
+    /// Seconds after the task started.
     pub after_s: f64,
     /// Thread id.
     pub tid: i32,

@@ -71,9 +71,9 @@ pub struct Placer {
     /// CPUs a slot moved off when they turned noisy, with the slot: a thread found there
     /// later (placed as the slot moved) follows it.
     retired: BTreeMap<usize, usize>,
-    /// Threads the shim placed that the housekeeper moved since, with their CPU now (the
-    /// shim's records still name the old one).
-    pub relocated: BTreeMap<i32, usize>,
+    /// Threads the shim placed that the housekeeper moved since: their CPU now, and the CPU
+    /// of the shim's record it stands for (a later record of the shim's is newer).
+    relocated: BTreeMap<i32, (usize, Option<usize>)>,
 }
 
 /// A live thread as the placer needs it.
@@ -153,6 +153,7 @@ impl Placer {
     ) {
         for &tid in ended {
             self.pending.remove(&tid);
+            self.relocated.remove(&tid);
             if let Some(o) = self.owned.get_mut(&tid) {
                 if let Some(c) = o.claim.take() {
                     self.table.release(&c);
@@ -330,14 +331,13 @@ impl Placer {
             // Only a thread busy on the same slot at the poll before counts: a pool's
             // short-lived threads, gone before a move lands, must not be chased.
             now_busy.insert(t.tid, slot);
-            if self.busy_before.get(&t.tid) != Some(&slot) {
-                continue;
-            }
+            let steady = self.busy_before.get(&t.tid) == Some(&slot);
             let rested = !matches!(self.moved_at.get(&t.tid), Some(&at) if self.polls.saturating_sub(at) < DWELL_POLLS);
             busy.push(Busy {
                 tid: t.tid,
                 slot,
                 movable: t.shim_placed && rested,
+                steady,
             });
         }
         self.busy_before = now_busy;
@@ -367,7 +367,7 @@ impl Placer {
                 continue;
             }
             self.moved_at.insert(t.tid, self.polls);
-            self.relocated.insert(t.tid, cpu);
+            self.relocate(t, cpu);
             self.moves += 1;
             let moved = Owned {
                 pid: t.pid,
@@ -387,6 +387,19 @@ impl Placer {
             );
             self.write(t.tid, &moved, MOVE, Some(cpu), Some((from_cpu, reason)));
         }
+    }
+
+    /// Notes that the housekeeper moved `t`, which the shim placed, to `cpu`.
+    fn relocate(&mut self, t: &Live, cpu: usize) {
+        // Moved before: `t.shim_cpu` already is where it moved; the record's CPU is kept.
+        let record = self.relocated.get(&t.tid).map_or(t.shim_cpu, |r| r.1);
+        self.relocated.insert(t.tid, (cpu, record));
+    }
+
+    /// Where the housekeeper moved `tid` since the shim's record that placed it on
+    /// `record_cpu`; `None` if it did not, or the shim placed it again since.
+    pub fn relocated(&self, tid: i32, record_cpu: Option<usize>) -> Option<usize> {
+        (self.relocated.get(&tid)).and_then(|&(cpu, record)| (record == record_cpu).then_some(cpu))
     }
 
     /// Each slot's CPU now, in slot order (a slot moves off a CPU that turns noisy).
@@ -437,7 +450,15 @@ impl Placer {
             return;
         };
         for t in threads {
-            if mask_of(t.tid) != Mask::Cpus(vec![from]) {
+            // The shim's helpers and the threads parked here hold no slot: they stay, even on
+            // a CPU the slot leaves (the housekeeper's CPU can be a task CPU or an --adapt
+            // candidate).
+            let slotless = (t.shim_placed && !t.shim_slotted)
+                || self
+                    .owned
+                    .get(&t.tid)
+                    .is_some_and(|o| o.spot == Spot::Housekeeper);
+            if slotless || mask_of(t.tid) != Mask::Cpus(vec![from]) {
                 continue;
             }
             if let Err(why) = self.pin(t.tid, to) {
@@ -450,7 +471,7 @@ impl Placer {
                     o.clone()
                 }
                 None => {
-                    self.relocated.insert(t.tid, to);
+                    self.relocate(t, to);
                     Owned {
                         pid: t.pid,
                         comm: comm_of(t.tid),
@@ -589,9 +610,7 @@ impl Placer {
     ) {
         let (from_cpu, reason) = moved.unzip();
         let record = Record {
-            time: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
+            time: super::unix_now_s(),
             pid: o.pid,
             tid,
             comm: o.comm.clone(),
@@ -732,6 +751,62 @@ mod tests {
         let thread = parked_thread();
         let p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
         Some((t, p, cpu, thread))
+    }
+
+    #[test]
+    fn a_slot_that_moves_takes_its_threads_and_leaves_the_helpers_parked_on_its_cpu() {
+        let cpus = own_cpus();
+        let [c0, c1, ..] = cpus[..] else {
+            eprintln!("skipped: needs two CPUs");
+            return;
+        };
+        // The slot's CPU is also the housekeeper's (as with --cgroup on a small machine).
+        let mut p = Placer::new(table(1), vec![c0], c0, None);
+        let (worker, helper) = (parked_thread(), parked_thread());
+        let only = |tid: i32, cpu: usize| {
+            let mut one = nix::sched::CpuSet::new();
+            one.set(cpu).unwrap();
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &one).unwrap();
+        };
+        only(worker.0, c0);
+        only(helper.0, c0);
+        let shim = |tid: i32, slotted: bool| Live {
+            shim_placed: true,
+            shim_slotted: slotted,
+            shim_cpu: Some(c0),
+            ..unplaced(tid, 0.0)
+        };
+        let m = NoiseMove {
+            slot: 0,
+            from: c0,
+            to: c1,
+            from_pct: 50.0,
+            to_pct: 0.0,
+            polls: 3,
+        };
+        let live = [shim(worker.0, true), shim(helper.0, false)];
+        p.move_slot(&m, &live, "noise", &|_| "w".into());
+        assert_eq!(p.task_cpus(), [c1]);
+        assert_eq!(mask_of(worker.0), Mask::Cpus(vec![c1]), "{:?}", p.failures);
+        assert_eq!(
+            mask_of(helper.0),
+            Mask::Cpus(vec![c0]),
+            "a helper holds no slot"
+        );
+        assert_eq!(p.relocated(worker.0, Some(c0)), Some(c1));
+        assert_eq!(p.relocated(helper.0, Some(c0)), None);
+        // A newer record of the shim's (it placed the thread again) is the truth.
+        assert_eq!(p.relocated(worker.0, Some(c1)), None);
+        p.step(&[], &[worker.0], &Policy::default(), &|_| "w".into());
+        assert_eq!(
+            p.relocated(worker.0, Some(c0)),
+            None,
+            "forgotten when it ends"
+        );
+        for (_, done, h) in [worker, helper] {
+            done.send(()).unwrap();
+            h.join().unwrap();
+        }
     }
 
     #[test]

@@ -337,6 +337,9 @@ pub struct Busy {
     pub slot: usize,
     /// It may be moved (the shim placed it, and it has not been moved within the dwell).
     pub movable: bool,
+    /// Busy at the poll before too, on the same slot: only such threads crowd a slot (a
+    /// thread that only just turned busy keeps its slot from being a target all the same).
+    pub steady: bool,
 }
 
 /// One move of a busy thread off a crowded slot.
@@ -354,19 +357,25 @@ pub struct Move {
 /// busy threads and another holds no busy thread, one movable thread of the crowded slot (the
 /// youngest: the highest tid, the least likely to be a main thread whose memory is already
 /// where it is) moves to the slot with no busy thread and the fewest live threads (`live[s]`;
-/// then the lowest index). Sleepers stay where they are.
+/// then the lowest index). Sleepers stay where they are. Only [`Busy::steady`] threads crowd
+/// a slot or move; any busy thread keeps its slot from being a target.
 pub fn rebalance(busy: &[Busy], live: &[u32]) -> Vec<Move> {
     let slots = live.len();
     let mut count = vec![0u32; slots];
+    let mut target = vec![true; slots];
     for b in busy.iter().filter(|b| b.slot < slots) {
-        count[b.slot] += 1;
+        target[b.slot] = false;
+        if b.steady {
+            count[b.slot] += 1;
+        }
     }
+    let busy: Vec<&Busy> = busy.iter().filter(|b| b.steady).collect();
     let mut live = live.to_vec();
     let mut moved: Vec<i32> = Vec::new();
     let mut moves = Vec::new();
     loop {
         let to = (0..slots)
-            .filter(|&s| count[s] == 0)
+            .filter(|&s| count[s] == 0 && target[s])
             .min_by_key(|&s| (live[s], s));
         let mover = (busy.iter())
             .filter(|b| b.slot < slots && count[b.slot] >= 2 && b.movable)
@@ -397,6 +406,7 @@ mod rebalance_tests {
             tid,
             slot,
             movable: true,
+            steady: true,
         }
     }
 
@@ -435,6 +445,23 @@ mod rebalance_tests {
             ..b(11, 0)
         };
         assert!(rebalance(&[both, pinned], &[2, 0]).is_empty());
+    }
+
+    #[test]
+    fn a_thread_that_only_just_turned_busy_neither_crowds_nor_is_landed_beside() {
+        let new = |tid, slot| Busy {
+            steady: false,
+            ..b(tid, slot)
+        };
+        // Slot 1's thread woke this poll: slot 0's second worker waits for slot 2.
+        let moves = rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1, 3]);
+        assert_eq!(
+            moves.iter().map(|m| (m.tid, m.to)).collect::<Vec<_>>(),
+            [(12, 2)]
+        );
+        assert!(rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1]).is_empty());
+        // Nor does it crowd its own slot.
+        assert!(rebalance(&[b(11, 0), new(12, 0)], &[2, 0]).is_empty());
     }
 }
 
