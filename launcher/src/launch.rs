@@ -570,6 +570,21 @@ fn restore_dead_runs(quiet: bool) {
     }
 }
 
+/// The group's CPUs (the task CPUs, fenced siblings and `pool`, where slots may move) and the
+/// CPUs IRQs leave: the same less the `--adapt` candidates, which this run does not reserve
+/// (steering every unused CPU would crowd all IRQs onto the rest); booked spares are left.
+fn isolated_cpus(selection: &select::Selection, pool: &[usize]) -> (CpuSet, CpuSet) {
+    let mut away: CpuSet = selection.task_cpus.iter().copied().collect();
+    for &c in selection.fenced.iter().chain(&selection.spares) {
+        away.insert(c);
+    }
+    let mut group = away;
+    for &c in pool {
+        group.insert(c);
+    }
+    (group, away)
+}
+
 /// What the isolation of this run is about: the group's CPUs (task CPUs and fenced siblings)
 /// and memory nodes (the `--numa` node, else every node of those CPUs), the CPUs IRQs leave
 /// and where they go.
@@ -578,10 +593,7 @@ fn isolation_setup(
     topo: &Topology,
     selection: &select::Selection,
 ) -> Result<isolate::Setup> {
-    let mut cpus: CpuSet = selection.task_cpus.iter().copied().collect();
-    for &c in selection.fenced.iter().chain(&noise_pool(opts, selection)) {
-        cpus.insert(c);
-    }
+    let (cpus, away) = isolated_cpus(selection, &noise_pool(opts, selection));
     let mut mems = CpuSet::new();
     match selection.node {
         Some(n) => {
@@ -596,7 +608,7 @@ fn isolation_setup(
     let onto: CpuSet = topo
         .cpus
         .iter()
-        .filter(|c| c.online && !cpus.contains(c.cpu))
+        .filter(|c| c.online && !away.contains(c.cpu))
         .map(|c| c.cpu)
         .collect();
     let name =
@@ -607,7 +619,7 @@ fn isolation_setup(
         group_name: isolate::cgroup::group_name(&opts.command[0]),
         cpus,
         mems,
-        away: cpus,
+        away,
         onto,
     })
 }
@@ -658,4 +670,35 @@ pub fn run_args(program: &str, args: &crate::cli::RunArgs) -> i32 {
         output::to_stderr(&format!("{program}: {e}\n"));
         e.exit_code()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapt_candidates_join_the_group_but_keep_their_irqs() {
+        let selection = select::Selection {
+            task_cpus: vec![2, 3],
+            housekeeper: 0,
+            housekeeper_shared: false,
+            node: None,
+            fenced: vec![6],
+            unfenced: Vec::new(),
+            spares: vec![4],
+            core_cost: Default::default(),
+            ranking: vec![2, 3, 4, 5, 7, 0, 1],
+        };
+        let set = |v: &[usize]| v.iter().copied().collect::<CpuSet>();
+        // --spare 1: the spare is reserved like a task CPU.
+        let (group, away) = isolated_cpus(&selection, &[4]);
+        assert_eq!((group, away), (set(&[2, 3, 4, 6]), set(&[2, 3, 4, 6])));
+        // --adapt: the candidates may receive the task's threads, and keep their IRQs.
+        let adapt = select::Selection {
+            spares: Vec::new(),
+            ..selection
+        };
+        let (group, away) = isolated_cpus(&adapt, &[5, 7, 1]);
+        assert_eq!((group, away), (set(&[1, 2, 3, 5, 6, 7]), set(&[2, 3, 6])));
+    }
 }

@@ -67,11 +67,12 @@ pub struct Setup {
     pub name: String,
     /// The group's name (`goset-<task>`).
     pub group_name: String,
-    /// The group's CPUs: the task CPUs and fenced siblings.
+    /// The group's CPUs: the task CPUs, fenced siblings, and where slots may move (spares,
+    /// `--adapt` candidates).
     pub cpus: CpuSet,
     /// The group's memory nodes.
     pub mems: CpuSet,
-    /// The CPUs IRQs must leave: the task CPUs and fenced siblings.
+    /// The CPUs IRQs must leave: the task CPUs, fenced siblings and spares.
     pub away: CpuSet,
     /// Where IRQs that had only task CPUs go: the online CPUs outside `away`.
     pub onto: CpuSet,
