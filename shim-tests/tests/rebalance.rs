@@ -134,6 +134,115 @@ fn go_threads_are_placed_once_and_stay() {
 /// md5sum (asleep on its pipe) holds slot 1, each worker lands beside sort's busy main thread.
 /// Whatever order the processes started in, every worker that lives a second ends on a CPU
 /// without sort's main thread, no thread moves twice, and the output is sort's.
+/// One reading of a thread in `/proc`.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// Seconds since the watch started.
+    at: f64,
+    pid: i32,
+    tid: i32,
+    /// Field 39: the CPU it last ran on.
+    cpu: usize,
+    /// Fields 14 + 15: its CPU time, in ticks.
+    ticks: u64,
+}
+
+/// Reads every thread of every process named `comm` in `/proc` every 20 ms, in a thread of this
+/// test, until [`ProcWatch::stop`].
+struct ProcWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: std::thread::JoinHandle<Vec<Seen>>,
+}
+
+impl ProcWatch {
+    fn start(comm: &'static str) -> ProcWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let begin = std::time::Instant::now();
+            let mut seen = Vec::new();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let at = begin.elapsed().as_secs_f64();
+                let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+                for pid in pids.filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()) {
+                    let named = std::fs::read_to_string(format!("/proc/{pid}/comm"));
+                    if named.map(|c| c.trim() != comm).unwrap_or(true) {
+                        continue;
+                    }
+                    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter();
+                    for e in tasks.flatten().flatten() {
+                        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                            continue;
+                        };
+                        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                            continue;
+                        };
+                        let Some((_, rest)) = stat.rsplit_once(')') else {
+                            continue;
+                        };
+                        let f: Vec<&str> = rest.split_whitespace().collect();
+                        // f[0] is field 3.
+                        let num = |n: usize| f.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+                        if let (Some(u), Some(s), Some(cpu)) = (num(14), num(15), num(39)) {
+                            seen.push(Seen {
+                                at,
+                                pid,
+                                tid,
+                                cpu: cpu as usize,
+                                ticks: u + s,
+                            });
+                        }
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            seen
+        });
+        ProcWatch { stop, handle }
+    }
+
+    fn stop(self) -> Vec<Seen> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle.join().unwrap()
+    }
+}
+
+/// The readings of `seen` at which a thread other than its process's main thread had run since
+/// its previous reading, on the CPU its main thread had also run on since, `settle_s` or more
+/// after the thread was first seen: two busy threads doubled up.
+fn doubled_up(seen: &[Seen], settle_s: f64) -> Vec<(Seen, Seen)> {
+    let mut last: BTreeMap<i32, Seen> = BTreeMap::new();
+    let mut first: BTreeMap<i32, f64> = BTreeMap::new();
+    let mut ran: BTreeMap<i32, Seen> = BTreeMap::new();
+    let mut found = Vec::new();
+    for &s in seen {
+        first.entry(s.tid).or_insert(s.at);
+        let busy = last
+            .get(&s.tid)
+            .is_some_and(|l| s.ticks > l.ticks && l.at < s.at);
+        last.insert(s.tid, s);
+        // Only readings of the same sweep (the same `at`) are compared.
+        ran.retain(|_, r| r.at == s.at);
+        if !busy {
+            continue;
+        }
+        ran.insert(s.tid, s);
+        let pair = if s.tid == s.pid {
+            ran.values()
+                .find(|w| w.pid == s.pid && w.tid != w.pid)
+                .map(|&w| (w, s))
+        } else {
+            ran.get(&s.pid).map(|&m| (s, m))
+        };
+        if let Some((worker, main)) = pair {
+            if worker.cpu == main.cpu && worker.at - first[&worker.tid] >= settle_s {
+                found.push((worker, main));
+            }
+        }
+    }
+    found
+}
+
 #[test]
 fn sort_parallel_workers_end_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -157,6 +266,7 @@ fn sort_parallel_workers_end_alone() {
         .output()
         .unwrap();
     let log = dir.path().join("place.log");
+    let watch = ProcWatch::start("sort");
     let (out, _) = run_under_goset(
         2,
         &["--log", log.to_str().unwrap()],
@@ -164,8 +274,20 @@ fn sort_parallel_workers_end_alone() {
         &["-c", &script],
         &[],
     );
+    let seen = watch.stop();
     out.expect_code(0);
     assert_eq!(out.stdout, String::from_utf8_lossy(&expected.stdout));
+    // From /proc: half a second after a worker appears (two polls and more), it never runs on
+    // the CPU sort's main thread runs on (with --no-adapt it did in 2 of 3 runs).
+    assert!(
+        seen.iter().any(|s| s.tid != s.pid),
+        "no sort worker seen in /proc"
+    );
+    let doubled = doubled_up(&seen, 0.5);
+    assert!(
+        doubled.is_empty(),
+        "busy beside sort's main thread: {doubled:?}"
+    );
     let records: Vec<serde_json::Value> = (std::fs::read_to_string(&log).unwrap().lines())
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
