@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Held by each test for its runs: one test's busy loop is noise to the other's.
+/// Held by each test for its runs: one test's busy loop is noise to the other's. (`launcher_lock`
+/// serialises single goset-run invocations only, and the busy loop outlives them.)
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A busy loop pinned to one CPU that starts after a delay, outside the task (a thread of this
