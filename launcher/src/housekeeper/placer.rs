@@ -162,6 +162,10 @@ impl Placer {
                 self.write(tid, &o, "exit", None, None);
             }
         }
+        if !policy.place {
+            self.polls += 1;
+            return;
+        }
         let mut views = Vec::new();
         // CPUs of the live threads someone answers for, and the threads nobody claims yet.
         let mut assigned = Vec::new();

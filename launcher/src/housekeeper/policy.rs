@@ -55,6 +55,9 @@ pub struct Policy {
     pub promote_after: u32,
     /// Busy threads the shim placed are moved off a crowded slot ([`rebalance`]).
     pub spread_busy: bool,
+    /// Threads are placed at all; `false` under `--placement mask`, where the task keeps one
+    /// shared mask and the housekeeper only watches.
+    pub place: bool,
 }
 
 impl Default for Policy {
@@ -65,6 +68,7 @@ impl Default for Policy {
             demote_after: 3,
             promote_after: 2,
             spread_busy: true,
+            place: true,
         }
     }
 }
