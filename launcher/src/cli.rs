@@ -130,6 +130,11 @@ pub struct RunArgs {
     /// Take CPUs other runs booked when needed (the report names them).
     #[arg(long)]
     pub share: bool,
+    /// How the task's threads are placed: thread = each thread on its own planned CPU
+    /// (libgoset.so and the housekeeper); mask = one shared mask of the selected CPUs for
+    /// every thread, as `taskset -c` would (no libgoset.so, no thread placed or moved).
+    #[arg(long, value_enum, value_name = "thread|mask", default_value_t = Placement::Thread)]
+    pub placement: Placement,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -142,6 +147,29 @@ pub enum SmtArg {
     Spread,
     /// Fill every sibling of the best core first.
     Pack,
+}
+
+/// How the task's threads are placed (`--placement`).
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Each thread on its own planned CPU: libgoset.so in the task, the housekeeper placing
+    /// what the shim cannot reach and moving threads by demand and noise.
+    #[default]
+    Thread,
+    /// One shared mask of the selected CPUs for the whole task (the Go goset's model): no
+    /// libgoset.so, and the housekeeper only watches.
+    Mask,
+}
+
+impl Placement {
+    /// Its name on the command line and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Thread => "thread",
+            Placement::Mask => "mask",
+        }
+    }
 }
 
 /// `goset-run`: pin a task to the quietest CPUs.
@@ -323,6 +351,8 @@ pub struct RunOptions {
     pub wait: Option<Duration>,
     /// See [`RunArgs::share`].
     pub share: bool,
+    /// See [`RunArgs::placement`].
+    pub placement: Placement,
     /// Root of /proc and /sys.
     pub fsroot: crate::fsroot::FsRoot,
     /// The task's argv.
@@ -376,8 +406,28 @@ fn skip_arg(value: &Option<String>) -> Result<u64> {
 }
 
 impl RunArgs {
+    /// The first flag given that places or moves threads, which `--placement mask` (one
+    /// shared mask, nothing placed) cannot honour.
+    fn placing_flag(&self) -> Option<&'static str> {
+        [
+            (self.skip.is_some(), "--skip"),
+            (self.main_on_housekeeper, "--main-on-housekeeper"),
+            (self.spare > 0, "--spare"),
+            (self.adapt, "--adapt"),
+            (self.log.is_some(), "--log"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
     /// Checks every value and builds the typed options.
     pub fn validate(&self) -> Result<RunOptions> {
+        if let (Placement::Mask, Some(flag)) = (self.placement, self.placing_flag()) {
+            return Err(Error::Usage(format!(
+                "{flag} with --placement mask: one shared mask places and moves no thread (and \
+                 logs no placement); drop {flag}, or use --placement thread"
+            )));
+        }
         if self.fence && !self.cgroup {
             return Err(Error::Usage(
                 "--fence needs --cgroup: the siblings are booked idle inside the task's cpuset"
@@ -456,6 +506,7 @@ impl RunArgs {
             keep_root: self.keep_root,
             wait: self.wait.map(Duration::from_secs),
             share: self.share,
+            placement: self.placement,
             fsroot: root,
             command: self.command.clone(),
         })
@@ -595,5 +646,73 @@ mod tests {
         assert!(parse(&["goset-run", "-fence", "--", "x"])
             .unwrap_err()
             .starts_with("--fence needs --cgroup"));
+    }
+
+    #[test]
+    fn placement_mask_keeps_selection_and_isolation_but_refuses_thread_moves() {
+        assert_eq!(
+            parse(&["goset-run", "--", "x"]).unwrap().placement,
+            Placement::Thread
+        );
+        let o = parse(&[
+            "goset-run",
+            "--placement",
+            "mask",
+            "-n",
+            "2",
+            "--include=1",
+            "--numa=auto",
+            "--cgroup",
+            "--steer",
+            "--fence",
+            "--no-adapt",
+            "--",
+            "x",
+        ])
+        .unwrap();
+        assert_eq!(o.placement, Placement::Mask);
+        assert_eq!(
+            (o.select.include.as_slice(), o.isolation.fence),
+            (&[1][..], true)
+        );
+        assert_eq!(
+            parse(&["goset-run", "--placement=thread", "--dry-run"])
+                .unwrap()
+                .placement,
+            Placement::Thread
+        );
+        for (flag, args) in [
+            ("--skip", &["--skip", "0x1"][..]),
+            ("--main-on-housekeeper", &["--main-on-housekeeper"]),
+            ("--spare", &["--spare", "1"]),
+            ("--adapt", &["--adapt"]),
+            ("--log", &["--log", "/tmp/x.log"]),
+        ] {
+            let mut all = vec!["goset-run", "--placement", "mask"];
+            all.extend(args);
+            all.extend(["--", "x"]);
+            let e = parse(&all).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "{flag} with --placement mask: one shared mask places and moves no thread \
+                     (and logs no placement); drop {flag}, or use --placement thread"
+                )
+            );
+            // The same flags are fine with per-thread placement.
+            all.drain(1..3);
+            assert!(parse(&all).is_ok(), "{all:?}");
+        }
+        // A bad mode is clap's usage error (exit 2), naming the accepted values.
+        let e =
+            RunCli::try_parse_from(["goset-run", "--placement", "core", "--", "x"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(e.to_string().contains("thread, mask"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        // New: no Go spelling with one dash.
+        assert!(RunCli::try_parse_from(normalize_args(
+            ["goset-run", "-placement", "mask", "--", "x"].map(OsString::from)
+        ))
+        .is_err());
     }
 }

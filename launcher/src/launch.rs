@@ -4,7 +4,7 @@
 //! place that writes the report to stderr and the JSON file.
 
 use crate::booking::{self, Booking};
-use crate::cli::{NoiseMoves, RunOptions};
+use crate::cli::{NoiseMoves, Placement, RunOptions};
 use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
 use crate::housekeeper::noise_rule::NoiseRule;
@@ -34,6 +34,9 @@ use std::time::Instant;
 pub struct JsonReport<'a> {
     /// The selection and its per-CPU rows.
     pub selection: &'a SelectionReport,
+    /// How the threads were placed (`--placement`): `thread` (each on its own CPU) or `mask`
+    /// (one shared mask of the task CPUs).
+    pub placement: Placement,
     /// How the task ran; absent with `--dry-run`.
     pub run: Option<RunSummary>,
     /// Where each thread was placed (the placement log) and what it did (the housekeeper).
@@ -259,7 +262,11 @@ fn prepare(
     user: Option<&User>,
 ) -> Result<Prepared> {
     let command = crate::task::resolve_command(&opts.command[0])?;
-    let shim = rundir::find_shim()?;
+    // One shared mask: the task runs as under `taskset -c`, without the shim.
+    let shim = match opts.placement {
+        Placement::Thread => rundir::find_shim()?,
+        Placement::Mask => None,
+    };
     let task_set: CpuSet = selection.task_cpus.iter().copied().collect();
     let mut reservation = task_set;
     let parked = parked_cpu(opts, selection);
@@ -297,6 +304,7 @@ fn prepare(
             let dir = RunDir::create(&plan, opts.log.as_deref(), lib, user)?;
             Some(dir)
         }
+        None if opts.placement == Placement::Mask => None,
         None => {
             output::to_stderr(&format!(
                 "goset-run: libgoset.so not found beside goset-run (set {}): threads share the task's mask\n",
@@ -320,7 +328,11 @@ fn prepare(
         env,
         // The plan names the log; a GOSET_LOG left in the environment would override it and
         // hide the task's threads from the report.
-        env_remove: vec!["GOSET_LOG".into(), "GOSET_CPUS".into()],
+        env_remove: match opts.placement {
+            Placement::Thread => vec!["GOSET_LOG".into(), "GOSET_CPUS".into()],
+            // A shim the user preloads (in their own LD_PRELOAD) must not find a plan either.
+            Placement::Mask => vec!["GOSET_LOG".into(), "GOSET_CPUS".into(), "GOSET_PLAN".into()],
+        },
         die_with_launcher: opts.die_with_launcher,
         // Set once the slot table is mapped.
         main_slot: None,
@@ -378,8 +390,10 @@ fn execute(
         task_cpus: selection.task_cpus.clone(),
         housekeeper: parked_cpu(opts, selection),
         interval: opts.interval,
+        // Under one shared mask the housekeeper only watches: it places and moves nothing.
         policy: Policy {
-            spread_busy: opts.adapt,
+            spread_busy: opts.adapt && opts.placement == Placement::Thread,
+            place: opts.placement == Placement::Thread,
             ..Default::default()
         },
         spares: noise_pool(opts, selection),
@@ -482,13 +496,15 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             output::to_stderr(&quiet_errors(&errors));
         } else {
             output::to_stderr(&format!(
-                "{}{}{bookings_text}{errors_table}",
+                "{}{}{}{bookings_text}{errors_table}",
                 report::banner(),
-                report::render_selection(&sel_report)
+                report::render_selection(&sel_report),
+                report::render_placement(opts.placement, &selection)
             ));
         }
         let report = JsonReport {
             selection: &sel_report,
+            placement: opts.placement,
             run: None,
             threads: Vec::new(),
             telemetry: None,
@@ -532,17 +548,19 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             .and_then(|r| r.steer.as_ref())
             .map(|s| s.drift);
         output::to_stderr(&format!(
-            "{}{}{bookings_text}{}{}{}{}{iso_table}{errors_table}",
+            "{}{}{}{bookings_text}{}{}{}{}{iso_table}{errors_table}",
             report::banner(),
             report::render_selection(&sel_report),
+            report::render_placement(opts.placement, &selection),
             tele::render_telemetry(&run.telemetry),
             threads_table,
             tele::render_moves(&run.telemetry),
-            tele::render_run(&run.summary, &run.telemetry, irq_drift),
+            tele::render_run(&run.summary, &run.telemetry, irq_drift, opts.placement),
         ));
     }
     let report = JsonReport {
         selection: &sel_report,
+        placement: opts.placement,
         run: Some(run.summary),
         threads: run.threads,
         telemetry: Some(run.telemetry),

@@ -199,6 +199,21 @@ pub fn render_selection(rep: &SelectionReport) -> String {
     out
 }
 
+/// The line under the Selection table that says the task keeps one shared mask
+/// (`--placement mask`); empty for per-thread placement, the default (the Run table names
+/// the mode either way).
+pub fn render_placement(placement: crate::cli::Placement, sel: &Selection) -> String {
+    match placement {
+        crate::cli::Placement::Thread => String::new(),
+        crate::cli::Placement::Mask => {
+            let cpus: goset_plan::CpuSet = sel.task_cpus.iter().copied().collect();
+            format!(
+                "  placement mask: every thread shares the mask of cpus {cpus} (no libgoset.so, no thread placed or moved)\n"
+            )
+        }
+    }
+}
+
 /// Runs' bookings under `title` (see [`crate::booking`]); empty when there are none.
 pub fn render_bookings(bookings: &[crate::booking::Booking], title: &str) -> String {
     if bookings.is_empty() {

@@ -161,8 +161,13 @@ pub fn render_threads(threads: &[ThreadReport]) -> String {
 /// The Run table with the housekeeper's columns: the task (`wait4`), the scheduler totals,
 /// and what the housekeeper did and cost. `drift` is the number of steered IRQs that came back
 /// to a task CPU while the task ran (`-` without `--steer`); a thread seen off its CPU is
-/// marked in the Threads table.
-pub fn render_run(run: &RunSummary, tele: &TelemetryReport, irq_drift: Option<usize>) -> String {
+/// marked in the Threads table. `placement` is `--placement`'s mode.
+pub fn render_run(
+    run: &RunSummary,
+    tele: &TelemetryReport,
+    irq_drift: Option<usize>,
+    placement: crate::cli::Placement,
+) -> String {
     let mut t = Table::new("Run", &["task", "", "sched", "", "housekeeper", ""]);
     let exit = match run.signal {
         Some(sig) => format!("signal {sig}"),
@@ -211,8 +216,8 @@ pub fn render_run(run: &RunSummary, tele: &TelemetryReport, irq_drift: Option<us
             irq_drift.map_or_else(|| "-".into(), |d| d.to_string()),
         ],
         [
-            String::new(),
-            String::new(),
+            "placement".into(),
+            placement.name().into(),
             String::new(),
             String::new(),
             "moved".into(),
