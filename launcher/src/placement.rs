@@ -67,6 +67,10 @@ pub struct Record {
     /// The slot is shared with another live thread.
     #[serde(default)]
     pub shared: bool,
+    /// The thread runs on the whole reservation: born while every slot had a running thread,
+    /// or, from the housekeeper, a thread that takes turns with another (see the README).
+    #[serde(default)]
+    pub roams: bool,
     /// `shim` or `housekeeper`.
     #[serde(default)]
     pub placed_by: Option<String>,

@@ -21,7 +21,7 @@ pub const MAX_RECORDS: usize = 4096;
 /// The most threads a Linux system can have (`PID_MAX_LIMIT`, 2^22): no claims could have
 /// made a live count above it, so such a count is garbage.
 pub const MAX_THREADS: u32 = 1 << 22;
-const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL2");
+const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL3");
 
 /// The shared table. All fields are atomics so that a zero-filled mapping is a valid, empty
 /// table: [`SlotTable::init`] only sets the slot count and magic.
@@ -36,6 +36,9 @@ pub struct SlotTable {
     /// Each slot's CPU once the launcher moved the slot off its planned CPU (that CPU turned
     /// noisy): `cpu + 1`, or 0 for the plan's CPU.
     moved_to: [AtomicU32; MAX_SLOTS],
+    /// Threads that ran on each slot's CPU between the housekeeper's last two polls, as it
+    /// published them ([`SlotTable::publish_running`]); all 0 without a housekeeper.
+    running: [AtomicU32; MAX_SLOTS],
     /// `tid << 32 | (slot + 1)`, or 0 when free.
     records: [AtomicU64; MAX_RECORDS],
 }
@@ -49,6 +52,24 @@ pub struct Claim {
     pub shared: bool,
     /// Index of the thread record, to release without a search; `None` when records ran out.
     pub record: Option<usize>,
+}
+
+/// Where a new thread is born (see [`SlotTable::claim_birth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Birth {
+    /// The slot it holds (its record and live count).
+    pub claim: Claim,
+    /// Every slot had a running thread (its creator counted): the thread runs on the whole
+    /// reservation, its slot only a place to count it, until the housekeeper gives it a CPU.
+    pub roams: bool,
+}
+
+/// The order in which a new thread takes slots: first the fewest threads running there
+/// (`running`, with the creator counted on its own slot: a thread creating another is running
+/// by definition), then the fewest live threads, then the lowest slot index. A slot whose
+/// count is 0 is free of running threads; the smallest key wins.
+pub fn birth_key(running: u32, creator_here: bool, live: u32, slot: usize) -> (u32, u32, usize) {
+    (running.saturating_add(creator_here as u32), live, slot)
 }
 
 impl SlotTable {
@@ -80,13 +101,6 @@ impl SlotTable {
     /// The next thread creation index (0 for the first thread created after the main thread).
     pub fn next_creation_index(&self) -> u32 {
         self.created.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Claims the slot with the fewest live threads (lowest index on ties) for `tid`.
-    /// `None` only when the table has no slots, or none with a count that claims could have
-    /// made (see [`SlotTable::claim_among`]).
-    pub fn claim(&self, tid: i32) -> Option<Claim> {
-        self.claim_among(tid, self.slot_count())
     }
 
     /// Live threads of each of the first `slots` slots, for a reader that trusts neither the
@@ -122,6 +136,55 @@ impl SlotTable {
             shared: before > 0,
             record,
         })
+    }
+
+    /// Claims a slot for a new thread labelled `tid`, created by a thread on slot `creator`
+    /// (`None`: the creator has no slot of its own, or the thread places itself), in
+    /// [`birth_key`] order among the first `slots` slots. `None` when no slot has a known
+    /// count (see [`SlotTable::live_counts`]).
+    pub fn claim_birth(&self, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
+        let (slot, before, roams) = loop {
+            let (best, load, key) = self
+                .live_counts(slots)
+                .enumerate()
+                .filter_map(|(s, load)| {
+                    let key = birth_key(self.running(s), creator == Some(s), load?, s);
+                    Some((s, load?, key))
+                })
+                .min_by_key(|&(_, _, key)| key)?;
+            if self.live[best]
+                .compare_exchange(load, load + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                break (best, load, key.0 > 0);
+            }
+        };
+        let record = self.add_record(tid, slot);
+        Some(Birth {
+            claim: Claim {
+                slot,
+                shared: before > 0,
+                record,
+            },
+            roams,
+        })
+    }
+
+    /// Threads that ran on `slot`'s CPU between the housekeeper's last two polls (0 without
+    /// a housekeeper, and for a count no poll could have made).
+    pub fn running(&self, slot: usize) -> u32 {
+        (self.running.get(slot))
+            .map(|r| r.load(Ordering::Relaxed))
+            .filter(|&n| n <= MAX_THREADS)
+            .unwrap_or(0)
+    }
+
+    /// Publishes each slot's count of threads that ran since the last poll (the housekeeper,
+    /// at every poll); slots past `counts` keep theirs.
+    pub fn publish_running(&self, counts: &[u32]) {
+        for (r, &n) in self.running.iter().zip(counts) {
+            r.store(n, Ordering::Relaxed);
+        }
     }
 
     /// Claims slot `slot` itself for `tid`, however loaded: the launcher's policy chose it
@@ -383,16 +446,71 @@ mod tests {
     }
 
     #[test]
+    fn a_new_thread_takes_a_slot_nobody_runs_on_and_its_creators_last() {
+        let t = table(3);
+        let main = t.claim_among(100, 3).unwrap();
+        assert_eq!(main.slot, 0);
+        // By hand (nothing published): the creator's slot is the one with a running thread.
+        let a = t.claim_birth(-100, Some(0), 3).unwrap();
+        assert_eq!((a.claim.slot, a.roams), (1, false));
+        let b = t.claim_birth(-100, Some(0), 3).unwrap();
+        assert_eq!((b.claim.slot, b.roams), (2, false));
+        // Every slot holds one live thread: not beside the creator, but the next by index.
+        let c = t.claim_birth(-100, Some(0), 3).unwrap();
+        assert_eq!((c.claim.slot, c.claim.shared, c.roams), (1, true, false));
+        // Created by the thread on slot 1, which runs: slot 0 or 2 by live count (2 has one).
+        let d = t.claim_birth(-100, Some(1), 3).unwrap();
+        assert_eq!(d.claim.slot, 0);
+    }
+
+    #[test]
+    fn running_counts_come_before_live_counts() {
+        let t = table(3);
+        for tid in [1, 2, 3] {
+            t.claim_among(tid, 3).unwrap();
+        }
+        t.claim_at(4, 2).unwrap();
+        // Slot 2 holds two live threads, both asleep; slots 0 and 1 each one that runs.
+        t.publish_running(&[1, 1, 0]);
+        let b = t.claim_birth(-1, Some(0), 3).unwrap();
+        assert_eq!((b.claim.slot, b.roams), (2, false));
+        assert_eq!(
+            birth_key(1, false, 0, 0).cmp(&birth_key(0, false, 9, 5)),
+            core::cmp::Ordering::Greater
+        );
+    }
+
+    #[test]
+    fn with_a_running_thread_on_every_slot_a_new_thread_roams() {
+        let t = table(2);
+        t.claim_among(1, 2).unwrap();
+        t.claim_among(2, 2).unwrap();
+        t.publish_running(&[1, 0]);
+        // The creator runs on slot 1: every slot has a running thread.
+        let b = t.claim_birth(-1, Some(1), 2).unwrap();
+        assert!(b.roams);
+        assert_eq!(t.live(b.claim.slot), 2, "it still counts on a slot");
+        // One slot alone, by hand: its only slot is its creator's.
+        let one = table(1);
+        one.claim_among(1, 1).unwrap();
+        assert!(one.claim_birth(-1, Some(0), 1).unwrap().roams);
+        assert!(!one.claim_birth(-1, None, 1).unwrap().roams);
+        // A garbage count is no count: nothing runs there.
+        t.running[0].store(u32::MAX, Ordering::Relaxed);
+        assert_eq!(t.running(0), 0);
+    }
+
+    #[test]
     fn claims_least_loaded_then_shares() {
         let t = table(2);
-        let a = t.claim(10).unwrap();
-        let b = t.claim(11).unwrap();
-        let c = t.claim(12).unwrap();
+        let a = t.claim_among(10, t.slot_count()).unwrap();
+        let b = t.claim_among(11, t.slot_count()).unwrap();
+        let c = t.claim_among(12, t.slot_count()).unwrap();
         assert_eq!((a.slot, a.shared), (0, false));
         assert_eq!((b.slot, b.shared), (1, false));
         assert_eq!((c.slot, c.shared), (0, true));
         t.release(&b);
-        let d = t.claim(13).unwrap();
+        let d = t.claim_among(13, t.slot_count()).unwrap();
         assert_eq!((d.slot, d.shared), (1, false));
         assert_eq!(t.find(12).map(|f| f.1), Some(0));
         assert_eq!(t.find(11), None);
@@ -404,7 +522,7 @@ mod tests {
         let parked = t.claim_at(20, 0).unwrap();
         assert_eq!((parked.slot, parked.shared), (0, false));
         assert_eq!(t.find(20).map(|f| f.1), Some(0));
-        assert_eq!(t.claim(21).unwrap().slot, 1);
+        assert_eq!(t.claim_among(21, t.slot_count()).unwrap().slot, 1);
         assert!(t.claim_at(22, 1).unwrap().shared);
         assert!(t.claim_at(23, MAX_SLOTS).is_none());
         t.live[0].store(MAX_THREADS + 1, Ordering::Release);
@@ -441,9 +559,9 @@ mod tests {
     fn concurrent_reapers_free_a_record_once() {
         let t = std::sync::Arc::new(*table(1));
         for _ in 0..3 {
-            t.claim(-42).unwrap();
+            t.claim_among(-42, t.slot_count()).unwrap();
         }
-        let survivor = t.claim(7).unwrap();
+        let survivor = t.claim_among(7, t.slot_count()).unwrap();
         let reapers: Vec<_> = (0..4)
             .map(|_| {
                 let t = t.clone();
@@ -466,7 +584,7 @@ mod tests {
                 let old: Claim = held.pop_front().unwrap();
                 t.release(&old);
             }
-            let c = t.claim(tid).unwrap();
+            let c = t.claim_among(tid, t.slot_count()).unwrap();
             assert!(!c.shared, "thread {tid} shared a slot while one was free");
             held.push_back(c);
         }
@@ -505,7 +623,7 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(a.is_ready());
         assert_eq!(a.slot_count(), 3);
-        a.claim(5).unwrap();
+        a.claim_among(5, a.slot_count()).unwrap();
         assert_eq!(b.live(0), 1);
         assert_eq!(launcher.live(0), 1);
         assert_eq!(b.find(5).map(|f| f.1), Some(0));
@@ -546,7 +664,7 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(t.live_counts(2).collect::<Vec<_>>(), [None, None]);
         assert_eq!(t.claim_among(7, 2), None, "no slot has a real count");
-        assert_eq!(t.claim(7), None);
+        assert_eq!(t.claim_among(7, t.slot_count()), None);
         // Reading what the shim reads does not panic either.
         assert_eq!(t.find(7), None);
         assert_eq!(t.records().count(), MAX_RECORDS);
@@ -562,7 +680,7 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(t.slot_count(), 2000);
         // Every slot is empty: the lowest takes the claim, whatever the table's count.
-        assert_eq!(t.claim(5).map(|c| c.slot), Some(0));
+        assert_eq!(t.claim_among(5, t.slot_count()).map(|c| c.slot), Some(0));
         assert_eq!(t.claim_among(6, 2).map(|c| c.slot), Some(1));
         assert_eq!(t.live_counts(usize::MAX).count(), MAX_SLOTS);
     }
@@ -580,7 +698,7 @@ mod tests {
         assert_eq!(t.find(7), None);
         assert_eq!(t.records().count(), 0);
         assert_eq!(t.release_all(7), 0);
-        t.claim(7).unwrap();
+        t.claim_among(7, t.slot_count()).unwrap();
         assert_eq!(t.records().collect::<Vec<_>>(), [(7, 0)]);
     }
 
@@ -590,7 +708,7 @@ mod tests {
         let handles: Vec<_> = (0..4)
             .map(|i| {
                 let t = t.clone();
-                std::thread::spawn(move || t.claim(100 + i).unwrap())
+                std::thread::spawn(move || t.claim_among(100 + i, t.slot_count()).unwrap())
             })
             .collect();
         let mut slots: Vec<usize> = handles

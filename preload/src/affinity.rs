@@ -56,6 +56,7 @@ fn of_tid(cfg: &Config, pid: i32, call: &str) -> Target {
             slot: Some(slot),
             record: None,
             shared: false,
+            roams: false,
         };
         return Target::Placed(pid, p);
     }

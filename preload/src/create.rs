@@ -79,7 +79,9 @@ fn decide(cfg: &Config, routine: StartRoutine) -> Placement {
     if role::is_skipped(cfg.plan.skip, index) || in_helper_library(routine) {
         return Placement::unslotted(Role::Helper, cfg.plan.housekeeper);
     }
-    placement::claim(cfg, Role::Worker, -process::pid())
+    // The creator runs (it is creating a thread): its own slot is the last choice.
+    let creator = process::recorded().slot_now(cfg);
+    placement::claim(cfg, Role::Worker, -process::pid(), creator)
 }
 
 /// The hook's body.

@@ -73,6 +73,8 @@ pub struct Record<'a> {
     pub role: Role,
     /// Whether the slot is shared with another live thread.
     pub shared: bool,
+    /// It runs on the whole reservation (born while every slot had a running thread).
+    pub roams: bool,
 }
 
 /// Size of a record's stack buffer, the executable path not included. A requested mask whose
@@ -155,9 +157,10 @@ pub fn format<const N: usize>(out: &mut Buf<N>, r: &Record) -> Result<usize, cor
     option(out, r.slot)?;
     writeln!(
         out,
-        ",\"role\":\"{}\",\"shared\":{},\"placed_by\":\"shim\"}}",
+        ",\"role\":\"{}\",\"shared\":{},\"roams\":{},\"placed_by\":\"shim\"}}",
         r.role.name(),
-        r.shared
+        r.shared,
+        r.roams
     )?;
     Ok(exe_at)
 }
@@ -504,6 +507,7 @@ mod tests {
             slot: None,
             role: Role::Worker,
             shared: false,
+            roams: false,
         }
     }
 
@@ -524,7 +528,7 @@ mod tests {
             "{\"time\":1.500000,\"pid\":10,\"tid\":11,\"comm\":\"my \\\"app\\\"\",\
              \"exe\":\"/bin/a.out\",\"event\":\"set\",\"call\":\"sched_setaffinity\",\
              \"requested\":\"0-3\",\"cpu\":2,\"slot\":null,\"role\":\"worker\",\
-             \"shared\":false,\"placed_by\":\"shim\"}\n"
+             \"shared\":false,\"roams\":false,\"placed_by\":\"shim\"}\n"
         );
         assert_eq!(out.matches('\n').count(), 1);
     }

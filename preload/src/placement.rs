@@ -28,6 +28,10 @@ pub struct Placement {
     pub record: Option<usize>,
     /// Whether another live thread holds the slot too.
     pub shared: bool,
+    /// Born while every slot had a running thread: it runs on the whole reservation (the
+    /// kernel balances it) and its slot only counts it, until the housekeeper moves its record
+    /// to a slot of its own.
+    pub roams: bool,
 }
 
 fn field(v: Option<usize>) -> u64 {
@@ -47,6 +51,7 @@ impl Placement {
         slot: None,
         record: None,
         shared: false,
+        roams: false,
     };
 
     /// A placement without a slot.
@@ -65,6 +70,7 @@ impl Placement {
             | field(self.record) << 32
             | (self.role as u64) << 48
             | (self.shared as u64) << 56
+            | (self.roams as u64) << 57
     }
 
     /// The inverse of [`Placement::pack`].
@@ -75,6 +81,7 @@ impl Placement {
             record: unfield(v >> 32),
             role: Role::from_u8((v >> 48) as u8),
             shared: (v >> 56) & 1 != 0,
+            roams: (v >> 57) & 1 != 0,
         }
     }
 
@@ -91,35 +98,52 @@ impl Placement {
     pub fn birth_set(&self, cfg: &Config) -> CpuSet {
         match self.cpu {
             Some(cpu) => CpuSet::single(cpu),
+            None if self.roams => cfg.plan.reservation,
             None => cfg.helper_set(),
         }
     }
 
-    /// The mask applied when this thread asks for `requested`: its own CPU, or for helpers and
-    /// launcher threads the request clamped to the reservation. Its own CPU is its record's
-    /// slot's as the table says now: the housekeeper may have moved it off a crowded slot, and
-    /// the answer must not put it back.
-    pub fn answer(&self, cfg: &Config, requested: &CpuSet) -> CpuSet {
-        let now = (self.slot.and(self.record))
+    /// The slot whose CPU this thread runs on now: its record's, as the table says now (the
+    /// housekeeper may have moved it off a crowded slot, or given a roaming thread a slot of
+    /// its own); `None` for a thread on no slot's CPU (a helper, a roaming thread).
+    pub fn slot_now(&self, cfg: &Config) -> Option<usize> {
+        let slot = self.slot?;
+        let now = (self.record)
             .and_then(|r| cfg.table.record_slot(r))
-            .and_then(|slot| cfg.cpu_of_slot(slot));
+            .unwrap_or(slot);
+        (!self.roams || now != slot).then_some(now)
+    }
+
+    /// The mask applied when this thread asks for `requested`: its own CPU (its slot's now,
+    /// see [`Placement::slot_now`]: the answer must not undo the housekeeper's move), the
+    /// reservation for a roaming thread, and for helpers and launcher threads the request
+    /// clamped to the reservation.
+    pub fn answer(&self, cfg: &Config, requested: &CpuSet) -> CpuSet {
+        let now = self.slot_now(cfg).and_then(|slot| cfg.cpu_of_slot(slot));
         match now.or(self.cpu) {
             Some(cpu) if !self.role.is_clamped() => CpuSet::single(cpu),
+            None if self.roams => cfg.plan.reservation,
             _ => cfg.clamp(requested),
         }
     }
 }
 
-/// Claims the least-loaded slot for a thread labelled `label`.
-pub fn claim(cfg: &Config, role: Role, label: i32) -> Placement {
+/// Claims a slot for a new thread labelled `label`, created by a thread running on slot
+/// `creator` (see [`goset_plan::slots::birth_key`]): a slot with no running thread if there is
+/// one, else the thread roams the reservation ([`Placement::roams`]).
+pub fn claim(cfg: &Config, role: Role, label: i32, creator: Option<usize>) -> Placement {
     reap_if_full(cfg);
-    match cfg.table.claim(label) {
-        Some(c) => Placement {
+    match cfg
+        .table
+        .claim_birth(label, creator, cfg.table.slot_count())
+    {
+        Some(b) => Placement {
             role,
-            cpu: cfg.cpu_of_slot(c.slot),
-            slot: Some(c.slot),
-            record: c.record,
-            shared: c.shared,
+            cpu: cfg.cpu_of_slot(b.claim.slot).filter(|_| !b.roams),
+            slot: Some(b.claim.slot),
+            record: b.claim.record,
+            shared: b.claim.shared,
+            roams: b.roams,
         },
         None => Placement::unslotted(role, None),
     }
@@ -141,6 +165,7 @@ pub fn adopt(cfg: &Config, pid: i32) -> Option<Placement> {
         slot: Some(slot),
         record: Some(record),
         shared: cfg.table.live(slot) > 1,
+        roams: false,
     })
 }
 
@@ -319,6 +344,7 @@ mod tests {
             slot: Some(0),
             record: Some(4095),
             shared: true,
+            roams: true,
         };
         assert_eq!(Placement::unpack(p.pack()), p);
         assert_eq!(Placement::UNKNOWN.pack(), 0);

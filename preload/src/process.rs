@@ -81,6 +81,7 @@ pub fn note(
         slot: p.slot,
         role: p.role,
         shared: p.shared,
+        roams: p.roams && cpu.is_none(),
     };
     log::emit(&record);
 }
@@ -100,10 +101,12 @@ pub fn start(cfg: &'static Config, call: &str) {
         // SAFETY: registering a child handler that is an extern "C" fn and never unwinds.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
     }
-    place_main(cfg, call, true);
+    place_main(cfg, call, true, None);
 }
 
-fn place_main(cfg: &Config, call: &str, fresh_image: bool) {
+/// Places this process's main thread: `creator` is the slot of the thread that forked it
+/// (it runs), `None` for a fresh image.
+fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize>) {
     let pid = sys::getpid();
     PID.store(pid, Ordering::Relaxed);
     // SAFETY: pthread_self has no preconditions.
@@ -127,7 +130,8 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool) {
             // Threads of this pid's previous image died at exec without releasing their slots.
             cfg.table.release_all(-pid);
         }
-        placement::adopt(cfg, pid).unwrap_or_else(|| placement::claim(cfg, Role::Main, pid))
+        placement::adopt(cfg, pid)
+            .unwrap_or_else(|| placement::claim(cfg, Role::Main, pid, creator))
     };
     MAIN.store(p.pack(), Ordering::Release);
     if sys::gettid() == pid {
@@ -166,7 +170,7 @@ pub fn current(cfg: &Config, call: &str) -> Placement {
     let p = if cfg.launcher {
         Placement::unslotted(Role::Launcher, cfg.plan.housekeeper)
     } else {
-        placement::claim(cfg, Role::Worker, -pid())
+        placement::claim(cfg, Role::Worker, -pid(), None)
     };
     adopt_thread(cfg, tid, p);
     note(Event::Create, call, tid, None, &p, None);
@@ -242,9 +246,11 @@ extern "C" fn after_fork_child() {
     let Some(cfg) = settings::ready() else {
         return;
     };
+    // The forking thread, whose placement this thread still holds: it ran to fork.
+    let creator = recorded().slot_now(cfg);
     thread::forget(thread::tid() == pid());
     thread::clear_registry();
     log::after_fork();
     ROOT.store(false, Ordering::Relaxed);
-    place_main(cfg, "fork", false);
+    place_main(cfg, "fork", false, creator);
 }

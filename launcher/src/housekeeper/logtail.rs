@@ -22,8 +22,11 @@ pub const MAX_POLL: u64 = 4 << 20;
 pub struct ShimThread {
     /// The CPU it applied last (`None`: a mask of several CPUs, or none).
     pub cpu: Option<usize>,
-    /// Its last record held a slot (a helper on the housekeeper CPU holds none).
-    pub slotted: bool,
+    /// The slot its last record held (a helper on the housekeeper CPU holds none).
+    pub slot: Option<usize>,
+    /// Its last record has it on the whole reservation, born while every slot had a running
+    /// thread.
+    pub roams: bool,
     /// An exit record was seen.
     pub exited: bool,
 }
@@ -77,7 +80,8 @@ impl LogTail {
                     exe: &r.exe,
                     exit,
                     cpu: r.cpu,
-                    slotted: r.slot.is_some(),
+                    slot: r.slot,
+                    roams: r.roams,
                 };
                 note(shim, exes, exited, brief);
             }
@@ -115,7 +119,8 @@ struct Brief<'a> {
     exe: &'a str,
     exit: bool,
     cpu: Option<usize>,
-    slotted: bool,
+    slot: Option<usize>,
+    roams: bool,
 }
 
 fn note(
@@ -129,7 +134,8 @@ fn note(
     }
     let t = shim.entry(r.tid).or_insert(ShimThread {
         cpu: None,
-        slotted: false,
+        slot: None,
+        roams: false,
         exited: false,
     });
     if r.exit {
@@ -137,7 +143,8 @@ fn note(
         exited.push(r.tid);
     } else {
         t.cpu = r.cpu;
-        t.slotted = r.slotted;
+        t.slot = r.slot;
+        t.roams = r.roams;
     }
 }
 
@@ -166,10 +173,8 @@ fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
     let (cpu, rest) = number_or_null(rest.strip_prefix(b",\"cpu\":")?)?;
     let (slot, rest) = number_or_null(rest.strip_prefix(b",\"slot\":")?)?;
     let (_, rest) = plain_string(rest.strip_prefix(b",\"role\":\"")?)?;
-    let rest = rest.strip_prefix(b",\"shared\":")?;
-    let rest = rest
-        .strip_prefix(b"true")
-        .or_else(|| rest.strip_prefix(b"false"))?;
+    let (_, rest) = boolean(rest.strip_prefix(b",\"shared\":")?)?;
+    let (roams, rest) = boolean(rest.strip_prefix(b",\"roams\":")?)?;
     if rest != b",\"placed_by\":\"shim\"}" {
         return None;
     }
@@ -182,8 +187,20 @@ fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
             Some(c) => Some(usize::try_from(c).ok()?),
             None => None,
         },
-        slotted: slot.is_some(),
+        slot: match slot {
+            Some(s) => Some(usize::try_from(s).ok()?),
+            None => None,
+        },
+        roams,
     })
+}
+
+/// `true` or `false` at the start of `s`, and what follows it.
+fn boolean(s: &[u8]) -> Option<(bool, &[u8])> {
+    match s.strip_prefix(b"true") {
+        Some(rest) => Some((true, rest)),
+        None => Some((false, s.strip_prefix(b"false")?)),
+    }
 }
 
 /// A decimal number at the start of `s` as JSON writes one (at most 18 digits, no leading
@@ -241,7 +258,7 @@ mod tests {
         format!(
             "{{\"time\":1.500000,\"pid\":10,\"tid\":{tid},\"comm\":\"{comm}\",\"exe\":\"{exe}\",\
              \"event\":\"{event}\",\"call\":\"pthread_create\",\"requested\":\"0-3\",\"cpu\":{cpu},\
-             \"slot\":null,\"role\":\"worker\",\"shared\":false,\"placed_by\":\"shim\"}}"
+             \"slot\":null,\"role\":\"worker\",\"shared\":false,\"roams\":false,\"placed_by\":\"shim\"}}"
         )
     }
 
@@ -268,7 +285,8 @@ mod tests {
                 exe: &r.exe,
                 exit: r.event == "exit",
                 cpu: r.cpu,
-                slotted: r.slot.is_some(),
+                slot: r.slot,
+                roams: r.roams,
             };
             assert_eq!(scanned, parsed, "{line}");
         }

@@ -38,6 +38,7 @@ use noise_rule::{NoiseRule, NoiseStreaks};
 use noisewatch::NoiseWatch;
 pub use outcome::{Outcome, ThreadReport};
 use placer::{Kin, Live, Placer, Policy};
+use policy::Activity;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 use telemetry::CpuSampler;
@@ -237,17 +238,24 @@ impl Known {
 }
 
 /// What the placer sees of a live thread.
-fn live_view(pid: i32, tid: i32, polled: (f64, f64, bool), shim: Option<ShimThread>) -> Live {
-    let (age_s, demand, runnable) = polled;
+fn live_view(
+    pid: i32,
+    tid: i32,
+    polled: (f64, f64, bool, Activity),
+    shim: Option<ShimThread>,
+) -> Live {
+    let (age_s, demand, runnable, activity) = polled;
     Live {
         tid,
         pid,
         age_s,
         demand,
         runnable,
+        activity,
         shim_placed: shim.is_some(),
         shim_cpu: shim.and_then(|s| s.cpu),
-        shim_slotted: shim.is_some_and(|s| s.slotted),
+        shim_slot: shim.and_then(|s| s.slot),
+        shim_roams: shim.is_some_and(|s| s.roams),
         kin: Kin::Other,
         read: true,
     }
@@ -440,7 +448,13 @@ impl Housekeeper {
                                 ..live_view(
                                     pid,
                                     tid,
-                                    (rest.last.age_s, rest.last.demand, rest.last.runnable),
+                                    // Unread: asleep, nothing done since.
+                                    (
+                                        rest.last.age_s,
+                                        rest.last.demand,
+                                        rest.last.runnable,
+                                        Activity::default(),
+                                    ),
                                     shim,
                                 )
                             };
@@ -700,6 +714,7 @@ impl Housekeeper {
             age_s,
             demand,
             runnable,
+            activity,
             missing,
             failed,
         } = polled;
@@ -720,7 +735,7 @@ impl Housekeeper {
             self.note_failed(f, why);
         }
         Some(Rest {
-            last: live_view(pid, tid, (age_s, demand, runnable), shim),
+            last: live_view(pid, tid, (age_s, demand, runnable, activity), shim),
             skip,
         })
     }

@@ -10,18 +10,16 @@
 use crate::placement::{Record, MOVE, MOVED};
 use goset_plan::slots::Claim;
 use goset_plan::{CpuSet, SlotTable};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::time::Instant;
 
 use super::noise_rule::NoiseMove;
+use super::policy::{computes, is_busy, ran_there, rested, settled, steady, takes_turns, wanted};
 pub use super::policy::{
-    decide, leave_alone, pending_claims, rebalance, Action, Busy, Kin, Mask, Policy, Spot,
-    Unclaimed, View,
+    decide, leave_alone, pending_claims, rebalance, Action, Activity, Busy, Kin, Mask, Policy,
+    Spot, Unclaimed, View,
 };
-
-/// Polls after a move during which the thread is not moved again: a thread follows a change of
-/// demand, never the noise of one reading (1 s at the default 100 ms interval).
-pub const DWELL_POLLS: u64 = 10;
 
 /// A thread the housekeeper placed.
 #[derive(Debug, Clone)]
@@ -62,10 +60,18 @@ pub struct Placer {
     pub failures: Vec<String>,
     /// Polls so far.
     polls: u64,
-    /// The poll of each thread's last move off a crowded slot.
-    moved_at: BTreeMap<i32, u64>,
+    /// When the run's clock started (moves are timed from it).
+    clock: Instant,
+    /// When each thread the demand rule moved last moved, in seconds of the run's clock.
+    moved_at: BTreeMap<i32, f64>,
     /// Moves of busy threads off crowded slots.
     pub moves: usize,
+    /// Threads the shim placed on a slot that the housekeeper let run on the whole reservation
+    /// (they take turns): the slot their record holds, and the CPU of the shim's record they
+    /// stand for.
+    widened: BTreeMap<i32, (usize, Option<usize>)>,
+    /// Threads found taking turns at the previous poll.
+    turns_before: BTreeSet<i32>,
     /// The slot of each thread found busy at the previous poll.
     busy_before: BTreeMap<i32, usize>,
     /// CPUs a slot moved off when they turned noisy, with the slot: a thread found there
@@ -91,30 +97,40 @@ pub struct Live {
     pub runnable: bool,
     /// The shim wrote a record for it.
     pub shim_placed: bool,
+    /// What it did since its last read.
+    pub activity: Activity,
     /// The single CPU the shim last gave it, if any.
     pub shim_cpu: Option<usize>,
-    /// The shim gave it a slot (not a helper's place on the housekeeper CPU).
-    pub shim_slotted: bool,
+    /// The slot the shim gave it (`None`: a helper's place on the housekeeper CPU).
+    pub shim_slot: Option<usize>,
+    /// The shim has it on the whole reservation (born while every slot had a running thread).
+    pub shim_roams: bool,
     /// Its process's standing with the shim (only asked of threads the shim did not log).
     pub kin: Kin,
     /// Read this poll; `false`: left unread while it sleeps, as its last read found it.
     pub read: bool,
 }
 
-/// The demand the policy sees: a runnable thread burns at least [`Policy::burn`], whatever
-/// share of its CPU it got (several threads parked on one CPU, or a starved vCPU, each get a
-/// small share and would never look busy enough to be given a CPU of their own).
-fn wanted(t: &Live, policy: &Policy) -> f64 {
-    if t.runnable {
-        t.demand.max(policy.burn)
-    } else {
-        t.demand
+impl Live {
+    /// The demand the policy sees (see [`wanted`]).
+    fn wanted(&self, policy: &Policy) -> f64 {
+        wanted(self.demand, self.runnable, policy)
+    }
+
+    /// Busy since its last read (see [`is_busy`]); a thread left unread did not run.
+    fn busy(&self, policy: &Policy) -> bool {
+        self.read && is_busy(self.demand, self.runnable, &self.activity, policy)
+    }
+
+    /// The label of its records in the slot table: a main thread's tid, `-pid` otherwise.
+    fn label(&self) -> i32 {
+        if self.tid == self.pid {
+            self.pid
+        } else {
+            -self.pid
+        }
     }
 }
-
-/// A thread younger than this at first sight is given until the next poll: the shim places its
-/// threads within microseconds of their birth, and must not find a slot claimed twice.
-pub const GRACE_S: f64 = 0.02;
 
 impl Placer {
     /// A placer over `table`, writing records to `log` (the placement log, opened `O_APPEND`).
@@ -135,8 +151,11 @@ impl Placer {
             pending: BTreeMap::new(),
             failures: Vec::new(),
             polls: 0,
+            clock: Instant::now(),
             moved_at: BTreeMap::new(),
             moves: 0,
+            widened: BTreeMap::new(),
+            turns_before: BTreeSet::new(),
             busy_before: BTreeMap::new(),
             retired: BTreeMap::new(),
             relocated: BTreeMap::new(),
@@ -154,6 +173,8 @@ impl Placer {
         for &tid in ended {
             self.pending.remove(&tid);
             self.relocated.remove(&tid);
+            self.widened.remove(&tid);
+            self.moved_at.remove(&tid);
             if let Some(o) = self.owned.get_mut(&tid) {
                 if let Some(c) = o.claim.take() {
                     self.table.release(&c);
@@ -190,7 +211,7 @@ impl Placer {
                     } else {
                         0
                     };
-                    o.busy_polls = if wanted(t, policy) >= policy.burn {
+                    o.busy_polls = if t.wanted(policy) >= policy.burn {
                         o.busy_polls + 1
                     } else {
                         0
@@ -198,7 +219,7 @@ impl Placer {
                 }
                 views.push(View {
                     tid: t.tid,
-                    demand: wanted(t, policy),
+                    demand: t.wanted(policy),
                     spot: Some(o.spot),
                     idle_polls: o.idle_polls,
                     busy_polls: o.busy_polls,
@@ -244,14 +265,10 @@ impl Placer {
             // A mask that changed since the last poll is being set now: by the shim, whose
             // record may lag a poll (a thread it sends to the housekeeper CPU waits there
             // until the housekeeper sleeps), or by the program. Placed once it holds still.
-            let settled = match self.pending.get(&t.tid) {
-                Some(before) => *before == seen.mask,
-                None => t.age_s >= GRACE_S,
-            };
-            if settled {
+            if settled(self.pending.get(&t.tid), &seen.mask, t.age_s) {
                 views.push(View {
                     tid: t.tid,
-                    demand: wanted(t, policy),
+                    demand: t.wanted(policy),
                     spot: None,
                     idle_polls: 0,
                     busy_polls: 0,
@@ -283,9 +300,7 @@ impl Placer {
         if !self.retired.is_empty() {
             self.follow_retired(live, comm_of);
         }
-        if policy.spread_busy {
-            self.spread_busy_threads(live, policy, comm_of);
-        }
+        self.follow_demand(live, policy, comm_of);
     }
 
     /// The live count of each planned slot. The plan's slots, not the table's count: the task
@@ -297,58 +312,159 @@ impl Placer {
             .collect()
     }
 
-    /// Moves busy threads the shim placed off a slot that holds two or more busy threads to a
-    /// slot that holds none ([`rebalance`]): the thread's record moves in the table (the shim
+    /// The demand rule ([`super::policy::demand`]) on the task's threads, at every poll: each
+    /// slot's count of threads that ran there is published for the shim's next births; unless
+    /// `--no-adapt`, a thread that takes turns runs on the whole reservation, and a busy thread
+    /// moves to a slot with no busy thread, a roaming one first.
+    fn follow_demand(&mut self, live: &[Live], policy: &Policy, comm_of: &dyn Fn(i32) -> String) {
+        let mut running = vec![0u32; self.task_cpus.len()];
+        for t in live
+            .iter()
+            .filter(|t| t.read && ran_there(&t.activity, policy))
+        {
+            if let Some(slot) = self.slot_of(t) {
+                running[slot] += 1;
+            }
+        }
+        self.table.publish_running(&running);
+        if !policy.spread_busy {
+            return;
+        }
+        let now_s = self.clock.elapsed().as_secs_f64();
+        self.widen_turn_takers(live, now_s, comm_of);
+        self.spread_busy(live, policy, now_s, comm_of);
+    }
+
+    /// The slot on whose CPU `t` runs, as the shim's records and the housekeeper's moves say
+    /// (no system call); `None` for a thread on no slot's CPU (a helper, one that roams).
+    fn slot_of(&self, t: &Live) -> Option<usize> {
+        let cpu = if t.shim_placed {
+            if t.shim_slot.is_none() || self.widened.contains_key(&t.tid) {
+                return None;
+            }
+            self.relocated(t.tid, t.shim_cpu).or(t.shim_cpu)?
+        } else {
+            match self.owned.get(&t.tid)?.spot {
+                Spot::Slot(s) => return Some(s),
+                Spot::Housekeeper => return None,
+            }
+        };
+        self.task_cpus.iter().position(|&c| c == cpu)
+    }
+
+    /// A thread the shim placed on a slot that takes turns at two reads in a row (see
+    /// [`takes_turns`]) runs on the whole reservation from now on: its partner's wakeups then
+    /// stay on one CPU, as the kernel's wake-affine logic keeps them. Its record keeps its slot.
+    fn widen_turn_takers(&mut self, live: &[Live], now_s: f64, comm_of: &dyn Fn(i32) -> String) {
+        let mut turns = BTreeSet::new();
+        let mut reservation = CpuSet::default();
+        for &cpu in &self.task_cpus {
+            reservation.insert(cpu);
+        }
+        for t in live.iter().filter(|t| t.read && t.shim_placed) {
+            if !takes_turns(&t.activity) {
+                continue;
+            }
+            turns.insert(t.tid);
+            if !self.turns_before.contains(&t.tid)
+                || !rested(self.moved_at.get(&t.tid).copied(), now_s)
+            {
+                continue;
+            }
+            let Some(slot) = self.slot_of(t) else {
+                continue;
+            };
+            let from = self.task_cpus[slot];
+            if let Err(why) = self.pin_set(t.tid, &reservation) {
+                self.failures.extend(why);
+                continue;
+            }
+            self.widened.insert(t.tid, (slot, t.shim_cpu));
+            self.relocated.remove(&t.tid);
+            self.moved_at.insert(t.tid, now_s);
+            self.moves += 1;
+            let a = &t.activity;
+            let switches = (a.voluntary + a.involuntary).max(1);
+            let reason = format!(
+                "takes turns: {} runs of {} us on average since the last poll, {}% of its \
+                 switches voluntary: runs on the reservation",
+                a.runs,
+                a.run_ns / a.runs.max(1) / 1000,
+                a.voluntary * 100 / switches
+            );
+            let widened = Owned {
+                pid: t.pid,
+                comm: comm_of(t.tid),
+                spot: Spot::Slot(slot),
+                cpu: from,
+                claim: None,
+                idle_polls: 0,
+                busy_polls: 0,
+                shared: false,
+            };
+            self.write(t.tid, &widened, MOVE, None, Some((Some(from), reason)));
+        }
+        self.turns_before = turns;
+    }
+
+    /// Moves busy threads the shim placed to a slot with no busy thread ([`rebalance`]): a
+    /// thread on the reservation that computes (born roaming, or that took turns) first, then
+    /// one of a slot that holds two or more. The thread's record moves in the table (the shim
     /// answers its later affinity calls from there, and releases it there), then the thread
     /// itself. The housekeeper's own threads are spread by [`decide`].
-    fn spread_busy_threads(
+    fn spread_busy(
         &mut self,
         live: &[Live],
         policy: &Policy,
+        now_s: f64,
         comm_of: &dyn Fn(i32) -> String,
     ) {
         let mut busy = Vec::new();
         let mut now_busy = BTreeMap::new();
-        // Slotless threads (helpers, `--skip`ped ones) are where the plan wants them: they
-        // neither count nor move.
-        let busy_threads = (live.iter())
-            .filter(|t| wanted(t, policy) >= policy.burn)
-            .filter(|t| !t.shim_placed || t.shim_slotted);
-        for t in busy_threads {
-            let slot = if t.shim_placed {
+        for t in live.iter().filter(|t| t.busy(policy)) {
+            let (slot, roams) = if t.shim_placed {
+                // Slotless threads (helpers, `--skip`ped ones) are where the plan wants them:
+                // they neither count nor move.
+                let Some(record_slot) = t.shim_slot else {
+                    continue;
+                };
                 let Mask::Cpus(cpus) = mask_of(t.tid) else {
                     continue;
                 };
-                let [cpu] = cpus[..] else {
-                    continue;
-                };
-                self.task_cpus.iter().position(|&c| c == cpu)
+                match cpus[..] {
+                    [cpu] => {
+                        let Some(s) = self.task_cpus.iter().position(|&c| c == cpu) else {
+                            continue;
+                        };
+                        // Back on one CPU (the program asked again): no longer widened.
+                        self.widened.remove(&t.tid);
+                        (s, false)
+                    }
+                    // On the reservation: it holds its record's slot, and gets a CPU of its
+                    // own only when it computes.
+                    _ if !computes(true, &t.activity) => continue,
+                    _ => (self.widened.get(&t.tid).map_or(record_slot, |w| w.0), true),
+                }
             } else {
                 match self.owned.get(&t.tid).map(|o| o.spot) {
-                    Some(Spot::Slot(s)) => Some(s),
-                    _ => None,
+                    Some(Spot::Slot(s)) => (s, false),
+                    _ => continue,
                 }
             };
-            let Some(slot) = slot else {
-                continue;
-            };
-            // Only a thread busy on the same slot at the poll before counts: a pool's
-            // short-lived threads, gone before a move lands, must not be chased.
             now_busy.insert(t.tid, slot);
-            let steady = self.busy_before.get(&t.tid) == Some(&slot);
-            let rested = !matches!(self.moved_at.get(&t.tid), Some(&at) if self.polls.saturating_sub(at) < DWELL_POLLS);
             busy.push(Busy {
                 tid: t.tid,
                 slot,
-                movable: t.shim_placed && rested,
-                steady,
+                roams,
+                movable: t.shim_placed && rested(self.moved_at.get(&t.tid).copied(), now_s),
+                steady: steady(self.busy_before.get(&t.tid).copied(), slot),
             });
         }
         self.busy_before = now_busy;
-        if busy.len() < 2 {
+        if busy.is_empty() {
             return;
         }
-        let crowd = |slot: usize| busy.iter().filter(|b| b.slot == slot).count();
+        let crowd = |slot: usize| busy.iter().filter(|b| b.slot == slot && !b.roams).count();
         for m in rebalance(&busy, &self.live_counts()) {
             let Some(t) = live.iter().find(|t| t.tid == m.tid) else {
                 continue;
@@ -358,19 +474,20 @@ impl Placer {
             else {
                 continue;
             };
-            // Records are labelled by the main thread's tid, or -pid for any other thread.
-            let label = if t.tid == t.pid { t.pid } else { -t.pid };
-            if self.table.move_record(label, m.from, m.to).is_none() {
+            let label = t.label();
+            let record_moves = m.from != m.to;
+            if record_moves && self.table.move_record(label, m.from, m.to).is_none() {
                 continue;
             }
             if let Err(why) = self.pin(t.tid, cpu) {
-                self.table.move_record(label, m.to, m.from);
-                if let Some(why) = why {
-                    self.failures.push(why);
+                if record_moves {
+                    self.table.move_record(label, m.to, m.from);
                 }
+                self.failures.extend(why);
                 continue;
             }
-            self.moved_at.insert(t.tid, self.polls);
+            self.widened.remove(&t.tid);
+            self.moved_at.insert(t.tid, now_s);
             self.relocate(t, cpu);
             self.moves += 1;
             let moved = Owned {
@@ -383,13 +500,22 @@ impl Placer {
                 busy_polls: 0,
                 shared: false,
             };
-            let reason = format!(
-                "demand: {} busy threads on slot {} (cpu {from_cpu}), none on slot {} (cpu {cpu})",
-                crowd(m.from),
-                m.from,
-                m.to
-            );
-            self.write(t.tid, &moved, MOVE, Some(cpu), Some((from_cpu, reason)));
+            let (left, reason) = if m.roamed {
+                let why = format!(
+                    "demand: computes on the reservation, no busy thread on slot {} (cpu {cpu})",
+                    m.to
+                );
+                (None, why)
+            } else {
+                let why = format!(
+                    "demand: {} busy threads on slot {} (cpu {from_cpu}), none on slot {} (cpu {cpu})",
+                    crowd(m.from),
+                    m.from,
+                    m.to
+                );
+                (Some(from_cpu), why)
+            };
+            self.write(t.tid, &moved, MOVE, Some(cpu), Some((left, reason)));
         }
     }
 
@@ -457,7 +583,7 @@ impl Placer {
             // The shim's helpers and the threads parked here hold no slot: they stay, even on
             // a CPU the slot leaves (the housekeeper's CPU can be a task CPU or an --adapt
             // candidate).
-            let slotless = (t.shim_placed && !t.shim_slotted)
+            let slotless = (t.shim_placed && t.shim_slot.is_none())
                 || self
                     .owned
                     .get(&t.tid)
@@ -494,7 +620,7 @@ impl Placer {
                 &moved,
                 MOVE,
                 Some(to),
-                Some((from, reason.to_string())),
+                Some((Some(from), reason.to_string())),
             );
         }
     }
@@ -502,9 +628,11 @@ impl Placer {
     /// Pins `tid` to `cpu`. `Err(None)`: the thread is gone; `Err(Some(why))`: a failure to
     /// report (once).
     fn pin(&self, tid: i32, cpu: usize) -> Result<(), Option<String>> {
-        // Bound to a name: a temporary would be dropped at the end of the `let`, leaving `mask`
-        // dangling (an optimised build then hands the kernel whatever reused that stack).
-        let set = CpuSet::single(cpu);
+        self.pin_set(tid, &CpuSet::single(cpu))
+    }
+
+    /// Sets `tid`'s mask to `set`, as [`Placer::pin`].
+    fn pin_set(&self, tid: i32, set: &CpuSet) -> Result<(), Option<String>> {
         let (mask, len) = set.as_raw();
         // SAFETY: mask points into `set`, alive until the call returns, `len` bytes long.
         let rc = unsafe { libc::sched_setaffinity(tid, len, mask as *const libc::cpu_set_t) };
@@ -512,7 +640,9 @@ impl Placer {
             return Ok(());
         }
         let e = std::io::Error::last_os_error();
-        let why = format!("cpu {cpu}: {e}");
+        let mut cpus = String::new();
+        let _ = goset_plan::cpulist::write_ranges(&mut cpus, set);
+        let why = format!("cpu {cpus}: {e}");
         Err((e.raw_os_error() != Some(libc::ESRCH) && !self.failures.contains(&why)).then_some(why))
     }
 
@@ -610,9 +740,10 @@ impl Placer {
         o: &Owned,
         event: &str,
         cpu: Option<usize>,
-        moved: Option<(usize, String)>,
+        moved: Option<(Option<usize>, String)>,
     ) {
         let (from_cpu, reason) = moved.unzip();
+        let from_cpu = from_cpu.flatten();
         let record = Record {
             time: super::unix_now_s(),
             pid: o.pid,
@@ -635,6 +766,8 @@ impl Placer {
             }
             .to_string(),
             shared: o.shared,
+            // A move to no single CPU is one to the whole reservation.
+            roams: event == MOVE && cpu.is_none(),
             placed_by: Some("housekeeper".to_string()),
             from_cpu,
             reason,
@@ -721,11 +854,24 @@ mod tests {
             age_s: 1.0,
             demand,
             runnable: false,
+            activity: ran(demand),
             shim_placed: false,
             shim_cpu: None,
-            shim_slotted: false,
+            shim_slot: None,
+            shim_roams: false,
             kin: Kin::Other,
             read: true,
+        }
+    }
+
+    /// What a thread that used `share` of a CPU over a 100 ms poll did: one long run.
+    fn ran(share: f64) -> Activity {
+        Activity {
+            ran: share,
+            runs: (share > 0.0) as u64,
+            run_ns: (share * 1e8) as u64,
+            voluntary: 0,
+            involuntary: 0,
         }
     }
 
@@ -776,7 +922,7 @@ mod tests {
         only(helper.0, c0);
         let shim = |tid: i32, slotted: bool| Live {
             shim_placed: true,
-            shim_slotted: slotted,
+            shim_slot: slotted.then_some(0),
             shim_cpu: Some(c0),
             ..unplaced(tid, 0.0)
         };
@@ -1063,9 +1209,11 @@ mod tests {
                 age_s: 1.0,
                 demand: 1.0,
                 runnable: false,
+                activity: ran(1.0),
                 shim_placed: false,
                 shim_cpu: None,
-                shim_slotted: false,
+                shim_slot: None,
+                shim_roams: false,
                 kin: Kin::Other,
                 read: true,
             })

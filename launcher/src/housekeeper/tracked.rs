@@ -6,6 +6,7 @@
 //! demand). Must not: place threads, or decide that a thread ended for any reason but its own
 //! files: a thread that sleeps is read less often, never forgotten.
 
+use super::policy::Activity;
 use super::threads::{self, Read, SchedStat, Stat, Switches, ThreadFiles};
 use crate::fsroot::FsRoot;
 use crate::noise::USER_HZ;
@@ -75,6 +76,8 @@ pub struct Polled {
     /// enough: a thread that wakes often for an instant (Go's sysmon behind a busy thread) is
     /// caught runnable now and then, and would be given a slot and taken off it by turns.
     pub runnable: bool,
+    /// What it did since the read before (all 0 at first sight).
+    pub activity: Activity,
     /// Files that do not exist (a kernel option is off).
     pub missing: Vec<&'static str>,
     /// Files that failed, with the reason.
@@ -152,6 +155,7 @@ impl Tracked {
         let mut out = Polled::default();
         let files = self.files.as_mut()?;
         let prev = self.sched;
+        let prev_switches = self.switches;
         // schedstat first: the cheapest file, and it says whether the thread ran since the
         // last poll. One that did not cannot have switched, migrated, forked or moved, so its
         // other files are not read: a sleeping thread costs one pread a poll. Ran means
@@ -231,6 +235,14 @@ impl Tracked {
             Some((then, was)) => {
                 let dt = now.saturating_duration_since(then).as_secs_f64();
                 if dt > 0.0 {
+                    out.activity = activity(prev, self.sched, prev_switches, self.switches, dt);
+                    if self.sched.is_none() && ran {
+                        // Without schedstat: run time in ticks, the runs unknown.
+                        let ns = (stat.cpu_ticks - prev_ticks.unwrap_or(stat.cpu_ticks))
+                            * (1_000_000_000 / USER_HZ);
+                        out.activity.run_ns = ns.max(1);
+                        out.activity.ran = ns as f64 / 1e9 / dt;
+                    }
                     base.saturating_sub(was) as f64 / 1e9 / dt
                 } else {
                     0.0
@@ -246,9 +258,62 @@ impl Tracked {
     }
 }
 
+/// What a thread did between two reads `dt` seconds apart: run time and runs from
+/// `schedstat`, switches from `sched` (or `status`). Counters that went back (never, short of
+/// a reused tid) count as nothing.
+fn activity(
+    before: Option<SchedStat>,
+    now: Option<SchedStat>,
+    switches_before: Option<Switches>,
+    switches_now: Option<Switches>,
+    dt: f64,
+) -> Activity {
+    let mut a = Activity::default();
+    if let (Some(b), Some(n)) = (before, now) {
+        a.run_ns = n.runtime_ns.saturating_sub(b.runtime_ns);
+        a.runs = n.timeslices.saturating_sub(b.timeslices);
+        a.ran = a.run_ns as f64 / 1e9 / dt;
+    }
+    if let (Some(b), Some(n)) = (switches_before, switches_now) {
+        a.voluntary = n.voluntary.saturating_sub(b.voluntary);
+        a.involuntary = n.involuntary.saturating_sub(b.involuntary);
+    }
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn activity_is_the_difference_of_two_reads() {
+        let sched = |runtime_ns, timeslices| SchedStat {
+            runtime_ns,
+            run_delay_ns: 0,
+            timeslices,
+        };
+        let sw = |voluntary, involuntary| Switches {
+            migrations: None,
+            voluntary,
+            involuntary,
+        };
+        let a = activity(
+            Some(sched(1_000, 10)),
+            Some(sched(51_001_000, 30)),
+            Some(sw(5, 1)),
+            Some(sw(23, 3)),
+            0.1,
+        );
+        assert_eq!(
+            (a.run_ns, a.runs, a.voluntary, a.involuntary),
+            (51_000_000, 20, 18, 2)
+        );
+        assert!((a.ran - 0.51).abs() < 1e-9);
+        assert_eq!(
+            activity(None, Some(sched(5, 5)), None, None, 0.1),
+            Activity::default()
+        );
+    }
 
     #[test]
     fn a_sleeping_thread_is_read_half_as_often_each_time_up_to_the_cap() {

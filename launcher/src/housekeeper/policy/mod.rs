@@ -15,6 +15,9 @@
 
 use std::collections::BTreeMap;
 
+pub mod demand;
+pub use demand::*;
+
 /// Where a thread the housekeeper placed is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spot {
@@ -330,143 +333,6 @@ pub fn leave_alone(
         };
     }
     left
-}
-
-/// A busy thread on a slot's CPU, as [`rebalance`] sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Busy {
-    /// Thread id.
-    pub tid: i32,
-    /// The slot whose CPU it runs on.
-    pub slot: usize,
-    /// It may be moved (the shim placed it, and it has not been moved within the dwell).
-    pub movable: bool,
-    /// Busy at the poll before too, on the same slot: only such threads crowd a slot (a
-    /// thread that only just turned busy keeps its slot from being a target all the same).
-    pub steady: bool,
-}
-
-/// One move of a busy thread off a crowded slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Move {
-    /// Thread id.
-    pub tid: i32,
-    /// The crowded slot.
-    pub from: usize,
-    /// A slot with no busy thread.
-    pub to: usize,
-}
-
-/// Busy threads never double up while a planned CPU has none: while a slot holds two or more
-/// busy threads and another holds no busy thread, one movable thread of the crowded slot (the
-/// youngest: the highest tid, the least likely to be a main thread whose memory is already
-/// where it is) moves to the slot with no busy thread and the fewest live threads (`live[s]`;
-/// then the lowest index). Sleepers stay where they are. Only [`Busy::steady`] threads crowd
-/// a slot or move; any busy thread keeps its slot from being a target.
-pub fn rebalance(busy: &[Busy], live: &[u32]) -> Vec<Move> {
-    let slots = live.len();
-    let mut count = vec![0u32; slots];
-    let mut target = vec![true; slots];
-    for b in busy.iter().filter(|b| b.slot < slots) {
-        target[b.slot] = false;
-        if b.steady {
-            count[b.slot] += 1;
-        }
-    }
-    let busy: Vec<&Busy> = busy.iter().filter(|b| b.steady).collect();
-    let mut live = live.to_vec();
-    let mut moved: Vec<i32> = Vec::new();
-    let mut moves = Vec::new();
-    loop {
-        let to = (0..slots)
-            .filter(|&s| count[s] == 0 && target[s])
-            .min_by_key(|&s| (live[s], s));
-        let mover = (busy.iter())
-            .filter(|b| b.slot < slots && count[b.slot] >= 2 && b.movable)
-            .filter(|b| !moved.contains(&b.tid))
-            .max_by_key(|b| (count[b.slot], b.tid));
-        let (Some(to), Some(m)) = (to, mover) else {
-            return moves;
-        };
-        count[m.slot] -= 1;
-        count[to] += 1;
-        live[to] += 1;
-        live[m.slot] = live[m.slot].saturating_sub(1);
-        moved.push(m.tid);
-        moves.push(Move {
-            tid: m.tid,
-            from: m.slot,
-            to,
-        });
-    }
-}
-
-#[cfg(test)]
-mod rebalance_tests {
-    use super::*;
-
-    fn b(tid: i32, slot: usize) -> Busy {
-        Busy {
-            tid,
-            slot,
-            movable: true,
-            steady: true,
-        }
-    }
-
-    #[test]
-    fn two_busy_threads_on_one_slot_spread_to_the_slot_with_none() {
-        // Slot 0: a waiting main and two workers; slot 1: an idle logger.
-        let moves = rebalance(&[b(11, 0), b(12, 0)], &[3, 1]);
-        assert_eq!(
-            moves,
-            [Move {
-                tid: 12,
-                from: 0,
-                to: 1
-            }]
-        );
-        // Spread already: nothing moves.
-        assert!(rebalance(&[b(11, 0), b(12, 1)], &[2, 2]).is_empty());
-        // Every slot busy: doubling is all there is, nothing moves.
-        assert!(rebalance(&[b(11, 0), b(12, 0), b(13, 1)], &[2, 1]).is_empty());
-        // Three on one slot, three slots: one to each empty slot, the emptiest first.
-        let moves = rebalance(&[b(1, 0), b(2, 0), b(3, 0)], &[3, 2, 0]);
-        let to: Vec<(i32, usize)> = moves.iter().map(|m| (m.tid, m.to)).collect();
-        assert_eq!(to, [(3, 2), (2, 1)]);
-    }
-
-    #[test]
-    fn a_thread_within_its_dwell_stays() {
-        let pinned = Busy {
-            movable: false,
-            ..b(12, 0)
-        };
-        let moves = rebalance(&[b(11, 0), pinned], &[2, 0]);
-        assert_eq!(moves.iter().map(|m| m.tid).collect::<Vec<_>>(), [11]);
-        let both = Busy {
-            movable: false,
-            ..b(11, 0)
-        };
-        assert!(rebalance(&[both, pinned], &[2, 0]).is_empty());
-    }
-
-    #[test]
-    fn a_thread_that_only_just_turned_busy_neither_crowds_nor_is_landed_beside() {
-        let new = |tid, slot| Busy {
-            steady: false,
-            ..b(tid, slot)
-        };
-        // Slot 1's thread woke this poll: slot 0's second worker waits for slot 2.
-        let moves = rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1, 3]);
-        assert_eq!(
-            moves.iter().map(|m| (m.tid, m.to)).collect::<Vec<_>>(),
-            [(12, 2)]
-        );
-        assert!(rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1]).is_empty());
-        // Nor does it crowd its own slot.
-        assert!(rebalance(&[b(11, 0), new(12, 0)], &[2, 0]).is_empty());
-    }
 }
 
 #[cfg(test)]

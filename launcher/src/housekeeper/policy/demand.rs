@@ -1,0 +1,361 @@
+//! The demand rule: which threads count as running or busy on a slot, which take turns, and
+//! which busy thread moves where. Pure functions of what the housekeeper read; the placer
+//! observes and carries the answers out.
+//!
+//! - A thread *ran* on its slot when it used at least [`Policy::idle`] of a CPU since the last
+//!   poll ([`ran_there`]): each slot's count of such threads is published in the slot table,
+//!   and the shim gives a new thread a slot where none ran.
+//! - A thread is *busy* when it wanted at least [`Policy::burn`] of a CPU and ran
+//!   ([`is_busy`]: a thread that did not run is never counted, runnable or not), and *steady*
+//!   when it was busy on the same slot at the poll before ([`steady`]).
+//! - Busy threads never double up while a slot has none ([`rebalance`]), within two polls of
+//!   both being busy, and a thread moves at most once a [`DWELL_S`] ([`rested`]).
+//! - A thread that *takes turns* (many short runs, nearly all ended by sleeping:
+//!   [`takes_turns`]) gains nothing from a CPU of its own and loses a cross-CPU wakeup at each
+//!   turn: it runs on the whole reservation, where the kernel keeps a waker and its wakee
+//!   together, until it computes again.
+//! - The housekeeper places a thread nobody placed only once its mask holds still and it is
+//!   older than [`GRACE_S`] ([`settled`]).
+
+use super::{Mask, Policy};
+
+/// A thread younger than this at first sight is given until the next poll: the shim places its
+/// threads within microseconds of their birth, and must not find a slot claimed twice.
+pub const GRACE_S: f64 = 0.02;
+
+/// Seconds after a move during which the thread is not moved again: a thread follows a change
+/// of demand, never the noise of one reading.
+pub const DWELL_S: f64 = 1.0;
+
+/// Runs between two reads from which a thread's runs tell whether it takes turns.
+pub const TURN_RUNS: u64 = 20;
+/// The longest average run of a thread that takes turns.
+pub const TURN_RUN_NS: u64 = 200_000;
+/// The share of a thread's switches it must have made itself (it slept) to take turns.
+pub const TURN_VOLUNTARY: f64 = 0.9;
+/// The most of a CPU a thread that takes turns uses: one that runs more overlaps its partner.
+pub const TURN_RAN: f64 = 0.75;
+
+/// What a thread did between its last two reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Activity {
+    /// Share of a CPU it ran (run time over wall time).
+    pub ran: f64,
+    /// Times it was scheduled in.
+    pub runs: u64,
+    /// Its run time, in nanoseconds.
+    pub run_ns: u64,
+    /// Switches it made by sleeping.
+    pub voluntary: u64,
+    /// Switches it was made to make (preempted).
+    pub involuntary: u64,
+}
+
+/// The demand the rules see: a runnable thread wants at least [`Policy::burn`], whatever share
+/// of its CPU it got (several threads on one CPU, or a starved vCPU, each get a small share
+/// and would never look busy enough to be given a CPU of their own).
+pub fn wanted(demand: f64, runnable: bool, policy: &Policy) -> f64 {
+    if runnable {
+        demand.max(policy.burn)
+    } else {
+        demand
+    }
+}
+
+/// Busy: it wanted at least [`Policy::burn`] of a CPU, and it ran since the last read.
+pub fn is_busy(demand: f64, runnable: bool, a: &Activity, policy: &Policy) -> bool {
+    a.run_ns > 0 && wanted(demand, runnable, policy) >= policy.burn
+}
+
+/// It ran on its CPU since the last poll, enough to count as running there for a new thread.
+pub fn ran_there(a: &Activity, policy: &Policy) -> bool {
+    a.ran >= policy.idle
+}
+
+/// Busy on `slot` now, and on the same slot at the poll before (`before`).
+pub fn steady(before: Option<usize>, slot: usize) -> bool {
+    before == Some(slot)
+}
+
+/// Whether a thread last moved at `moved_at_s` (seconds into the run) may move at `now_s`.
+pub fn rested(moved_at_s: Option<f64>, now_s: f64) -> bool {
+    moved_at_s.is_none_or(|at| now_s - at >= DWELL_S)
+}
+
+/// Whether the housekeeper may place a thread nobody claims: its mask is the one seen at the
+/// poll before (`before`; a mask being set is the shim's or the program's doing), or, at first
+/// sight, it is older than [`GRACE_S`].
+pub fn settled(before: Option<&Mask>, now: &Mask, age_s: f64) -> bool {
+    match before {
+        Some(b) => b == now,
+        None => age_s >= GRACE_S,
+    }
+}
+
+/// A thread that takes turns with another: many short runs, nearly every one ended by going
+/// to sleep, and less than [`TURN_RAN`] of a CPU in all. A pipe's two ends, a request and its
+/// reply: the two never run at the same time, and one CPU serves both better than two.
+pub fn takes_turns(a: &Activity) -> bool {
+    let switches = a.voluntary + a.involuntary;
+    a.runs >= TURN_RUNS
+        && a.run_ns / a.runs < TURN_RUN_NS
+        && switches > 0
+        && a.voluntary as f64 >= TURN_VOLUNTARY * switches as f64
+        && a.ran < TURN_RAN
+}
+
+/// A thread that computes: busy, and not taking turns. A thread on the reservation gets a CPU
+/// of its own again only when it computes.
+pub fn computes(busy: bool, a: &Activity) -> bool {
+    busy && !takes_turns(a)
+}
+
+/// A busy thread as [`rebalance`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy {
+    /// Thread id.
+    pub tid: i32,
+    /// The slot whose CPU it runs on; for a thread that roams, the slot its record holds.
+    pub slot: usize,
+    /// It runs on the whole reservation, on no slot's CPU of its own (born while every slot
+    /// had a running thread, or it took turns): it neither crowds its slot nor keeps it from
+    /// being a target, and it gets a slot before a doubled thread does.
+    pub roams: bool,
+    /// It may be moved (the shim placed it, and it is [`rested`]).
+    pub movable: bool,
+    /// Busy at the poll before too, on the same slot ([`steady`]): only such threads crowd a
+    /// slot or move (a thread that only just turned busy keeps its slot from being a target
+    /// all the same).
+    pub steady: bool,
+}
+
+/// One move of a busy thread to a slot with no busy thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    /// Thread id.
+    pub tid: i32,
+    /// The slot it leaves (its record's slot, for a thread that roams).
+    pub from: usize,
+    /// A slot with no busy thread.
+    pub to: usize,
+    /// It left the whole reservation, not a crowded slot.
+    pub roamed: bool,
+}
+
+/// Busy threads never double up while a planned CPU has none: while a slot has no busy thread,
+/// a movable steady thread moves there. Roaming threads first (they have no CPU of their own),
+/// then one of a slot with two or more busy threads (the youngest: the highest tid, the least
+/// likely to be a main thread whose memory is already where it is). The target is the slot
+/// with no busy thread and the fewest live threads (`live[s]`; then the lowest index). Sleepers
+/// stay where they are.
+pub fn rebalance(busy: &[Busy], live: &[u32]) -> Vec<Move> {
+    let slots = live.len();
+    let mut count = vec![0u32; slots];
+    let mut target = vec![true; slots];
+    for b in busy.iter().filter(|b| b.slot < slots && !b.roams) {
+        target[b.slot] = false;
+        if b.steady {
+            count[b.slot] += 1;
+        }
+    }
+    let busy: Vec<&Busy> = busy
+        .iter()
+        .filter(|b| b.steady && b.movable && b.slot < slots)
+        .collect();
+    let mut live = live.to_vec();
+    let mut moved: Vec<i32> = Vec::new();
+    let mut moves = Vec::new();
+    loop {
+        let to = (0..slots)
+            .filter(|&s| count[s] == 0 && target[s])
+            .min_by_key(|&s| (live[s], s));
+        let mover = (busy.iter())
+            .filter(|b| b.roams || count[b.slot] >= 2)
+            .filter(|b| !moved.contains(&b.tid))
+            .max_by_key(|b| (b.roams, count[b.slot], b.tid));
+        let (Some(to), Some(m)) = (to, mover) else {
+            return moves;
+        };
+        if !m.roams {
+            count[m.slot] -= 1;
+        }
+        count[to] += 1;
+        if m.slot != to {
+            live[to] += 1;
+            live[m.slot] = live[m.slot].saturating_sub(1);
+        }
+        moved.push(m.tid);
+        moves.push(Move {
+            tid: m.tid,
+            from: m.slot,
+            to,
+            roamed: m.roams,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(tid: i32, slot: usize) -> Busy {
+        Busy {
+            tid,
+            slot,
+            roams: false,
+            movable: true,
+            steady: true,
+        }
+    }
+
+    fn moved(moves: &[Move]) -> Vec<(i32, usize)> {
+        moves.iter().map(|m| (m.tid, m.to)).collect()
+    }
+
+    #[test]
+    fn two_busy_threads_on_one_slot_spread_to_the_slot_with_none() {
+        // Slot 0: a waiting main and two workers; slot 1: an idle logger.
+        let moves = rebalance(&[b(11, 0), b(12, 0)], &[3, 1]);
+        assert_eq!(
+            moves,
+            [Move {
+                tid: 12,
+                from: 0,
+                to: 1,
+                roamed: false,
+            }]
+        );
+        // Spread already: nothing moves.
+        assert!(rebalance(&[b(11, 0), b(12, 1)], &[2, 2]).is_empty());
+        // Every slot busy: doubling is all there is, nothing moves.
+        assert!(rebalance(&[b(11, 0), b(12, 0), b(13, 1)], &[2, 1]).is_empty());
+        // Three on one slot, three slots: one to each empty slot, the emptiest first.
+        let moves = rebalance(&[b(1, 0), b(2, 0), b(3, 0)], &[3, 2, 0]);
+        assert_eq!(moved(&moves), [(3, 2), (2, 1)]);
+    }
+
+    #[test]
+    fn a_thread_within_its_dwell_stays() {
+        let pinned = Busy {
+            movable: false,
+            ..b(12, 0)
+        };
+        let moves = rebalance(&[b(11, 0), pinned], &[2, 0]);
+        assert_eq!(moves.iter().map(|m| m.tid).collect::<Vec<_>>(), [11]);
+        let both = Busy {
+            movable: false,
+            ..b(11, 0)
+        };
+        assert!(rebalance(&[both, pinned], &[2, 0]).is_empty());
+        // A second is not enough: the dwell is a whole DWELL_S.
+        assert!(!rested(Some(3.0), 3.0 + DWELL_S - 0.01));
+        assert!(rested(Some(3.0), 3.0 + DWELL_S));
+        assert!(rested(None, 0.0));
+    }
+
+    #[test]
+    fn a_thread_that_only_just_turned_busy_neither_crowds_nor_is_landed_beside() {
+        let new = |tid, slot| Busy {
+            steady: false,
+            ..b(tid, slot)
+        };
+        // Slot 1's thread woke this poll: slot 0's second worker waits for slot 2.
+        let moves = rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1, 3]);
+        assert_eq!(moved(&moves), [(12, 2)]);
+        assert!(rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1]).is_empty());
+        // Nor does it crowd its own slot.
+        assert!(rebalance(&[b(11, 0), new(12, 0)], &[2, 0]).is_empty());
+        assert!(steady(Some(1), 1) && !steady(Some(0), 1) && !steady(None, 1));
+    }
+
+    #[test]
+    fn a_roaming_thread_gets_a_slot_with_no_busy_thread_first() {
+        let roam = |tid, slot| Busy {
+            roams: true,
+            ..b(tid, slot)
+        };
+        // Slot 0's main computes; slot 1's pool worker sleeps; a second pool's worker roams
+        // with its record on slot 0. It takes slot 1, before slot 0's doubled thread.
+        let moves = rebalance(&[b(10, 0), b(11, 0), roam(12, 0)], &[3, 1]);
+        assert_eq!(
+            moves,
+            [Move {
+                tid: 12,
+                from: 0,
+                to: 1,
+                roamed: true,
+            }]
+        );
+        // Its own record's slot is a target too, when nothing busy is there.
+        let moves = rebalance(&[b(10, 0), roam(12, 1)], &[1, 1]);
+        assert_eq!(moved(&moves), [(12, 1)]);
+        // Every slot busy: it stays on the reservation.
+        assert!(rebalance(&[b(10, 0), b(11, 1), roam(12, 0)], &[2, 1]).is_empty());
+    }
+
+    #[test]
+    fn a_thread_that_did_not_run_is_never_busy() {
+        let policy = Policy::default();
+        let ran = Activity {
+            run_ns: 1,
+            ..Activity::default()
+        };
+        assert!(is_busy(0.9, false, &ran, &policy));
+        assert!(
+            is_busy(0.0, true, &ran, &policy),
+            "runnable: starved, wants"
+        );
+        assert!(!is_busy(0.9, true, &Activity::default(), &policy));
+        assert!(!is_busy(0.1, false, &ran, &policy));
+        assert!(ran_there(&Activity { ran: 0.05, ..ran }, &policy));
+        assert!(!ran_there(&Activity { ran: 0.01, ..ran }, &policy));
+    }
+
+    #[test]
+    fn a_thread_of_many_short_sleeps_takes_turns_and_a_compute_thread_does_not() {
+        // perf bench sched pipe: 7441 runs of 15 us in 0.3 s, all but 2 switches voluntary.
+        let pipe = Activity {
+            ran: 0.38,
+            runs: 7441,
+            run_ns: 115_753_259,
+            voluntary: 7488,
+            involuntary: 2,
+        };
+        assert!(takes_turns(&pipe));
+        assert!(!computes(true, &pipe));
+        // A compute thread: long runs, preempted now and then.
+        let compute = Activity {
+            ran: 0.98,
+            runs: 30,
+            run_ns: 98_000_000,
+            voluntary: 2,
+            involuntary: 28,
+        };
+        assert!(!takes_turns(&compute));
+        assert!(computes(true, &compute));
+        // Short runs but preempted: it competes, it does not take turns.
+        assert!(!takes_turns(&Activity {
+            involuntary: 3000,
+            ..pipe
+        }));
+        // Short voluntary runs that fill a CPU: overlapping, not taking turns.
+        assert!(!takes_turns(&Activity { ran: 0.9, ..pipe }));
+        // Too few runs to tell.
+        assert!(!takes_turns(&Activity {
+            runs: 5,
+            voluntary: 5,
+            involuntary: 0,
+            ..pipe
+        }));
+    }
+
+    #[test]
+    fn a_thread_is_placed_once_its_mask_holds_still() {
+        let one = Mask::Cpus(vec![1]);
+        let two = Mask::Cpus(vec![0, 1]);
+        assert!(!settled(None, &one, GRACE_S / 2.0));
+        assert!(settled(None, &one, GRACE_S));
+        assert!(!settled(Some(&two), &one, 5.0));
+        assert!(settled(Some(&one), &one, 0.0));
+    }
+}
