@@ -31,7 +31,8 @@ pub struct SlotTable {
     slot_count: AtomicU32,
     created: AtomicU32,
     records_used: AtomicU32,
-    _pad: AtomicU32,
+    /// Polls that published running counts; 0: no housekeeper publishes (the shim by hand).
+    published: AtomicU32,
     live: [AtomicU32; MAX_SLOTS],
     /// Each slot's CPU once the launcher moved the slot off its planned CPU (that CPU turned
     /// noisy): `cpu + 1`, or 0 for the plan's CPU.
@@ -159,6 +160,13 @@ impl SlotTable {
                 break (best, load, key.0 > 0);
             }
         };
+        if self.published.load(Ordering::Relaxed) > 0 {
+            // A newborn runs: until the next poll counts it, it counts as running where it
+            // was born, so that a burst of births spreads over the slots nobody runs on.
+            if let Some(r) = self.running.get(slot) {
+                r.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let record = self.add_record(tid, slot);
         Some(Birth {
             claim: Claim {
@@ -170,8 +178,8 @@ impl SlotTable {
         })
     }
 
-    /// Threads that ran on `slot`'s CPU between the housekeeper's last two polls (0 without
-    /// a housekeeper, and for a count no poll could have made).
+    /// Threads that ran on `slot`'s CPU between the housekeeper's last two polls, and those
+    /// born there since (0 without a housekeeper, and for a count no poll could have made).
     pub fn running(&self, slot: usize) -> u32 {
         (self.running.get(slot))
             .map(|r| r.load(Ordering::Relaxed))
@@ -185,6 +193,7 @@ impl SlotTable {
         for (r, &n) in self.running.iter().zip(counts) {
             r.store(n, Ordering::Relaxed);
         }
+        self.published.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Claims slot `slot` itself for `tid`, however loaded: the launcher's policy chose it
@@ -495,6 +504,16 @@ mod tests {
         one.claim_among(1, 1).unwrap();
         assert!(one.claim_birth(-1, Some(0), 1).unwrap().roams);
         assert!(!one.claim_birth(-1, None, 1).unwrap().roams);
+        // Under a housekeeper, a newborn counts as running until the next poll.
+        let hk = table(2);
+        hk.publish_running(&[0, 0]);
+        let first = hk.claim_birth(-1, None, 2).unwrap();
+        let second = hk.claim_birth(-1, None, 2).unwrap();
+        assert_eq!((first.claim.slot, first.roams), (0, false));
+        assert_eq!((second.claim.slot, second.roams), (1, false));
+        assert!(hk.claim_birth(-1, None, 2).unwrap().roams);
+        hk.publish_running(&[0, 1]);
+        assert_eq!(hk.claim_birth(-1, None, 2).unwrap().claim.slot, 0);
         // A garbage count is no count: nothing runs there.
         t.running[0].store(u32::MAX, Ordering::Relaxed);
         assert_eq!(t.running(0), 0);
