@@ -99,6 +99,9 @@ pub struct ThreadPlacement {
     pub cpu: Option<usize>,
     /// It shared its slot.
     pub shared: bool,
+    /// It ends on the whole reservation, no CPU of its own: born while every slot had a
+    /// running thread, or it takes turns with another thread (see [`Record::roams`]).
+    pub roams: bool,
     /// Affinity calls the shim answered for it.
     pub set_calls: usize,
     /// An exit record was seen.
@@ -333,6 +336,7 @@ impl Log {
                     slot: None,
                     cpu: None,
                     shared: false,
+                    roams: false,
                     set_calls: 0,
                     exited: false,
                     placed_by: String::new(),
@@ -352,7 +356,8 @@ impl Log {
             // A move changes where a thread runs, not what it is or who placed it.
             if r.event == MOVE && !t.role.is_empty() {
                 t.slot = r.slot.or(t.slot);
-                t.cpu = r.cpu.or(t.cpu);
+                t.roams = r.roams;
+                t.cpu = if r.roams { None } else { r.cpu.or(t.cpu) };
                 continue;
             }
             t.role = r.role.clone();
@@ -361,7 +366,8 @@ impl Log {
             } else {
                 r.slot.or(t.slot)
             };
-            t.cpu = r.cpu.or(t.cpu);
+            t.roams = r.roams;
+            t.cpu = if r.roams { None } else { r.cpu.or(t.cpu) };
             t.shared |= r.shared;
             t.placed_by = r.placed_by.clone().unwrap_or_else(|| "shim".into());
         }

@@ -65,12 +65,26 @@ pub struct Birth {
     pub roams: bool,
 }
 
-/// The order in which a new thread takes slots: first the fewest threads running there
-/// (`running`, with the creator counted on its own slot: a thread creating another is running
-/// by definition), then the fewest live threads, then the lowest slot index. A slot whose
-/// count is 0 is free of running threads; the smallest key wins.
-pub fn birth_key(running: u32, creator_here: bool, live: u32, slot: usize) -> (u32, u32, usize) {
-    (running.saturating_add(creator_here as u32), live, slot)
+/// The order in which a new thread takes slots; the smallest key wins.
+///
+/// With running counts (`running: Some`, published by a housekeeper): first the fewest threads
+/// running there, the creator counted on its own slot (a thread creating another runs by
+/// definition), then the fewest live threads, then the lowest index. A first field of 0 is a
+/// slot free of running threads; when the smallest is not 0, every slot has a running thread.
+///
+/// Without (the shim by hand): the fewest live threads, then not the creator's slot (of two
+/// slots as loaded, the other one may be asleep), then the lowest index. The first field is
+/// then always 0: nothing is known to run but the creator.
+pub fn birth_key(
+    running: Option<u32>,
+    creator_here: bool,
+    live: u32,
+    slot: usize,
+) -> (u32, u32, u32, usize) {
+    match running {
+        Some(n) => (n.saturating_add(creator_here as u32), live, 0, slot),
+        None => (0, live, creator_here as u32, slot),
+    }
 }
 
 impl SlotTable {
@@ -144,12 +158,14 @@ impl SlotTable {
     /// [`birth_key`] order among the first `slots` slots. `None` when no slot has a known
     /// count (see [`SlotTable::live_counts`]).
     pub fn claim_birth(&self, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
+        let published = self.published.load(Ordering::Relaxed) > 0;
         let (slot, before, roams) = loop {
             let (best, load, key) = self
                 .live_counts(slots)
                 .enumerate()
                 .filter_map(|(s, load)| {
-                    let key = birth_key(self.running(s), creator == Some(s), load?, s);
+                    let running = published.then(|| self.running(s));
+                    let key = birth_key(running, creator == Some(s), load?, s);
                     Some((s, load?, key))
                 })
                 .min_by_key(|&(_, _, key)| key)?;
@@ -160,7 +176,7 @@ impl SlotTable {
                 break (best, load, key.0 > 0);
             }
         };
-        if self.published.load(Ordering::Relaxed) > 0 {
+        if published {
             // A newborn runs: until the next poll counts it, it counts as running where it
             // was born, so that a burst of births spreads over the slots nobody runs on.
             if let Some(r) = self.running.get(slot) {
@@ -467,14 +483,22 @@ mod tests {
         // Every slot holds one live thread: not beside the creator, but the next by index.
         let c = t.claim_birth(-100, Some(0), 3).unwrap();
         assert_eq!((c.claim.slot, c.claim.shared, c.roams), (1, true, false));
-        // Created by the thread on slot 1, which runs: slot 0 or 2 by live count (2 has one).
-        let d = t.claim_birth(-100, Some(1), 3).unwrap();
-        assert_eq!(d.claim.slot, 0);
+        // Live counts come first: slots 0 and 2 hold one, slot 1 two; of 0 and 2, not the
+        // creator's. By hand none roams.
+        let d = t.claim_birth(-100, Some(0), 3).unwrap();
+        assert_eq!((d.claim.slot, d.roams), (2, false));
+        // An even spread: the creator's slot too when it is the emptiest.
+        let e = t.claim_birth(-100, Some(1), 3).unwrap();
+        assert_eq!((e.claim.slot, e.roams), (0, false));
     }
 
     #[test]
     fn running_counts_come_before_live_counts() {
         let t = table(3);
+        assert!(birth_key(Some(1), false, 0, 0) > birth_key(Some(0), false, 9, 5));
+        assert!(birth_key(Some(0), true, 0, 0) > birth_key(Some(0), false, 9, 5));
+        assert!(birth_key(None, true, 1, 0) > birth_key(None, false, 1, 5));
+        assert!(birth_key(None, true, 1, 0) < birth_key(None, false, 2, 5));
         for tid in [1, 2, 3] {
             t.claim_among(tid, 3).unwrap();
         }
@@ -483,10 +507,6 @@ mod tests {
         t.publish_running(&[1, 1, 0]);
         let b = t.claim_birth(-1, Some(0), 3).unwrap();
         assert_eq!((b.claim.slot, b.roams), (2, false));
-        assert_eq!(
-            birth_key(1, false, 0, 0).cmp(&birth_key(0, false, 9, 5)),
-            core::cmp::Ordering::Greater
-        );
     }
 
     #[test]
@@ -499,11 +519,10 @@ mod tests {
         let b = t.claim_birth(-1, Some(1), 2).unwrap();
         assert!(b.roams);
         assert_eq!(t.live(b.claim.slot), 2, "it still counts on a slot");
-        // One slot alone, by hand: its only slot is its creator's.
+        // By hand nothing is known to run: no thread roams.
         let one = table(1);
         one.claim_among(1, 1).unwrap();
-        assert!(one.claim_birth(-1, Some(0), 1).unwrap().roams);
-        assert!(!one.claim_birth(-1, None, 1).unwrap().roams);
+        assert!(!one.claim_birth(-1, Some(0), 1).unwrap().roams);
         // Under a housekeeper, a newborn counts as running until the next poll.
         let hk = table(2);
         hk.publish_running(&[0, 0]);

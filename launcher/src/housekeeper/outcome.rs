@@ -200,6 +200,7 @@ impl Outcome {
                     Spot::Housekeeper => None,
                 };
                 p.cpu = Some(o.cpu);
+                p.roams = false;
                 p.placed_by = "housekeeper".into();
             }
         }
@@ -221,6 +222,7 @@ impl Outcome {
                 slot: None,
                 cpu: None,
                 shared: false,
+                roams: false,
                 set_calls: 0,
                 exited: t.ended,
                 placed_by: "none".into(),

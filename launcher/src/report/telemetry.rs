@@ -141,7 +141,11 @@ pub fn render_threads(threads: &[ThreadReport]) -> String {
                 p.role.clone()
             },
             slot,
-            p.cpu.map_or_else(|| "-".into(), |c| c.to_string()),
+            match p.cpu {
+                Some(c) => c.to_string(),
+                None if p.roams => "res".into(),
+                None => "-".into(),
+            },
             seen,
             na(th.migrations),
             na(th.voluntary_ctxsw),
@@ -154,6 +158,12 @@ pub fn render_threads(threads: &[ThreadReport]) -> String {
     let mut out = t.render();
     if threads.iter().any(|t| t.placement.shared) {
         out.push_str("  slot+ : the slot was shared with another live thread\n");
+    }
+    if threads.iter().any(|t| t.placement.roams) {
+        out.push_str(
+            "  res   : on the whole reservation, the kernel balancing it: born while every slot \
+             had a running thread, or it takes turns with another thread (see the README)\n",
+        );
     }
     out
 }
