@@ -40,12 +40,14 @@ pub struct ModeResult {
     pub summary: Summary,
 }
 
-/// goset against another mode.
+/// One mode against another.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
+    /// The mode judged (goset, or mask or shim against taskset).
+    pub mode: Mode,
     /// The other mode.
     pub against: Mode,
-    /// goset's median minus the other's, with its interval and verdict.
+    /// The judged mode's median minus the other's, with its interval and verdict.
     #[serde(flatten)]
     pub difference: Difference,
 }
@@ -61,9 +63,20 @@ pub struct MetricResult {
     pub better: Better,
     /// Each mode's runs, in the order of the modes.
     pub modes: Vec<ModeResult>,
-    /// goset against baseline and against taskset, where both ran.
+    /// The pairs of [`COMPARED`] where both modes ran.
     pub comparisons: Vec<Comparison>,
 }
+
+/// The comparisons made, in table order: goset against every other mode; the shared mask
+/// under goset-run and the shim by hand against taskset on its own, each a part of goset.
+pub const COMPARED: [(Mode, Mode); 6] = [
+    (Mode::Goset, Mode::Baseline),
+    (Mode::Goset, Mode::Taskset),
+    (Mode::Goset, Mode::Mask),
+    (Mode::Goset, Mode::Shim),
+    (Mode::Mask, Mode::Taskset),
+    (Mode::Shim, Mode::Taskset),
+];
 
 /// The metrics to show, in order of first appearance: those `--match` selects, else those whose
 /// value changed at least once (a constant is a label, a size or a count, not a measurement);
@@ -148,14 +161,13 @@ pub fn analyse(runs: &[Run], modes: &[Mode], choice: &Choice) -> Vec<MetricResul
                 })
             })
             .collect();
-        let goset = values_of(Mode::Goset);
-        let comparisons = [Mode::Baseline, Mode::Taskset]
+        let comparisons = COMPARED
             .into_iter()
-            .filter(|m| modes.contains(m) && modes.contains(&Mode::Goset))
-            .filter_map(|against| {
+            .filter(|(mode, against)| modes.contains(mode) && modes.contains(against))
+            .filter_map(|(mode, against)| {
                 let other = values_of(against);
                 let difference = stats::compare(
-                    &goset,
+                    &values_of(mode),
                     &other,
                     better,
                     choice.resamples,
@@ -163,6 +175,7 @@ pub fn analyse(runs: &[Run], modes: &[Mode], choice: &Choice) -> Vec<MetricResul
                     &mut rng,
                 )?;
                 Some(Comparison {
+                    mode,
                     against,
                     difference,
                 })
@@ -237,7 +250,7 @@ mod tests {
         let mut failed = run(6, Mode::Goset, "lat: 100 ms");
         failed.discarded = Some("exit status 1".into());
         runs.push(failed);
-        let results = analyse(&runs, &Mode::ALL, &choice());
+        let results = analyse(&runs, &Mode::DEFAULT, &choice());
         assert_eq!(results.len(), 1, "{results:?}");
         let lat = &results[0];
         assert_eq!((lat.key.as_str(), lat.unit.as_deref()), ("lat", Some("ms")));
@@ -259,7 +272,7 @@ mod tests {
         let mut c = choice();
         c.matching = Some(Regex::new("^threads$").unwrap());
         c.better = vec![(Regex::new("threads").unwrap(), Better::Higher)];
-        let results = analyse(&runs, &Mode::ALL, &c);
+        let results = analyse(&runs, &Mode::DEFAULT, &c);
         assert_eq!(results[0].key, "threads");
         assert_eq!(results[0].better, Better::Higher);
         assert_eq!(

@@ -42,9 +42,10 @@ const SINGLE_DASH_VALUED: &[&str] = &[
 const BOOLEAN: &[&str] = &["cgroup", "steer", "fence", "dump", "help", "version"];
 
 /// Does pinning pay off on this machine? Runs a command (or a built-in benchmark) bare, pinned
-/// with a taskset mask to a CPU chosen in rotation, and under goset-run, interleaved, and
-/// compares the numbers it prints: each mode's median and spread, and goset's differences with
-/// a bootstrap confidence interval.
+/// with a taskset mask to a CPU chosen in rotation, and under goset-run (and with --modes, under
+/// goset-run --placement mask or the shim alone), interleaved, and compares the numbers it
+/// prints: each mode's median and spread, and goset's differences with a bootstrap confidence
+/// interval.
 #[derive(Debug, Parser)]
 #[command(name = "goset-bench", version)]
 pub struct BenchCli {
@@ -67,7 +68,8 @@ pub struct BenchCli {
     /// Seed of the order of modes within each round (printed; random when not given).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// The modes to run, comma-separated: baseline, taskset, goset.
+    /// The modes to run, comma-separated: baseline, taskset, goset, mask (goset-run
+    /// --placement mask), shim (libgoset.so by hand); default baseline,taskset,goset.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub modes: Option<Vec<String>>,
     /// Whether to run the taskset mode (Go's `-taskset=true`); with --modes, --modes decides.
@@ -82,6 +84,10 @@ pub struct BenchCli {
     /// goset-run --fence (brings --cgroup; needs root).
     #[arg(long)]
     pub fence: bool,
+    /// CPUs for goset-run --include; naming -n CPUs, they are every pinned mode's CPUs
+    /// (taskset, goset, mask and shim runs all use them).
+    #[arg(long, value_name = "LIST")]
+    pub include: Option<String>,
     /// One more argument for goset-run (repeatable), e.g. --goset-arg=--smt=spread.
     #[arg(long = "goset-arg", allow_hyphen_values = true, value_name = "ARG")]
     pub goset_arg: Vec<String>,
@@ -177,7 +183,8 @@ pub fn modes(cli: &BenchCli) -> Result<Vec<Mode>, Error> {
             for name in names {
                 let mode = Mode::parse(name.trim()).ok_or_else(|| {
                     Error::Usage(format!(
-                        "--modes: '{name}' is not a mode (baseline, taskset, goset)"
+                        "--modes: '{name}' is not a mode ({})",
+                        Mode::names()
                     ))
                 })?;
                 if !out.contains(&mode) {
@@ -186,7 +193,7 @@ pub fn modes(cli: &BenchCli) -> Result<Vec<Mode>, Error> {
             }
             out
         }
-        None => Mode::ALL.to_vec(),
+        None => Mode::DEFAULT.to_vec(),
     };
     if cli.modes.is_none() && cli.taskset == Some(false) {
         modes.retain(|&m| m != Mode::Taskset);
@@ -196,6 +203,70 @@ pub fn modes(cli: &BenchCli) -> Result<Vec<Mode>, Error> {
         return Err(Error::Usage("--modes: no mode given".into()));
     }
     Ok(modes)
+}
+
+/// goset-run's flags that goset-bench sets itself, run by run.
+const OWN_GOSET_FLAGS: [(&str, &str); 3] = [
+    (
+        "--placement",
+        "--modes mask runs goset-run --placement mask",
+    ),
+    ("--json", "to read each run's CPUs from goset-run's report"),
+    ("--dry-run", "every run runs the command"),
+];
+
+/// Checks goset-run's arguments (`goset_args`, before `--`) once, as goset-run would check
+/// them for each run of `modes` (mask runs add `--placement mask`; shim runs ask goset-run
+/// for its selection), so that a flag it refuses is one usage error before any run rather
+/// than every such run discarded. Returns the CPUs `--include` fixes for every pinned mode:
+/// the list when it names `n` CPUs (see [`crate::schedule::fixed_cpus`]).
+pub fn check_goset_args(
+    goset_args: &[OsString],
+    modes: &[Mode],
+    n: usize,
+) -> Result<Option<Vec<usize>>, Error> {
+    let args = goset::cli::normalize_args(
+        std::iter::once(OsString::from("goset-run")).chain(goset_args.iter().cloned()),
+    );
+    for arg in args.iter().skip(1).take_while(|a| *a != "--") {
+        let text = arg.to_string_lossy();
+        for (flag, why) in OWN_GOSET_FLAGS {
+            if text == flag || text.starts_with(&format!("{flag}=")) {
+                return Err(Error::Usage(format!(
+                    "--goset-arg={text}: goset-bench sets {flag} itself ({why})"
+                )));
+            }
+        }
+    }
+    // Every mode's CPUs follow --include, so the flags are checked even without goset runs.
+    let mut include = Vec::new();
+    let mask = modes.contains(&Mode::Mask);
+    for placement in std::iter::once(None).chain(mask.then_some(Some("mask"))) {
+        let mut all = args.clone();
+        if let Some(p) = placement {
+            all.extend(["--placement", p].map(OsString::from));
+        }
+        all.push("--dry-run".into());
+        let refused = |e: &dyn std::fmt::Display| {
+            let e = e.to_string();
+            let e = e.lines().next().unwrap_or_default();
+            let e = e.strip_prefix("error: ").unwrap_or(e);
+            Error::Usage(match placement {
+                None => format!("goset-run refuses its flags: {e}"),
+                Some(p) => format!("--modes {p}: goset-run --placement {p} refuses its flags: {e}"),
+            })
+        };
+        let cli = goset::cli::RunCli::try_parse_from(&all).map_err(|e| refused(&e))?;
+        include = cli.run.validate().map_err(|e| refused(&e))?.select.include;
+    }
+    let fixed = crate::schedule::fixed_cpus(&include, n);
+    let named = crate::schedule::distinct(&include).len();
+    if fixed.is_none() && named > n {
+        return Err(Error::Usage(format!(
+            "--include names {named} CPUs but -n is {n}: name -n of them to fix every mode's CPUs"
+        )));
+    }
+    Ok(fixed)
 }
 
 /// `REGEX=VALUE` pairs of `option`.
@@ -330,16 +401,67 @@ mod tests {
         assert_eq!(modes(&c).unwrap(), [Mode::Baseline, Mode::Goset]);
         assert_eq!(c.command, ["echo", "-x"]);
         let c = cli(&["goset-bench", "-taskset=true", "--", "true"]);
-        assert_eq!(modes(&c).unwrap(), Mode::ALL);
+        assert_eq!(modes(&c).unwrap(), Mode::DEFAULT);
+    }
+
+    #[test]
+    fn mask_and_shim_modes_and_the_cpus_include_fixes() {
+        let c = cli(&["goset-bench", "--modes", "shim,mask,goset", "--", "true"]);
+        assert_eq!(modes(&c).unwrap(), [Mode::Goset, Mode::Mask, Mode::Shim]);
+        let c = cli(&["goset-bench", "--", "true"]);
+        assert_eq!(modes(&c).unwrap(), Mode::DEFAULT, "the default stays");
+        let args = |a: &[&str]| -> Vec<OsString> {
+            ["-q", "-n", "2"]
+                .iter()
+                .chain(a)
+                .map(OsString::from)
+                .collect()
+        };
+        let all = Mode::ALL;
+        assert_eq!(check_goset_args(&args(&[]), &all, 2).unwrap(), None);
+        assert_eq!(
+            check_goset_args(&args(&["--include", "3,1,3"]), &all, 2).unwrap(),
+            Some(vec![3, 1]),
+            "in the order given, as goset-run takes them"
+        );
+        // Fewer than -n: goset-run picks the rest, so nothing is fixed.
+        assert_eq!(
+            check_goset_args(&args(&["--include=1"]), &all, 2).unwrap(),
+            None
+        );
+        let refused = |a: &[&str], modes: &[Mode]| {
+            check_goset_args(&args(a), modes, 2)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            refused(&["--include", "0-2"], &all),
+            "--include names 3 CPUs but -n is 2: name -n of them to fix every mode's CPUs"
+        );
+        assert_eq!(
+            refused(&["--spare=1"], &[Mode::Baseline, Mode::Mask]),
+            "--modes mask: goset-run --placement mask refuses its flags: --spare with \
+             --placement mask: one shared mask places and moves no thread (and logs no \
+             placement); drop --spare, or use --placement thread"
+        );
+        assert!(check_goset_args(&args(&["--spare=1"]), &[Mode::Goset, Mode::Shim], 2).is_ok());
+        assert!(refused(&["--numa", "x"], &[Mode::Goset])
+            .starts_with("goset-run refuses its flags: --numa 'x'"));
+        assert!(refused(&["--smt", "odd"], &[Mode::Taskset])
+            .starts_with("goset-run refuses its flags: invalid value 'odd'"));
+        for own in ["--placement=mask", "--json", "-dry-run"] {
+            let e = refused(&[own, "x"], &all);
+            assert!(e.contains("goset-bench sets --"), "{e}");
+        }
     }
 
     #[test]
     fn bad_values_are_usage_errors_naming_them() {
         let c = cli(&["goset-bench", "--modes", "fast", "--", "true"]);
-        assert!(modes(&c)
-            .unwrap_err()
-            .to_string()
-            .contains("'fast' is not a mode"));
+        assert_eq!(
+            modes(&c).unwrap_err().to_string(),
+            "--modes: 'fast' is not a mode (baseline, taskset, goset, mask, shim)"
+        );
         let c = cli(&["goset-bench", "--bench", "nope"]);
         assert!(matches!(target(&c), Err(Error::Usage(m)) if m.contains("--bench nope")));
         let c = cli(&["goset-bench"]);

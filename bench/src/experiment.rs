@@ -1,5 +1,6 @@
 //! Carrying out the plan of runs: each run started in its mode (bare, under a taskset mask,
-//! under goset-run), its output captured, its numbers extracted, non-zero exits discarded.
+//! under goset-run with per-thread placement or one shared mask, under the shim by hand), its
+//! CPUs recorded, its output captured, its numbers extracted, non-zero exits discarded.
 //!
 //! Owns: processes and their output. Must not: compute statistics or print tables.
 
@@ -9,7 +10,7 @@ use serde::Serialize;
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,13 @@ pub struct Setup {
     pub taskset_width: usize,
     /// The CPUs goset-bench may use, taskset's rotation.
     pub allowed: Vec<usize>,
+    /// The CPUs `--include` fixes (it names `-n` of them): every taskset and shim run's, and
+    /// goset-run's choice too. `None`: taskset rotates, shim runs take goset-run's selection.
+    pub fixed: Option<Vec<usize>>,
+    /// `libgoset.so` for shim runs, found as the goset-run used would find it.
+    pub shim: Option<PathBuf>,
+    /// A private directory for goset-run's `--json` report of each run (its CPUs).
+    pub report_dir: Option<PathBuf>,
     /// Idle time before each run.
     pub settle: Duration,
     /// A run that takes longer is ended (SIGTERM, then SIGKILL 2 s later) and discarded.
@@ -54,7 +62,10 @@ pub struct Run {
     /// Its place in the plan.
     #[serde(flatten)]
     pub planned: Planned,
-    /// The taskset mask, for a taskset run.
+    /// The CPUs of the run: the mask of a taskset or shim run (in `GOSET_CPUS` order for
+    /// shim), goset-run's task CPUs in slot order (goset, mask), and the CPUs goset-bench may
+    /// use for a baseline run (unpinned); `None` when they are not known (a goset-run that
+    /// failed before its report).
     pub cpus: Option<Vec<usize>>,
     /// Exit status (128 + signal when killed), `None` when it could not start.
     pub status: Option<i32>,
@@ -77,15 +88,22 @@ impl Run {
     }
 }
 
-/// The command line of `mode`.
-fn command_of(setup: &Setup, mode: Mode) -> Command {
+/// The command line of `mode`; `report` is where goset-run writes its `--json` report.
+fn command_of(setup: &Setup, mode: Mode, report: Option<&Path>) -> Command {
     let mut cmd = match mode {
-        Mode::Goset => {
+        Mode::Goset | Mode::Mask => {
             let mut c = Command::new(&setup.goset_run);
-            c.args(&setup.goset_args).arg("--").args(&setup.command);
+            c.args(&setup.goset_args);
+            if mode == Mode::Mask {
+                c.args(["--placement", "mask"]);
+            }
+            if let Some(r) = report {
+                c.arg("--json").arg(r);
+            }
+            c.arg("--").args(&setup.command);
             c
         }
-        Mode::Baseline | Mode::Taskset => {
+        Mode::Baseline | Mode::Taskset | Mode::Shim => {
             let mut c = Command::new(&setup.command[0]);
             c.args(&setup.command[1..]);
             c
@@ -118,6 +136,54 @@ fn pin_before_exec(cmd: &mut Command, cpus: &[usize]) {
     }
 }
 
+/// Runs the shim as a user would by hand on `cpus`: `LD_PRELOAD` ends with `lib` (after the
+/// user's own preloads), `GOSET_CPUS` lists the CPUs in slot order, and no `GOSET_PLAN` of
+/// another run's overrides it.
+fn preload_shim(cmd: &mut Command, lib: &Path, cpus: &[usize]) {
+    let user = std::env::var_os("LD_PRELOAD");
+    let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+    cmd.env(
+        "LD_PRELOAD",
+        goset::taskenv::preload_list(user.as_deref(), lib.as_os_str()),
+    )
+    .env("GOSET_CPUS", list.join(","))
+    .env_remove("GOSET_PLAN");
+}
+
+/// The task CPUs of a goset-run `--json` report, in slot order.
+pub fn report_cpus(json: &[u8]) -> Option<Vec<usize>> {
+    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+    (v["selection"]["task_cpus"].as_array()?.iter())
+        .map(|c| c.as_u64().map(|c| c as usize))
+        .collect()
+}
+
+/// The CPUs goset-run would select now with the experiment's flags (`--dry-run`, its report
+/// on stdout), for a shim run: the same selection a goset run gets, made the same way.
+fn goset_selection(setup: &Setup) -> Result<Vec<usize>, String> {
+    let mut cmd = Command::new(&setup.goset_run);
+    cmd.args(&setup.goset_args)
+        .args(["--dry-run", "--json", "-"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("goset-run --dry-run: {e}"))?;
+    crate::signals::running(child.id() as i32);
+    let out = child.wait_with_output();
+    crate::signals::running(0);
+    let out = out.map_err(|e| format!("goset-run --dry-run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "goset-run --dry-run failed: {}",
+            tail(&String::from_utf8_lossy(&out.stderr), 1)
+        ));
+    }
+    report_cpus(&out.stdout).ok_or_else(|| "goset-run --dry-run gave no task_cpus".into())
+}
+
 /// Reads a pipe to its end on a thread of its own.
 fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
@@ -138,25 +204,58 @@ fn tail(text: &str, n: usize) -> String {
 /// Makes one run: `k` is the number of taskset runs before it (its rotation).
 pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
     std::thread::sleep(setup.settle);
-    let mut cmd = command_of(setup, planned.mode);
-    let cpus = (planned.mode == Mode::Taskset)
-        .then(|| taskset_cpus(&setup.allowed, setup.taskset_width, k));
-    if let Some(c) = &cpus {
-        pin_before_exec(&mut cmd, c);
-    }
-    let start = Instant::now();
-    // Pinned when started, so a CPU the machine lacks was refused before the first run.
-    let _noise =
-        (setup.noise_at.as_ref()).and_then(|(spec, at)| crate::noise::Noise::start(spec, *at).ok());
     let mut run = Run {
         planned,
-        cpus,
+        cpus: None,
         status: None,
         discarded: None,
         wall_s: 0.0,
         samples: Vec::new(),
         stderr_tail: None,
     };
+    let report = (setup.report_dir.as_ref())
+        .filter(|_| planned.mode.uses_goset_run())
+        .map(|d| {
+            d.join(format!(
+                "run-{}-{}.json",
+                planned.round,
+                planned.mode.name()
+            ))
+        });
+    let mut cmd = command_of(setup, planned.mode, report.as_deref());
+    match planned.mode {
+        Mode::Baseline => run.cpus = Some(setup.allowed.clone()),
+        Mode::Taskset => {
+            let cpus = (setup.fixed.clone())
+                .unwrap_or_else(|| taskset_cpus(&setup.allowed, setup.taskset_width, k));
+            pin_before_exec(&mut cmd, &cpus);
+            run.cpus = Some(cpus);
+        }
+        Mode::Shim => {
+            let cpus = match (&setup.fixed, &setup.shim) {
+                (_, None) => Err("libgoset.so not found (build it, or set GOSET_LIB)".into()),
+                (Some(fixed), Some(_)) => Ok(fixed.clone()),
+                (None, Some(_)) => goset_selection(setup),
+            };
+            let cpus = match cpus {
+                Ok(c) => c,
+                Err(why) => {
+                    run.discarded = Some(format!("could not start: {why}"));
+                    return run;
+                }
+            };
+            if let Some(lib) = &setup.shim {
+                preload_shim(&mut cmd, lib, &cpus);
+            }
+            pin_before_exec(&mut cmd, &cpus);
+            run.cpus = Some(cpus);
+        }
+        Mode::Goset | Mode::Mask => {}
+    }
+    let start = Instant::now();
+    // Pinned when started, so a CPU the machine lacks was refused before the first run.
+    let _noise =
+        (setup.noise_at.as_ref()).and_then(|(spec, at)| crate::noise::Noise::start(spec, *at).ok());
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -199,6 +298,10 @@ pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
         Stream::Stderr => stderr.clone(),
         Stream::Both => stdout + &stderr,
     };
+    if let Some(r) = &report {
+        run.cpus = std::fs::read(r).ok().and_then(|j| report_cpus(&j));
+        let _ = std::fs::remove_file(r);
+    }
     run.samples = metrics::extract(&text);
     run.status = status.map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)));
     run.discarded = match (termed, run.status) {
@@ -242,6 +345,9 @@ mod tests {
             goset_args: Vec::new(),
             taskset_width: 1,
             allowed: vec![0],
+            fixed: None,
+            shim: None,
+            report_dir: None,
             settle: Duration::ZERO,
             timeout: Some(Duration::from_secs(30)),
             stream: Stream::Stdout,
@@ -269,6 +375,58 @@ mod tests {
         assert_eq!(r.status, Some(137));
         let r = run_one(&setup("true"), planned(Mode::Goset), 0);
         assert!(r.discarded.unwrap().starts_with("could not start"));
+    }
+
+    #[test]
+    fn every_run_records_its_cpus_and_a_shim_run_is_preloaded_and_pinned() {
+        let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .map(|s| (0..1024).find(|&c| s.is_set(c).unwrap_or(false)).unwrap())
+            .unwrap();
+        let mut s = setup(
+            "echo \"cpus: $GOSET_CPUS\"; case $LD_PRELOAD in \
+             */nonexistent/libgoset.so) echo 'shim last: 1';; *) echo 'shim last: 0';; esac; \
+             grep Cpus_allowed_list /proc/self/status",
+        );
+        s.allowed = vec![cpu];
+        let r = run_one(&s, planned(Mode::Baseline), 0);
+        assert_eq!(
+            r.cpus,
+            Some(vec![cpu]),
+            "a baseline run has goset-bench's CPUs"
+        );
+        let r = run_one(&s, planned(Mode::Shim), 0);
+        assert!(
+            r.discarded.unwrap().contains("libgoset.so not found"),
+            "no shim, no shim run"
+        );
+        // A library that does not exist: the loader says so and goes on.
+        s.shim = Some("/nonexistent/libgoset.so".into());
+        s.fixed = Some(vec![cpu]);
+        let r = run_one(&s, planned(Mode::Shim), 0);
+        assert!(r.counts(), "{r:?}");
+        assert_eq!(r.cpus, Some(vec![cpu]));
+        let value = |key: &str| {
+            (r.samples.iter())
+                .find(|m| m.key == key)
+                .unwrap_or_else(|| panic!("no {key} in {r:?}"))
+                .value
+        };
+        assert_eq!(value("cpus"), cpu as f64);
+        assert_eq!(
+            value("Cpus_allowed_list"),
+            cpu as f64,
+            "pinned as GOSET_CPUS"
+        );
+        assert_eq!(value("shim last"), 1.0, "LD_PRELOAD ends with the shim");
+        // With --include fixing the CPUs, taskset leaves its rotation.
+        s.allowed = vec![cpu, cpu + 1];
+        let r = run_one(&s, planned(Mode::Taskset), 1);
+        assert_eq!(r.cpus, Some(vec![cpu]));
+        assert_eq!(
+            report_cpus(br#"{"selection": {"task_cpus": [3, 1]}}"#),
+            Some(vec![3, 1])
+        );
+        assert_eq!(report_cpus(b"{}"), None);
     }
 
     #[test]

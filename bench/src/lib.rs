@@ -1,6 +1,7 @@
 //! goset-bench: does pinning pay off on this machine? A fair experiment (interleaved runs of a
-//! command bare, under a rotating taskset mask and under goset-run) and its statistics, table,
-//! files and plot.
+//! command bare, under a taskset mask, under goset-run with per-thread placement or one shared
+//! mask, and under the shim by hand, on the same CPUs when `--include` fixes them) and its
+//! statistics, table, files and plot.
 //!
 //! Policy (the plan of runs, metric extraction, statistics) is pure; [`experiment`] and
 //! [`noise`] are the only modules that start processes or threads.

@@ -52,6 +52,29 @@ fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// A private directory for goset-run's per-run reports, removed with what is left in it.
+struct ReportDir(PathBuf);
+
+impl ReportDir {
+    fn create() -> Result<ReportDir, Error> {
+        use std::os::unix::fs::DirBuilderExt;
+        let nanos = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH))
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!("goset-bench-{}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| Error::System(format!("cannot create {}: {e}", dir.display())))?;
+        Ok(ReportDir(dir))
+    }
+}
+
+impl Drop for ReportDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn write_file(path: &std::path::Path, text: &str, option: &str) -> Result<(), Error> {
     std::fs::write(path, text)
         .map_err(|e| Error::System(format!("{option} {}: {e}", path.display())))
@@ -128,18 +151,48 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
             goset_args.push(flag.into());
         }
     }
+    if let Some(list) = &cli.include {
+        goset_args.extend(["--include".into(), list.into()]);
+    }
     goset_args.extend(cli.goset_arg.iter().map(OsString::from));
-    let needs_goset = modes.contains(&schedule::Mode::Goset) && !cli.dump;
+    let fixed = if cli.dump {
+        None
+    } else {
+        cli::check_goset_args(&goset_args, &modes, cli.n)?
+    };
+    // Shim runs take their CPUs from goset-run (unless --include fixes them) and libgoset.so
+    // from beside it.
+    let needs_goset =
+        !cli.dump && (modes.iter()).any(|&m| m.uses_goset_run() || m == schedule::Mode::Shim);
+    let goset_run = if needs_goset {
+        goset_run(&cli)?
+    } else {
+        PathBuf::from("goset-run")
+    };
+    let shim = match modes.contains(&schedule::Mode::Shim) && !cli.dump {
+        true => Some(
+            goset::rundir::find_shim_for(Some(&goset_run))?.ok_or_else(|| {
+                Error::System(format!(
+                    "--modes shim: libgoset.so not found beside {} (build it, or set {})",
+                    goset_run.display(),
+                    goset::rundir::LIB_ENV
+                ))
+            })?,
+        ),
+        false => None,
+    };
+    let reports = (!cli.dump && modes.iter().any(|m| m.uses_goset_run()))
+        .then(ReportDir::create)
+        .transpose()?;
     let setup = Setup {
         command,
-        goset_run: if needs_goset {
-            goset_run(&cli)?
-        } else {
-            PathBuf::from("goset-run")
-        },
+        goset_run,
         goset_args,
         taskset_width: cli.n,
         allowed: allowed_cpus(),
+        fixed,
+        shim,
+        report_dir: reports.as_ref().map(|r| r.0.clone()),
         settle,
         timeout,
         stream: cli.from,

@@ -79,8 +79,9 @@ fn discarded(runs: &[Run]) -> String {
     words.join(", ")
 }
 
-/// The table: per metric each mode's median, sd, min, max and spread, then goset's differences
-/// with their intervals and verdicts; the seeds and discarded runs last.
+/// The table: per metric each mode's median, sd, min, max and spread, then the differences of
+/// [`crate::analysis::COMPARED`] with their intervals and verdicts; the seeds and discarded
+/// runs last.
 pub fn table(about: &About, results: &[MetricResult], runs: &[Run]) -> String {
     let mut t = String::new();
     for m in results {
@@ -109,8 +110,8 @@ pub fn table(about: &About, results: &[MetricResult], runs: &[Run]) -> String {
             let d = &c.difference;
             let _ = writeln!(
                 t,
-                "  goset vs {:<8} {} ({:+.1}%), {:.0}% CI [{}, {}]: {}",
-                c.against.name(),
+                "  {:<17} {} ({:+.1}%), {:.0}% CI [{}, {}]: {}",
+                format!("{} vs {}", c.mode.name(), c.against.name()),
                 signed(d.diff),
                 d.relative * 100.0,
                 d.confidence * 100.0,
@@ -170,8 +171,8 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// One row per run and shown metric: round, mode, warm-up, discarded, taskset CPUs, key, value,
-/// unit.
+/// One row per run and shown metric: round, mode, warm-up, discarded, the run's CPUs (see
+/// [`Run::cpus`]), key, value, unit.
 pub fn csv(results: &[MetricResult], runs: &[Run]) -> String {
     let mut t = String::from("round,mode,warmup,discarded,cpus,key,value,unit\n");
     for run in runs {

@@ -10,10 +10,12 @@ use plotters::prelude::*;
 use std::path::Path;
 
 /// The colour of each mode, in table order.
-const COLOURS: [RGBColor; 3] = [
+const COLOURS: [RGBColor; 5] = [
     RGBColor(110, 110, 110),
     RGBColor(214, 96, 33),
     RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
 ];
 
 /// Writes the plot of `results` to `path`.

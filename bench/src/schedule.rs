@@ -16,11 +16,26 @@ pub enum Mode {
     Taskset,
     /// Through `goset-run` with the experiment's goset flags.
     Goset,
+    /// Through `goset-run --placement mask` with the experiment's goset flags: goset's
+    /// selection and isolation, one shared mask for every thread.
+    Mask,
+    /// The shim by hand, no goset-run: `LD_PRELOAD=libgoset.so GOSET_CPUS=<cpus>` with the
+    /// process mask set to those CPUs (chosen as goset-run would choose them).
+    Shim,
 }
 
 impl Mode {
     /// Every mode, in table order.
-    pub const ALL: [Mode; 3] = [Mode::Baseline, Mode::Taskset, Mode::Goset];
+    pub const ALL: [Mode; 5] = [
+        Mode::Baseline,
+        Mode::Taskset,
+        Mode::Goset,
+        Mode::Mask,
+        Mode::Shim,
+    ];
+
+    /// The modes run when `--modes` is not given.
+    pub const DEFAULT: [Mode; 3] = [Mode::Baseline, Mode::Taskset, Mode::Goset];
 
     /// Its name in `--modes`, tables and files.
     pub fn name(self) -> &'static str {
@@ -28,7 +43,19 @@ impl Mode {
             Mode::Baseline => "baseline",
             Mode::Taskset => "taskset",
             Mode::Goset => "goset",
+            Mode::Mask => "mask",
+            Mode::Shim => "shim",
         }
+    }
+
+    /// The names of every mode, as `--modes` lists them in messages.
+    pub fn names() -> String {
+        Mode::ALL.map(Mode::name).join(", ")
+    }
+
+    /// Runs through goset-run.
+    pub fn uses_goset_run(self) -> bool {
+        matches!(self, Mode::Goset | Mode::Mask)
     }
 
     /// The mode named `name`.
@@ -64,6 +91,25 @@ pub fn plan(modes: &[Mode], runs: usize, warmup: usize, seed: u64) -> Vec<Planne
     out
 }
 
+/// The CPUs that `--include` fixes for every pinned mode: the list in its order (duplicates
+/// dropped, as goset-run drops them) when it names exactly `n` CPUs; otherwise `None`, and
+/// goset-run picks the rest.
+pub fn fixed_cpus(include: &[usize], n: usize) -> Option<Vec<usize>> {
+    let cpus = distinct(include);
+    (cpus.len() == n).then_some(cpus)
+}
+
+/// `cpus` without repeats, in their order.
+pub fn distinct(cpus: &[usize]) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::new();
+    for &c in cpus {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The CPUs of the `k`-th taskset run (from 0): `n` consecutive CPUs of `allowed`, starting one
 /// window further each run, wrapping around (a user choosing a CPU by hand, a different one
 /// each time).
@@ -87,7 +133,7 @@ mod tests {
     #[test]
     fn each_round_has_every_mode_once_and_the_seed_fixes_the_order() {
         let p = plan(&Mode::ALL, 5, 1, 42);
-        assert_eq!(p.len(), 18);
+        assert_eq!(p.len(), 6 * Mode::ALL.len());
         for round in 0..6 {
             let mut modes: Vec<Mode> = (p.iter())
                 .filter(|r| r.round == round)
@@ -111,6 +157,16 @@ mod tests {
             (0..20).any(|s| orders(s) != orders(42)),
             "the order is shuffled"
         );
+    }
+
+    #[test]
+    fn include_fixes_the_cpus_only_when_it_names_all_of_them() {
+        assert_eq!(fixed_cpus(&[5, 2, 5], 2), Some(vec![5, 2]));
+        assert_eq!(fixed_cpus(&[5], 2), None);
+        assert_eq!(fixed_cpus(&[], 1), None);
+        assert_eq!(Mode::names(), "baseline, taskset, goset, mask, shim");
+        assert_eq!(Mode::parse("shim"), Some(Mode::Shim));
+        assert!(Mode::Mask.uses_goset_run() && !Mode::Shim.uses_goset_run());
     }
 
     #[test]

@@ -433,6 +433,13 @@ impl Drop for RunDir {
 /// Finds `libgoset.so`: `$GOSET_LIB`, else beside the running binary, else in `../lib/`.
 /// `None` when it is not installed; a `GOSET_LIB` that names no file is a usage error.
 pub fn find_shim() -> Result<Option<PathBuf>> {
+    find_shim_for(std::env::current_exe().ok().as_deref())
+}
+
+/// Finds `libgoset.so` as the goset program `exe` would (see [`find_shim`]): `$GOSET_LIB`,
+/// else beside `exe`, else in `../lib/` from it. goset-bench's `shim` mode asks this for the
+/// goset-run it uses.
+pub fn find_shim_for(exe: Option<&Path>) -> Result<Option<PathBuf>> {
     if let Some(p) = std::env::var_os(LIB_ENV) {
         let path = PathBuf::from(p);
         if !path.is_file() {
@@ -443,7 +450,7 @@ pub fn find_shim() -> Result<Option<PathBuf>> {
         }
         return Ok(Some(path));
     }
-    let Some(exe) = std::env::current_exe().ok() else {
+    let Some(exe) = exe else {
         return Ok(None);
     };
     let dir = exe.parent().unwrap_or(Path::new("/"));

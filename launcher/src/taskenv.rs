@@ -47,13 +47,10 @@ pub fn task_env(
     let mut env: Vec<(OsString, OsString)> = Vec::new();
     if let Some(shim) = shim {
         let user = set("LD_PRELOAD");
-        let mut preload = OsString::new();
-        if let Some(user) = &user {
-            preload.push(user);
-            preload.push(":");
-        }
-        preload.push(shim.preload);
-        env.push(("LD_PRELOAD".into(), preload));
+        env.push((
+            "LD_PRELOAD".into(),
+            preload_list(user.as_deref(), shim.preload),
+        ));
         env.push(("GOSET_PLAN".into(), shim.plan_dir.into()));
         if user.is_none() {
             if let Some(options) = asan_options(set("ASAN_OPTIONS").as_deref()) {
@@ -67,6 +64,19 @@ pub fn task_env(
         }
     }
     env
+}
+
+/// The `LD_PRELOAD` value with `shim` last: the user's list (unset or empty: none) first, so
+/// that a library that must come first still does (see [`task_env`]). goset-bench's `shim`
+/// mode builds the same list by hand.
+pub fn preload_list(user: Option<&OsStr>, shim: &OsStr) -> OsString {
+    let mut preload = OsString::new();
+    if let Some(user) = user.filter(|u| !u.is_empty()) {
+        preload.push(user);
+        preload.push(":");
+    }
+    preload.push(shim);
+    preload
 }
 
 /// `options` with `verify_asan_link_order=0` added, or `None` when it already sets that flag.
