@@ -31,8 +31,10 @@ pub struct SlotTable {
     slot_count: AtomicU32,
     created: AtomicU32,
     records_used: AtomicU32,
-    /// Polls that published running counts; 0: no housekeeper publishes (the shim by hand).
-    published: AtomicU32,
+    _pad: AtomicU32,
+    /// When the housekeeper last published running counts ([`monotonic_ms`]); 0: no
+    /// housekeeper publishes (the shim by hand).
+    published_ms: AtomicU64,
     live: [AtomicU32; MAX_SLOTS],
     /// Each slot's CPU once the launcher moved the slot off its planned CPU (that CPU turned
     /// noisy): `cpu + 1`, or 0 for the plan's CPU.
@@ -40,6 +42,9 @@ pub struct SlotTable {
     /// Threads that ran on each slot's CPU between the housekeeper's last two polls, as it
     /// published them ([`SlotTable::publish_running`]); all 0 without a housekeeper.
     running: [AtomicU32; MAX_SLOTS],
+    /// The latest birth on each slot: `ms << 16 | (record + 1)` ([`monotonic_ms`]; record
+    /// `0xffff` when it has none), cleared when that thread's claim is released; 0: none.
+    born: [AtomicU64; MAX_SLOTS],
     /// `tid << 32 | (slot + 1)`, or 0 when free.
     records: [AtomicU64; MAX_RECORDS],
 }
@@ -65,26 +70,29 @@ pub struct Birth {
     pub roams: bool,
 }
 
-/// The order in which a new thread takes slots; the smallest key wins.
-///
-/// With running counts (`running: Some`, published by a housekeeper): first the fewest threads
-/// running there, the creator counted on its own slot (a thread creating another runs by
-/// definition), then the fewest live threads, then the lowest index. A first field of 0 is a
-/// slot free of running threads; when the smallest is not 0, every slot has a running thread.
-///
-/// Without (the shim by hand): the fewest live threads, then not the creator's slot (of two
-/// slots as loaded, the other one may be asleep), then the lowest index. The first field is
-/// then always 0: nothing is known to run but the creator.
-pub fn birth_key(
-    running: Option<u32>,
-    creator_here: bool,
-    live: u32,
-    slot: usize,
-) -> (u32, u32, u32, usize) {
-    match running {
-        Some(n) => (n.saturating_add(creator_here as u32), live, 0, slot),
-        None => (0, live, creator_here as u32, slot),
-    }
+/// How long a thread born on a slot counts as running there when no housekeeper publishes
+/// running counts (the shim by hand): about one of its polls. A thread that old may sleep.
+pub const NEWBORN_MS: u64 = 100;
+
+/// Milliseconds of `CLOCK_MONOTONIC`, one clock for every process of the task.
+pub fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec (the vDSO: no system call, signal-safe).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// The order in which a new thread takes slots; the smallest key wins. First the fewest
+/// threads running there: `running` counts those the housekeeper saw run since its last poll
+/// and a thread born there since (by hand: within [`NEWBORN_MS`]), and the creator counts on
+/// its own slot (a thread that creates another runs by definition; it may be the newborn or
+/// one the housekeeper counted already, so it makes the count at least 1). Then the fewest live
+/// threads, then the lowest index. A first field of 0 is a slot free of running threads.
+pub fn birth_key(running: u32, creator_here: bool, live: u32, slot: usize) -> (u32, u32, usize) {
+    (running.max(creator_here as u32), live, slot)
 }
 
 impl SlotTable {
@@ -158,13 +166,14 @@ impl SlotTable {
     /// [`birth_key`] order among the first `slots` slots. `None` when no slot has a known
     /// count (see [`SlotTable::live_counts`]).
     pub fn claim_birth(&self, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
-        let published = self.published.load(Ordering::Relaxed) > 0;
+        let now = monotonic_ms();
+        let published = self.published_ms.load(Ordering::Relaxed);
         let (slot, before, roams) = loop {
             let (best, load, key) = self
                 .live_counts(slots)
                 .enumerate()
                 .filter_map(|(s, load)| {
-                    let running = published.then(|| self.running(s));
+                    let running = self.running(s) + self.newborn(s, now, published) as u32;
                     let key = birth_key(running, creator == Some(s), load?, s);
                     Some((s, load?, key))
                 })
@@ -173,17 +182,16 @@ impl SlotTable {
                 .compare_exchange(load, load + 1, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                break (best, load, key.0 > 0);
+                // Only a housekeeper can later give a roaming thread a CPU of its own: by
+                // hand every thread keeps a slot's CPU.
+                break (best, load, published > 0 && key.0 > 0);
             }
         };
-        if published {
-            // A newborn runs: until the next poll counts it, it counts as running where it
-            // was born, so that a burst of births spreads over the slots nobody runs on.
-            if let Some(r) = self.running.get(slot) {
-                r.fetch_add(1, Ordering::Relaxed);
-            }
-        }
         let record = self.add_record(tid, slot);
+        // A newborn runs: it counts as running where it was born until the housekeeper's
+        // next poll (by hand, for NEWBORN_MS), so that a burst of births spreads out.
+        let id = record.map_or(0xffff, |r| r as u64 + 1);
+        self.born[slot].store(now << 16 | id, Ordering::Relaxed);
         Some(Birth {
             claim: Claim {
                 slot,
@@ -194,8 +202,20 @@ impl SlotTable {
         })
     }
 
-    /// Threads that ran on `slot`'s CPU between the housekeeper's last two polls, and those
-    /// born there since (0 without a housekeeper, and for a count no poll could have made).
+    /// Whether a live thread was born on `slot` since the housekeeper's last poll at
+    /// `published` (by hand, 0: within [`NEWBORN_MS`] of `now`).
+    fn newborn(&self, slot: usize, now: u64, published: u64) -> bool {
+        let stamp = self.born.get(slot).map_or(0, |b| b.load(Ordering::Relaxed));
+        let at = stamp >> 16;
+        match (stamp, published) {
+            (0, _) => false,
+            (_, 0) => now.saturating_sub(at) < NEWBORN_MS,
+            _ => at >= published,
+        }
+    }
+
+    /// Threads that ran on `slot`'s CPU between the housekeeper's last two polls (0 without a
+    /// housekeeper, and for a count no poll could have made).
     pub fn running(&self, slot: usize) -> u32 {
         (self.running.get(slot))
             .map(|r| r.load(Ordering::Relaxed))
@@ -209,7 +229,8 @@ impl SlotTable {
         for (r, &n) in self.running.iter().zip(counts) {
             r.store(n, Ordering::Relaxed);
         }
-        self.published.fetch_add(1, Ordering::Relaxed);
+        self.published_ms
+            .store(monotonic_ms().max(1), Ordering::Relaxed);
     }
 
     /// Claims slot `slot` itself for `tid`, however loaded: the launcher's policy chose it
@@ -267,6 +288,12 @@ impl SlotTable {
         if let Some(live) = self.live.get(moved_to.unwrap_or(claim.slot)) {
             // A slot never goes below zero even if a stale claim is released twice.
             let _ = live.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1));
+        }
+        // A newborn that ends no longer runs where it was born.
+        if let (Some(born), Some(r)) = (self.born.get(claim.slot), claim.record) {
+            let _ = born.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                (v != 0 && v & 0xffff == r as u64 + 1).then_some(0)
+            });
         }
     }
 
@@ -470,35 +497,42 @@ mod tests {
         assert_eq!(t.moved_cpu(MAX_SLOTS), None);
     }
 
+    /// Makes slot `slot`'s latest birth `age_ms` old.
+    fn age_birth(t: &SlotTable, slot: usize, age_ms: u64) {
+        let v = t.born[slot].load(Ordering::Relaxed);
+        let at = (v >> 16).saturating_sub(age_ms);
+        t.born[slot].store(at << 16 | (v & 0xffff), Ordering::Relaxed);
+    }
+
     #[test]
-    fn a_new_thread_takes_a_slot_nobody_runs_on_and_its_creators_last() {
+    fn by_hand_a_new_thread_avoids_its_creator_and_newborns() {
         let t = table(3);
-        let main = t.claim_among(100, 3).unwrap();
-        assert_eq!(main.slot, 0);
-        // By hand (nothing published): the creator's slot is the one with a running thread.
+        assert_eq!(t.claim_among(100, 3).unwrap().slot, 0);
         let a = t.claim_birth(-100, Some(0), 3).unwrap();
         assert_eq!((a.claim.slot, a.roams), (1, false));
+        // Slot 1's thread was just born: it runs.
         let b = t.claim_birth(-100, Some(0), 3).unwrap();
         assert_eq!((b.claim.slot, b.roams), (2, false));
-        // Every slot holds one live thread: not beside the creator, but the next by index.
+        // Every slot runs a thread: the fewest live, then the lowest index; by hand none roams.
         let c = t.claim_birth(-100, Some(0), 3).unwrap();
-        assert_eq!((c.claim.slot, c.claim.shared, c.roams), (1, true, false));
-        // Live counts come first: slots 0 and 2 hold one, slot 1 two; of 0 and 2, not the
-        // creator's. By hand none roams.
+        assert_eq!((c.claim.slot, c.claim.shared, c.roams), (0, true, false));
+        // A newborn that ended runs no more: slot 2 is empty again and takes the next.
+        t.release(&b.claim);
         let d = t.claim_birth(-100, Some(0), 3).unwrap();
-        assert_eq!((d.claim.slot, d.roams), (2, false));
-        // An even spread: the creator's slot too when it is the emptiest.
-        let e = t.claim_birth(-100, Some(1), 3).unwrap();
-        assert_eq!((e.claim.slot, e.roams), (0, false));
+        assert_eq!(d.claim.slot, 2);
+        // A thread born long ago may sleep: slot 1's, beside which the next one goes.
+        age_birth(&t, 1, NEWBORN_MS);
+        let e = t.claim_birth(-100, Some(0), 3).unwrap();
+        assert_eq!((e.claim.slot, e.roams), (1, false));
     }
 
     #[test]
     fn running_counts_come_before_live_counts() {
+        assert!(birth_key(1, false, 0, 0) > birth_key(0, false, 9, 5));
+        assert!(birth_key(0, true, 0, 0) > birth_key(0, false, 9, 5));
+        assert_eq!(birth_key(1, true, 0, 0), birth_key(1, false, 0, 0));
+        assert!(birth_key(0, false, 1, 0) < birth_key(0, false, 2, 0));
         let t = table(3);
-        assert!(birth_key(Some(1), false, 0, 0) > birth_key(Some(0), false, 9, 5));
-        assert!(birth_key(Some(0), true, 0, 0) > birth_key(Some(0), false, 9, 5));
-        assert!(birth_key(None, true, 1, 0) > birth_key(None, false, 1, 5));
-        assert!(birth_key(None, true, 1, 0) < birth_key(None, false, 2, 5));
         for tid in [1, 2, 3] {
             t.claim_among(tid, 3).unwrap();
         }
@@ -507,6 +541,10 @@ mod tests {
         t.publish_running(&[1, 1, 0]);
         let b = t.claim_birth(-1, Some(0), 3).unwrap();
         assert_eq!((b.claim.slot, b.roams), (2, false));
+        // Under a housekeeper a newborn runs until the next poll: every slot runs a thread.
+        assert!(t.claim_birth(-1, Some(0), 3).unwrap().roams);
+        t.publish_running(&[1, 0, 1]);
+        assert_eq!(t.claim_birth(-1, Some(0), 3).unwrap().claim.slot, 1);
     }
 
     #[test]
@@ -519,20 +557,6 @@ mod tests {
         let b = t.claim_birth(-1, Some(1), 2).unwrap();
         assert!(b.roams);
         assert_eq!(t.live(b.claim.slot), 2, "it still counts on a slot");
-        // By hand nothing is known to run: no thread roams.
-        let one = table(1);
-        one.claim_among(1, 1).unwrap();
-        assert!(!one.claim_birth(-1, Some(0), 1).unwrap().roams);
-        // Under a housekeeper, a newborn counts as running until the next poll.
-        let hk = table(2);
-        hk.publish_running(&[0, 0]);
-        let first = hk.claim_birth(-1, None, 2).unwrap();
-        let second = hk.claim_birth(-1, None, 2).unwrap();
-        assert_eq!((first.claim.slot, first.roams), (0, false));
-        assert_eq!((second.claim.slot, second.roams), (1, false));
-        assert!(hk.claim_birth(-1, None, 2).unwrap().roams);
-        hk.publish_running(&[0, 1]);
-        assert_eq!(hk.claim_birth(-1, None, 2).unwrap().claim.slot, 0);
         // A garbage count is no count: nothing runs there.
         t.running[0].store(u32::MAX, Ordering::Relaxed);
         assert_eq!(t.running(0), 0);

@@ -28,8 +28,8 @@ pub struct Placement {
     pub record: Option<usize>,
     /// Whether another live thread holds the slot too.
     pub shared: bool,
-    /// Born while every slot had a running thread: it runs on the whole reservation (the
-    /// kernel balances it) and its slot only counts it, until the housekeeper moves its record
+    /// Born while every slot had a running thread: it runs on every slot's CPU (the whole
+    /// reservation but the housekeeper's CPU; the kernel balances it) and its slot only counts it, until the housekeeper moves its record
     /// to a slot of its own.
     pub roams: bool,
 }
@@ -98,7 +98,7 @@ impl Placement {
     pub fn birth_set(&self, cfg: &Config) -> CpuSet {
         match self.cpu {
             Some(cpu) => CpuSet::single(cpu),
-            None if self.roams => cfg.plan.reservation,
+            None if self.roams => cfg.slot_set(),
             None => cfg.helper_set(),
         }
     }
@@ -116,13 +116,13 @@ impl Placement {
 
     /// The mask applied when this thread asks for `requested`: its own CPU (its slot's now,
     /// see [`Placement::slot_now`]: the answer must not undo the housekeeper's move), the
-    /// reservation for a roaming thread, and for helpers and launcher threads the request
+    /// slots' CPUs for a roaming thread, and for helpers and launcher threads the request
     /// clamped to the reservation.
     pub fn answer(&self, cfg: &Config, requested: &CpuSet) -> CpuSet {
         let now = self.slot_now(cfg).and_then(|slot| cfg.cpu_of_slot(slot));
         match now.or(self.cpu) {
             Some(cpu) if !self.role.is_clamped() => CpuSet::single(cpu),
-            None if self.roams => cfg.plan.reservation,
+            None if self.roams => cfg.slot_set(),
             _ => cfg.clamp(requested),
         }
     }

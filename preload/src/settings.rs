@@ -33,6 +33,14 @@ impl Config {
         Some(moved.unwrap_or(planned))
     }
 
+    /// Every slot's CPU now (see [`Config::cpu_of_slot`]): where a roaming thread runs, the
+    /// kernel balancing it, never on the housekeeper's CPU unless a slot is there.
+    pub fn slot_set(&self) -> CpuSet {
+        (0..self.plan.slot_count())
+            .filter_map(|s| self.cpu_of_slot(s))
+            .collect()
+    }
+
     /// Where helpers and launcher threads run: the housekeeper, else the whole reservation.
     pub fn helper_set(&self) -> CpuSet {
         match self.plan.housekeeper {

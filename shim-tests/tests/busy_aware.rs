@@ -74,3 +74,59 @@ fn under_goset_run_with_and_without_adapt() {
         );
     }
 }
+
+/// Two processes that take turns over a pipe (`programs/take_turns.c`, as `perf bench sched
+/// pipe`): born on a CPU each, the housekeeper finds each running many short turns that end in
+/// sleep, and lets both run on the whole reservation, where the kernel keeps a waker and its
+/// wakee on one CPU. Read from each process's own mask at the end.
+#[test]
+fn processes_that_take_turns_run_on_the_reservation() {
+    let Some(program) = Program::c("take_turns.c") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("place.log");
+    let (out, selection) = run_under_goset(
+        2,
+        &["--log", log.to_str().unwrap()],
+        program.path(),
+        &["2"],
+        &[],
+    );
+    out.expect_code(0);
+    let reports = reports(&out);
+    assert_eq!(reports.len(), 2, "{}", out.dump());
+    let mut reservation = selection.task_cpus.clone();
+    reservation.sort_unstable();
+    for r in &reports {
+        assert_eq!(
+            r.allowed,
+            reservation,
+            "ends on the reservation: {}\n{}",
+            r.line,
+            out.dump()
+        );
+        assert!(r.field("turns").parse::<u64>().unwrap() > 100, "{}", r.line);
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let widened: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["event"] == "move")
+        .filter(|r| {
+            r["reason"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("takes turns")
+        })
+        .collect();
+    let pids: std::collections::BTreeSet<u32> = reports.iter().map(|r| r.pid).collect();
+    for pid in &pids {
+        assert!(
+            widened
+                .iter()
+                .any(|r| r["pid"] == *pid && r["roams"] == true),
+            "process {pid} widened once it took turns: {widened:#?}"
+        );
+    }
+}

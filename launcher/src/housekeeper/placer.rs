@@ -318,10 +318,7 @@ impl Placer {
     /// moves to a slot with no busy thread, a roaming one first.
     fn follow_demand(&mut self, live: &[Live], policy: &Policy, comm_of: &dyn Fn(i32) -> String) {
         let mut running = vec![0u32; self.task_cpus.len()];
-        for t in live
-            .iter()
-            .filter(|t| t.read && ran_there(&t.activity, policy))
-        {
+        for t in live.iter().filter(|t| t.read && ran_there(&t.activity)) {
             if let Some(slot) = self.slot_of(t) {
                 running[slot] += 1;
             }

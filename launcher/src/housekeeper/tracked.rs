@@ -249,7 +249,23 @@ impl Tracked {
                 }
             }
             // First sight: since birth; one tick at least, as start times count in ticks.
-            None => base as f64 / 1e9 / out.age_s.max(1.0 / USER_HZ as f64),
+            None => {
+                let age = out.age_s.max(1.0 / USER_HZ as f64);
+                // What it did since birth: a thread born since the last poll ran since it.
+                out.activity = activity(
+                    Some(SchedStat::default()),
+                    self.sched,
+                    Some(Switches::default()),
+                    self.switches,
+                    age,
+                );
+                if self.sched.is_none() {
+                    let ns = stat.cpu_ticks * (1_000_000_000 / USER_HZ);
+                    out.activity.run_ns = ns;
+                    out.activity.ran = ns as f64 / 1e9 / age;
+                }
+                base as f64 / 1e9 / age
+            }
         };
         self.demand_base = Some((now, base));
         self.polls += 1;

@@ -2,9 +2,10 @@
 //! which busy thread moves where. Pure functions of what the housekeeper read; the placer
 //! observes and carries the answers out.
 //!
-//! - A thread *ran* on its slot when it used at least [`Policy::idle`] of a CPU since the last
-//!   poll ([`ran_there`]): each slot's count of such threads is published in the slot table,
-//!   and the shim gives a new thread a slot where none ran.
+//! - A thread *ran* on its slot when it ran at all since the last poll ([`ran_there`]): each
+//!   slot's count of such threads is published in the slot table, and the shim gives a new
+//!   thread a slot where none ran (a pool thread that lives a few milliseconds runs all the
+//!   same, and one that woke briefly may wake again).
 //! - A thread is *busy* when it wanted at least [`Policy::burn`] of a CPU and ran
 //!   ([`is_busy`]: a thread that did not run is never counted, runnable or not), and *steady*
 //!   when it was busy on the same slot at the poll before ([`steady`]).
@@ -67,9 +68,9 @@ pub fn is_busy(demand: f64, runnable: bool, a: &Activity, policy: &Policy) -> bo
     a.run_ns > 0 && wanted(demand, runnable, policy) >= policy.burn
 }
 
-/// It ran on its CPU since the last poll, enough to count as running there for a new thread.
-pub fn ran_there(a: &Activity, policy: &Policy) -> bool {
-    a.ran >= policy.idle
+/// It ran on its CPU since the last poll: it counts as running there for a new thread.
+pub fn ran_there(a: &Activity) -> bool {
+    a.run_ns > 0
 }
 
 /// Busy on `slot` now, and on the same slot at the poll before (`before`).
@@ -104,10 +105,12 @@ pub fn takes_turns(a: &Activity) -> bool {
         && a.ran < TURN_RAN
 }
 
-/// A thread that computes: busy, and not taking turns. A thread on the reservation gets a CPU
-/// of its own again only when it computes.
+/// A thread that computes: busy, in runs longer than a turn's ([`TURN_RUN_NS`] on average; a
+/// thread that ran throughout was scheduled in once or not at all). A thread on the reservation
+/// gets a CPU of its own only when it computes: two that take turns on one CPU preempt each
+/// other at each wakeup and no longer look like they take turns, but their runs stay short.
 pub fn computes(busy: bool, a: &Activity) -> bool {
-    busy && !takes_turns(a)
+    busy && a.run_ns / a.runs.max(1) >= TURN_RUN_NS
 }
 
 /// A busy thread as [`rebalance`] sees it.
@@ -307,8 +310,8 @@ mod tests {
         );
         assert!(!is_busy(0.9, true, &Activity::default(), &policy));
         assert!(!is_busy(0.1, false, &ran, &policy));
-        assert!(ran_there(&Activity { ran: 0.05, ..ran }, &policy));
-        assert!(!ran_there(&Activity { ran: 0.01, ..ran }, &policy));
+        assert!(ran_there(&ran));
+        assert!(!ran_there(&Activity::default()));
     }
 
     #[test]
@@ -333,11 +336,17 @@ mod tests {
         };
         assert!(!takes_turns(&compute));
         assert!(computes(true, &compute));
-        // Short runs but preempted: it competes, it does not take turns.
-        assert!(!takes_turns(&Activity {
+        // Short runs but preempted: it competes, it does not take turns. Nor does it compute:
+        // two that take turns on one CPU preempt each other at each wakeup.
+        let shared = Activity {
             involuntary: 3000,
             ..pipe
-        }));
+        };
+        assert!(!takes_turns(&shared));
+        assert!(!computes(true, &shared));
+        // A thread that ran throughout: never scheduled in again.
+        let throughout = Activity { runs: 0, ..compute };
+        assert!(computes(true, &throughout) && !computes(false, &throughout));
         // Short voluntary runs that fill a CPU: overlapping, not taking turns.
         assert!(!takes_turns(&Activity { ran: 0.9, ..pipe }));
         // Too few runs to tell.
