@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod checks;
+pub mod observer;
 pub mod plan;
 pub mod program;
 pub mod report;

@@ -243,3 +243,49 @@ impl Build {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 }
+
+/// How `.ci/run` makes the Python environment of `tests/real_runtimes.rs`.
+pub const PYVENV_INSTALL: &str = "apt-get install -y python3-venv python3-pip && \
+/usr/bin/python3 -m venv target/pyvenv && target/pyvenv/bin/python -m pip install \
+--only-binary=:all: -r shim-tests/runtimes/requirements.txt";
+
+/// The Python of the virtual environment `target/pyvenv` (beside the built binaries, see
+/// [`super::profile_dir_candidates`]) when it imports scikit-learn, numba, onnx and
+/// onnxruntime; `None` (skipped, see [`missing`]) otherwise.
+pub fn pyvenv_python() -> Option<PathBuf> {
+    let candidates = super::profile_dir_candidates();
+    let python = (candidates.iter())
+        .filter_map(|profile| profile.parent())
+        .map(|target| target.join("pyvenv/bin/python"))
+        .find(|p| p.is_file());
+    let imports = python.as_ref().is_some_and(|python| {
+        Command::new(python)
+            .args(["-c", "import sklearn, numba, onnx, onnxruntime"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !imports {
+        missing(
+            "the Python venv target/pyvenv (scikit-learn, numba, onnxruntime)",
+            PYVENV_INSTALL,
+        );
+        return None;
+    }
+    python
+}
+
+/// Whether `redis-server` and `redis-benchmark` run; when not, [`missing`] says how to
+/// install them (then stop the packaged service: the tests start their own server).
+pub fn have_redis() -> bool {
+    if runs("redis-server") && runs("redis-benchmark") {
+        return true;
+    }
+    missing(
+        "redis (redis-server, redis-benchmark)",
+        "apt-get install -y redis-server redis-tools && service redis-server stop; \
+         update-rc.d redis-server disable",
+    );
+    false
+}
