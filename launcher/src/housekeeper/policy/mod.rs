@@ -282,6 +282,9 @@ pub fn pending_claims(
 /// - a thread allowed one planned CPU on which its process holds a claim that no logged thread
 ///   accounts for (`pending`, see [`pending_claims`]): the shim placed it, its record is yet
 ///   to come; the main thread takes its process's claim first, then the oldest thread;
+/// - a thread allowed every planned CPU (more than one) whose process holds a claim no logged
+///   thread accounts for, on any slot: the shim let it roam (born while every slot had a
+///   running thread), its record is yet to come;
 /// - every thread of a [`Kin::Fork`] process: the shim's fork handler places it;
 /// - a thread allowed the housekeeper CPU only, in a [`Kin::Shim`] process: a helper or
 ///   launcher thread the shim put there;
@@ -315,6 +318,9 @@ pub fn leave_alone(
     // Main threads first, then by age (tids grow with age, short of wrapping).
     let mut order: Vec<usize> = (0..unclaimed.len()).collect();
     order.sort_by_key(|&i| (unclaimed[i].tid != unclaimed[i].pid, unclaimed[i].tid));
+    let mut planned = task_cpus.to_vec();
+    planned.sort_unstable();
+    let roams = |t: &Unclaimed| matches!(&t.mask, Mask::Cpus(c) if c.len() > 1 && *c == planned);
     let mut pending = pending.clone();
     let mut left = vec![false; unclaimed.len()];
     for i in order {
@@ -328,6 +334,12 @@ pub fn leave_alone(
                 claimed
                     || (cpu == housekeeper && t.kin == Kin::Shim)
                     || (cpu != housekeeper && task_cpus.contains(&cpu) && holders[&cpu] == 1)
+            }
+            (_, _, None) if roams(t) => {
+                let claim = (pending.iter_mut())
+                    .find(|((pid, _), n)| *pid == t.pid && **n > 0)
+                    .map(|(_, n)| n);
+                claim.map(|n| *n -= 1).is_some()
             }
             _ => false,
         };
@@ -604,6 +616,20 @@ mod tests {
         assert_eq!(
             leave_alone(&threads, &pending, &[], &[1, 0], 0),
             [false, true]
+        );
+        // A thread the shim let roam (every slot ran a thread) is allowed every planned CPU;
+        // its claim is on some slot. One claim covers one roaming thread; without a claim, a
+        // thread with every planned CPU (a static program's) is placed.
+        let pending = BTreeMap::from([((30, 0), 1)]);
+        let every = Mask::Cpus(vec![0, 1]);
+        let threads = [
+            un(31, 30, every.clone(), Kin::Shim),
+            un(32, 30, every.clone(), Kin::Shim),
+            un(41, 40, every, Kin::Other),
+        ];
+        assert_eq!(
+            leave_alone(&threads, &pending, &[], &[1, 0], 0),
+            [true, false, false]
         );
     }
 
