@@ -423,17 +423,25 @@ fn redis_io_threads_under_goset_run() {
     redis(Under::GosetRun);
 }
 
-/// The observer is no blind eye: two busy shell loops (a shell and its forked child) held on
-/// one CPU by `taskset` make a doubled-up pair.
+/// The observer is no blind eye: two busy shell loops held on one CPU by `taskset`, while a
+/// sleeper of the task leaves another CPU idle, make a doubled-up pair.
 #[test]
 fn observer_sees_two_busy_processes_on_one_cpu() {
-    let cpu = own_allowed()[0].to_string();
+    let allowed = own_allowed();
+    let [a, b, ..] = allowed[..] else {
+        eprintln!("skipped: needs two CPUs (one to share, one left idle)");
+        return;
+    };
+    let cpu = a.to_string();
     let _alone = alone();
     let tag = tag();
-    let mut cmd = clean_command("taskset");
-    cmd.args(["-c", &cpu, "timeout", "2", "sh", "-c"])
-        .arg("while :; do :; done & while :; do :; done")
-        .env(TAG_VAR, &tag);
+    // Two loops share CPU a while a sleeper of the task sits on CPU b: a CPU left idle.
+    let script = format!(
+        "taskset -c {a} sh -c 'while :; do :; done' & \
+         taskset -c {a} sh -c 'while :; do :; done' & taskset -c {b} sleep 5 & wait"
+    );
+    let mut cmd = clean_command("timeout");
+    cmd.args(["2", "sh", "-c", &script]).env(TAG_VAR, &tag);
     let observer = Observer::start(Root::Tagged(tag), true);
     let outcome = run(cmd);
     let watch = observer.finish();

@@ -328,7 +328,7 @@ impl Placer {
             return;
         }
         let now_s = self.clock.elapsed().as_secs_f64();
-        self.widen_turn_takers(live, now_s, comm_of);
+        self.widen_turn_takers(live, policy, now_s, comm_of);
         self.spread_busy(live, policy, now_s, comm_of);
     }
 
@@ -350,14 +350,22 @@ impl Placer {
     }
 
     /// A thread the shim placed on a slot that takes turns at two reads in a row (see
-    /// [`takes_turns`]) runs on the whole reservation from now on: its partner's wakeups then
-    /// stay on one CPU, as the kernel's wake-affine logic keeps them. Its record keeps its slot.
-    fn widen_turn_takers(&mut self, live: &[Live], now_s: f64, comm_of: &dyn Fn(i32) -> String) {
+    /// [`takes_turns`]) runs on the reservation from now on: its own CPU and those of the slots
+    /// where no thread computes (compute threads keep their CPUs to themselves). Its partner's
+    /// wakeups then stay on one CPU, as the kernel's wake-affine logic keeps them. Its record
+    /// keeps its slot. With no such other slot it stays where it is.
+    fn widen_turn_takers(
+        &mut self,
+        live: &[Live],
+        policy: &Policy,
+        now_s: f64,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
         let mut turns = BTreeSet::new();
-        let mut reservation = CpuSet::default();
-        for &cpu in &self.task_cpus {
-            reservation.insert(cpu);
-        }
+        let computing: BTreeSet<usize> = (live.iter())
+            .filter(|t| computes(t.busy(policy), &t.activity))
+            .filter_map(|t| self.slot_of(t))
+            .collect();
         for t in live.iter().filter(|t| t.read && t.shim_placed) {
             if !takes_turns(&t.activity) {
                 continue;
@@ -372,6 +380,15 @@ impl Placer {
                 continue;
             };
             let from = self.task_cpus[slot];
+            let mut reservation = CpuSet::single(from);
+            for (s, &cpu) in self.task_cpus.iter().enumerate() {
+                if !computing.contains(&s) {
+                    reservation.insert(cpu);
+                }
+            }
+            if reservation.count() < 2 {
+                continue;
+            }
             if let Err(why) = self.pin_set(t.tid, &reservation) {
                 self.failures.extend(why);
                 continue;
@@ -382,9 +399,11 @@ impl Placer {
             self.moves += 1;
             let a = &t.activity;
             let switches = (a.voluntary + a.involuntary).max(1);
+            let mut cpus = String::new();
+            let _ = goset_plan::cpulist::write_ranges(&mut cpus, &reservation);
             let reason = format!(
                 "takes turns: {} runs of {} us on average since the last poll, {}% of its \
-                 switches voluntary: runs on the reservation",
+                 switches voluntary: runs on cpus {cpus}",
                 a.runs,
                 a.run_ns / a.runs.max(1) / 1000,
                 a.voluntary * 100 / switches
@@ -454,7 +473,9 @@ impl Placer {
                 slot,
                 roams,
                 movable: t.shim_placed && rested(self.moved_at.get(&t.tid).copied(), now_s),
-                steady: steady(self.busy_before.get(&t.tid).copied(), slot),
+                // A roaming thread that computes needs no second poll: it holds no CPU, and
+                // a move costs it nothing it had.
+                steady: roams || steady(self.busy_before.get(&t.tid).copied(), slot),
             });
         }
         self.busy_before = now_busy;

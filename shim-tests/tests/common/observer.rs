@@ -14,7 +14,10 @@
 //! over 20 ms puts one of them just under 40%, so a pair doubled up for seconds shows as many
 //! streaks of three or more windows rather than one.) A thread counts on a
 //! CPU in a window only when `processor` names that CPU at both ends: a thread that moved
-//! within the window cannot be said to have shared either CPU all along.
+//! within the window cannot be said to have shared either CPU all along. And a window counts
+//! only while some CPU the task has run on had no thread of it burning: with more busy threads
+//! than CPUs (an OpenBLAS worker still spinning beside an OpenMP team) some must share, under
+//! any placement or a plain mask; the rule is that they never share while a CPU is left idle.
 //!
 //! The task's tree is found by a parent-pid scan of `/proc` (`/proc/<pid>/task/*/children`
 //! needs `CONFIG_PROC_CHILDREN`, which not every kernel has): every process whose ancestor is
@@ -427,7 +430,9 @@ impl Sampler {
         };
         self.watch.windows += 1;
         let mut hit: BTreeSet<(i32, i32, i32)> = BTreeSet::new();
-        for (&cpu, burning) in &on_cpu {
+        let task_cpus: BTreeSet<i32> = self.cpus_seen.values().flatten().copied().collect();
+        let one_idle = task_cpus.iter().any(|c| !on_cpu.contains_key(c));
+        for (&cpu, burning) in on_cpu.iter().filter(|_| one_idle) {
             for (i, (a, share_a)) in burning.iter().enumerate() {
                 for (b, share_b) in &burning[i + 1..] {
                     let (a, b, share_a, share_b) = if a.seen.tid < b.seen.tid {

@@ -10,7 +10,8 @@
 //!   ([`is_busy`]: a thread that did not run is never counted, runnable or not), and *steady*
 //!   when it was busy on the same slot at the poll before ([`steady`]).
 //! - Busy threads never double up while a slot has none ([`rebalance`]), within two polls of
-//!   both being busy, and a thread moves at most once a [`DWELL_S`] ([`rested`]).
+//!   both being busy (a roaming thread that computes at its first busy poll), and a thread
+//!   moves at most once a [`DWELL_S`] ([`rested`]).
 //! - A thread that *takes turns* (many short runs, nearly all ended by sleeping:
 //!   [`takes_turns`]) gains nothing from a CPU of its own and loses a cross-CPU wakeup at each
 //!   turn: it runs on the whole reservation, where the kernel keeps a waker and its wakee
@@ -126,9 +127,9 @@ pub struct Busy {
     pub roams: bool,
     /// It may be moved (the shim placed it, and it is [`rested`]).
     pub movable: bool,
-    /// Busy at the poll before too, on the same slot ([`steady`]): only such threads crowd a
-    /// slot or move (a thread that only just turned busy keeps its slot from being a target
-    /// all the same).
+    /// Busy at the poll before too, on the same slot ([`steady`]), or roaming: only such
+    /// threads crowd a slot or move (a thread that only just turned busy keeps its slot from
+    /// being a target all the same).
     pub steady: bool,
 }
 
