@@ -45,9 +45,6 @@ pub struct SlotTable {
     /// The latest birth on each slot: `us << 16 | (record + 1)` ([`monotonic_us`]; record
     /// `0xffff` when it has none), cleared when that thread's claim is released; 0: none.
     born: [AtomicU64; MAX_SLOTS],
-    /// The tid of each slot's latest newborn, once it started ([`SlotTable::note_born`]); 0
-    /// before.
-    born_tid: [AtomicU32; MAX_SLOTS],
     /// `tid << 32 | (slot + 1)`, or 0 when free.
     records: [AtomicU64; MAX_RECORDS],
 }
@@ -88,25 +85,10 @@ pub fn monotonic_us() -> u64 {
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
-/// CPU time thread `tid` of the calling process has used, in nanoseconds (its
-/// `CLOCK_THREAD_CPUTIME` clock, one system call); `None` when it is gone or not ours.
-fn thread_cpu_ns(tid: i32) -> Option<u64> {
-    // The kernel's clock id of a thread's scheduler CPU clock: CPUCLOCK_PERTHREAD | SCHED.
-    let clock = (!tid << 3) | 6;
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec; an unknown clock is an error, nothing more.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return None;
-    }
-    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
 /// The order in which a new thread takes slots; the smallest key wins. First the fewest
 /// threads running there: `running` counts those the housekeeper saw run since its last poll
-/// and a newborn there that runs ([`SlotTable::claim_birth`]), and the creator counts on
+/// and a thread born there since that is still alive (by hand, within [`NEWBORN_US`]: a
+/// newborn runs, or is about to), and the creator counts on
 /// its own slot (a thread that creates another runs by definition; it may be the newborn or
 /// one the housekeeper counted already, so it makes the count at least 1). Then the fewest live
 /// threads, then the lowest index. A first field of 0 is a slot free of running threads.
@@ -187,15 +169,12 @@ impl SlotTable {
     pub fn claim_birth(&self, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
         let now = monotonic_us();
         let published = self.published_us.load(Ordering::Relaxed);
-        // This process's workers' label, whatever `tid` is (a main thread's is its pid).
-        let own = -tid.saturating_abs();
         let (slot, before, roams) = loop {
             let (best, load, key) = self
                 .live_counts(slots)
                 .enumerate()
                 .filter_map(|(s, load)| {
-                    let newborn = self.newborn_runs(s, now, published, own);
-                    let running = self.running(s) + newborn as u32;
+                    let running = self.running(s) + self.newborn(s, now, published) as u32;
                     let key = birth_key(running, creator == Some(s), load?, s);
                     Some((s, load?, key))
                 })
@@ -212,10 +191,10 @@ impl SlotTable {
         };
         let record = self.add_record(tid, slot);
         // A newborn runs: it counts as running where it was born until the housekeeper's
-        // next poll (by hand, for NEWBORN_US) while it keeps busy, so that a burst of busy
-        // births spreads out.
+        // next poll (by hand, for NEWBORN_US), so that a burst of births spreads out. Whether
+        // it will keep running cannot be told yet: a pool's workers sleep at birth and
+        // compute together a moment later.
         let id = record.map_or(0xffff, |r| r as u64 + 1);
-        self.born_tid[slot].store(0, Ordering::Relaxed);
         self.born[slot].store(now << 16 | id, Ordering::Release);
         Some(Birth {
             claim: Claim {
@@ -227,45 +206,15 @@ impl SlotTable {
         })
     }
 
-    /// Whether slot `slot`'s newborn runs: a live thread born there since the housekeeper's
-    /// last poll at `published` (by hand, 0: within [`NEWBORN_US`] of `now`) that has not yet
-    /// started (it is about to run), or, when it is a thread of this process (`own`: its
-    /// workers' label), that has been on a CPU for at least a quarter of its life. A newborn
-    /// that went to sleep at once (a logger, an idle pool) does not run; a thread of another
-    /// process, whose CPU clock is not ours to read, is taken as running.
-    fn newborn_runs(&self, slot: usize, now: u64, published: u64, own: i32) -> bool {
+    /// Whether a live thread was born on `slot` since the housekeeper's last poll at
+    /// `published` (by hand, 0: within [`NEWBORN_US`] of `now`).
+    fn newborn(&self, slot: usize, now: u64, published: u64) -> bool {
         let stamp = self.born.get(slot).map_or(0, |b| b.load(Ordering::Acquire));
         let at = stamp >> 16;
-        let recent = match (stamp, published) {
+        match (stamp, published) {
             (0, _) => false,
             (_, 0) => now.saturating_sub(at) < NEWBORN_US,
             _ => at >= published,
-        };
-        if !recent {
-            return false;
-        }
-        let tid = self.born_tid[slot].load(Ordering::Acquire) as i32;
-        let label = ((stamp & 0xffff) as usize)
-            .checked_sub(1)
-            .and_then(|r| decode(self.records.get(r)?.load(Ordering::Acquire)))
-            .map(|(label, _)| label);
-        let ours = label.is_some_and(|l| -l.saturating_abs() == own);
-        if tid <= 0 || !ours {
-            return true;
-        }
-        let age_ns = now.saturating_sub(at).saturating_mul(1000);
-        thread_cpu_ns(tid).is_some_and(|cpu| cpu.saturating_mul(4) >= age_ns)
-    }
-
-    /// Notes that the thread of claim `claim` started as `tid`, if it still is its slot's
-    /// latest newborn (the shim, in the new thread).
-    pub fn note_born(&self, claim: &Claim, tid: i32) {
-        let (Some(born), Some(r)) = (self.born.get(claim.slot), claim.record) else {
-            return;
-        };
-        let stamp = born.load(Ordering::Acquire);
-        if stamp != 0 && stamp & 0xffff == r as u64 + 1 {
-            self.born_tid[claim.slot].store(tid as u32, Ordering::Release);
         }
     }
 
@@ -579,63 +528,6 @@ mod tests {
         age_birth(&t, 1, NEWBORN_US);
         let e = t.claim_birth(-100, Some(0), 3).unwrap();
         assert_eq!((e.claim.slot, e.roams), (1, false));
-    }
-
-    #[test]
-    fn a_newborn_of_this_process_runs_while_it_keeps_busy() {
-        let pid = std::process::id() as i32;
-        let t = table(2);
-        t.claim_among(pid, 2).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stop = std::sync::Arc::new(AtomicU32::new(0));
-        let spin = |busy: bool| {
-            let (tx, stop) = (tx.clone(), stop.clone());
-            std::thread::spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                tx.send(unsafe { libc::gettid() }).unwrap();
-                while stop.load(Ordering::Relaxed) == 0 {
-                    if !busy {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                    }
-                }
-            })
-        };
-        // A newborn that sleeps from the start: its slot takes the next thread.
-        let sleeper = t.claim_birth(-pid, Some(0), 2).unwrap();
-        assert_eq!(sleeper.claim.slot, 1);
-        // Whatever the machine's load: a sleeper's share of its life only falls, a spinner's
-        // rises (each waits at most 5 s).
-        let eventually = |what: &dyn Fn() -> bool| {
-            let start = std::time::Instant::now();
-            while !what() && start.elapsed() < std::time::Duration::from_secs(5) {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            what()
-        };
-        let h1 = spin(false);
-        t.note_born(&sleeper.claim, rx.recv().unwrap());
-        assert!(eventually(&|| !t.newborn_runs(1, monotonic_us(), 0, -pid)));
-        let next = t.claim_birth(-pid, Some(0), 2).unwrap();
-        assert_eq!(
-            next.claim.slot, 1,
-            "beside a sleeping newborn, not the creator"
-        );
-        // A newborn that computes runs: both slots have a running thread.
-        t.release(&next.claim);
-        let busy = t.claim_birth(-pid, Some(0), 2).unwrap();
-        let h2 = spin(true);
-        t.note_born(&busy.claim, rx.recv().unwrap());
-        assert!(eventually(&|| t.newborn_runs(
-            busy.claim.slot,
-            monotonic_us(),
-            0,
-            -pid
-        )));
-        // Another process's newborn is taken as running: its clock is not ours to read.
-        assert!(t.newborn_runs(busy.claim.slot, monotonic_us(), 0, -pid - 1));
-        stop.store(1, Ordering::Relaxed);
-        h1.join().unwrap();
-        h2.join().unwrap();
     }
 
     #[test]

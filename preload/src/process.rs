@@ -134,9 +134,6 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
             .unwrap_or_else(|| placement::claim(cfg, Role::Main, pid, creator))
     };
     MAIN.store(p.pack(), Ordering::Release);
-    if let Some(c) = p.claim() {
-        cfg.table.note_born(&c, pid);
-    }
     if sys::gettid() == pid {
         // So that a main thread that calls pthread_exit releases its slot (the destructor's
         // main-thread branch); exit releases it otherwise. Either takes it from MAIN, once.
@@ -181,11 +178,7 @@ pub fn current(cfg: &Config, call: &str) -> Placement {
 }
 
 /// Makes `p` the calling thread's placement and arranges its release when the thread ends.
-pub fn adopt_thread(cfg: &Config, tid: i32, p: Placement) {
-    if let Some(c) = p.claim() {
-        // Born a moment ago: whether it keeps running decides where its siblings go.
-        cfg.table.note_born(&c, tid);
-    }
+pub fn adopt_thread(_cfg: &Config, tid: i32, p: Placement) {
     thread::set_state(p);
     // SAFETY: pthread_self has no preconditions.
     thread::register(tid, unsafe { libc::pthread_self() }, p);
