@@ -3,7 +3,8 @@
 //! The table is a fixed `repr(C)` block of atomics in a file of the run directory that every
 //! process maps `MAP_SHARED` (or, without a launcher, an anonymous shared mapping inherited
 //! across `fork`). There are no locks, so `fork` cannot leave one held: a claim is a
-//! compare-and-swap on the live count of the least-loaded slot, retried if another thread won.
+//! compare-and-swap on the live count of the slot chosen ([`birth_key`]: where nothing runs,
+//! then the fewest live threads), retried if another thread won.
 //! Thread records (tid -> slot) let an exec'd process find the slot its main thread already
 //! holds, and let `sched_setaffinity` on another tid find that thread's CPU.
 //!
