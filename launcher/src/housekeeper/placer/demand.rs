@@ -1,0 +1,242 @@
+//! The demand rule carried out ([`super::super::policy::demand`] decides): each slot's running
+//! count published for the shim's births, threads that take turns widened, busy threads moved to
+//! a slot with no busy thread.
+
+use super::{mask_of, Live, Owned, Placer, MOVE};
+use crate::housekeeper::policy::{
+    computes, ran_there, rebalance, rested, steady, takes_turns, Busy, Mask, Policy, Spot,
+};
+use goset_plan::CpuSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+impl Placer {
+    /// The demand rule ([`super::policy::demand`]) on the task's threads, at every poll: each
+    /// slot's count of threads that ran there is published for the shim's next births; unless
+    /// `--no-adapt`, a thread that takes turns runs on the whole reservation, and a busy thread
+    /// moves to a slot with no busy thread, a roaming one first.
+    pub(super) fn follow_demand(
+        &mut self,
+        live: &[Live],
+        policy: &Policy,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
+        let mut running = vec![0u32; self.task_cpus.len()];
+        for t in live.iter().filter(|t| t.read && ran_there(&t.activity)) {
+            if let Some(slot) = self.slot_of(t) {
+                running[slot] += 1;
+            }
+        }
+        self.table.publish_running(&running);
+        if !policy.spread_busy {
+            return;
+        }
+        let now_s = self.clock.elapsed().as_secs_f64();
+        self.widen_turn_takers(live, policy, now_s, comm_of);
+        self.spread_busy(live, policy, now_s, comm_of);
+    }
+
+    /// The slot on whose CPU `t` runs, as the shim's records and the housekeeper's moves say
+    /// (no system call); `None` for a thread on no slot's CPU (a helper, one that roams).
+    fn slot_of(&self, t: &Live) -> Option<usize> {
+        let cpu = if t.shim_placed {
+            if t.shim_slot.is_none() || self.widened.contains_key(&t.tid) {
+                return None;
+            }
+            self.relocated(t.tid, t.shim_cpu).or(t.shim_cpu)?
+        } else {
+            match self.owned.get(&t.tid)?.spot {
+                Spot::Slot(s) => return Some(s),
+                Spot::Housekeeper => return None,
+            }
+        };
+        self.task_cpus.iter().position(|&c| c == cpu)
+    }
+
+    /// A thread the shim placed on a slot that takes turns at two reads in a row (see
+    /// [`takes_turns`]) runs on the reservation from now on: its own CPU and those of the slots
+    /// where no thread computes (compute threads keep their CPUs to themselves). Its partner's
+    /// wakeups then stay on one CPU, as the kernel's wake-affine logic keeps them. Its record
+    /// keeps its slot. With no such other slot it stays where it is.
+    fn widen_turn_takers(
+        &mut self,
+        live: &[Live],
+        policy: &Policy,
+        now_s: f64,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
+        let mut turns = BTreeSet::new();
+        let computing: BTreeSet<usize> = (live.iter())
+            .filter(|t| computes(t.busy(policy), &t.activity))
+            .filter_map(|t| self.slot_of(t))
+            .collect();
+        for t in live.iter().filter(|t| t.read && t.shim_placed) {
+            if !takes_turns(&t.activity) {
+                continue;
+            }
+            turns.insert(t.tid);
+            if !self.turns_before.contains(&t.tid)
+                || !rested(self.moved_at.get(&t.tid).copied(), now_s)
+            {
+                continue;
+            }
+            let Some(slot) = self.slot_of(t) else {
+                continue;
+            };
+            let from = self.task_cpus[slot];
+            let mut reservation = CpuSet::single(from);
+            for (s, &cpu) in self.task_cpus.iter().enumerate() {
+                if !computing.contains(&s) {
+                    reservation.insert(cpu);
+                }
+            }
+            if reservation.count() < 2 {
+                continue;
+            }
+            if let Err(why) = self.pin_set(t.tid, &reservation) {
+                self.failures.extend(why);
+                continue;
+            }
+            self.widened.insert(t.tid, (slot, t.shim_cpu));
+            self.relocated.remove(&t.tid);
+            self.moved_at.insert(t.tid, now_s);
+            self.moves += 1;
+            let a = &t.activity;
+            let switches = (a.voluntary + a.involuntary).max(1);
+            let mut cpus = String::new();
+            let _ = goset_plan::cpulist::write_ranges(&mut cpus, &reservation);
+            let reason = format!(
+                "takes turns: {} runs of {} us on average since the last poll, {}% of its \
+                 switches voluntary: runs on cpus {cpus}",
+                a.runs,
+                a.run_ns / a.runs.max(1) / 1000,
+                a.voluntary * 100 / switches
+            );
+            let widened = Owned {
+                pid: t.pid,
+                comm: comm_of(t.tid),
+                spot: Spot::Slot(slot),
+                cpu: from,
+                claim: None,
+                idle_polls: 0,
+                busy_polls: 0,
+                shared: false,
+            };
+            self.write(t.tid, &widened, MOVE, None, Some((Some(from), reason)));
+        }
+        self.turns_before = turns;
+    }
+
+    /// Moves busy threads the shim placed to a slot with no busy thread ([`rebalance`]): a
+    /// thread on the reservation that computes (born roaming, or that took turns) first, then
+    /// one of a slot that holds two or more. The thread's record moves in the table (the shim
+    /// answers its later affinity calls from there, and releases it there), then the thread
+    /// itself. The housekeeper's own threads are spread by [`decide`].
+    fn spread_busy(
+        &mut self,
+        live: &[Live],
+        policy: &Policy,
+        now_s: f64,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
+        let mut busy = Vec::new();
+        let mut now_busy = BTreeMap::new();
+        for t in live.iter().filter(|t| t.busy(policy)) {
+            let (slot, roams) = if t.shim_placed {
+                // Slotless threads (helpers, `--skip`ped ones) are where the plan wants them:
+                // they neither count nor move.
+                let Some(record_slot) = t.shim_slot else {
+                    continue;
+                };
+                let Mask::Cpus(cpus) = mask_of(t.tid) else {
+                    continue;
+                };
+                match cpus[..] {
+                    [cpu] => {
+                        let Some(s) = self.task_cpus.iter().position(|&c| c == cpu) else {
+                            continue;
+                        };
+                        // Back on one CPU (the program asked again): no longer widened.
+                        self.widened.remove(&t.tid);
+                        (s, false)
+                    }
+                    // On the reservation: it holds its record's slot, and gets a CPU of its
+                    // own only when it computes.
+                    _ if !computes(true, &t.activity) => continue,
+                    _ => (self.widened.get(&t.tid).map_or(record_slot, |w| w.0), true),
+                }
+            } else {
+                match self.owned.get(&t.tid).map(|o| o.spot) {
+                    Some(Spot::Slot(s)) => (s, false),
+                    _ => continue,
+                }
+            };
+            now_busy.insert(t.tid, slot);
+            busy.push(Busy {
+                tid: t.tid,
+                slot,
+                roams,
+                movable: t.shim_placed && rested(self.moved_at.get(&t.tid).copied(), now_s),
+                // A roaming thread that computes needs no second poll: it holds no CPU, and
+                // a move costs it nothing it had.
+                steady: roams || steady(self.busy_before.get(&t.tid).copied(), slot),
+            });
+        }
+        self.busy_before = now_busy;
+        if busy.is_empty() {
+            return;
+        }
+        let crowd = |slot: usize| busy.iter().filter(|b| b.slot == slot && !b.roams).count();
+        for m in rebalance(&busy, &self.live_counts()) {
+            let Some(t) = live.iter().find(|t| t.tid == m.tid) else {
+                continue;
+            };
+            let (Some(&from_cpu), Some(&cpu)) =
+                (self.task_cpus.get(m.from), self.task_cpus.get(m.to))
+            else {
+                continue;
+            };
+            let label = t.label();
+            let record_moves = m.from != m.to;
+            if record_moves && self.table.move_record(label, m.from, m.to).is_none() {
+                continue;
+            }
+            if let Err(why) = self.pin(t.tid, cpu) {
+                if record_moves {
+                    self.table.move_record(label, m.to, m.from);
+                }
+                self.failures.extend(why);
+                continue;
+            }
+            self.widened.remove(&t.tid);
+            self.moved_at.insert(t.tid, now_s);
+            self.relocate(t, cpu);
+            self.moves += 1;
+            let moved = Owned {
+                pid: t.pid,
+                comm: comm_of(t.tid),
+                spot: Spot::Slot(m.to),
+                cpu,
+                claim: None,
+                idle_polls: 0,
+                busy_polls: 0,
+                shared: false,
+            };
+            let (left, reason) = if m.roamed {
+                let why = format!(
+                    "demand: computes on the reservation, no busy thread on slot {} (cpu {cpu})",
+                    m.to
+                );
+                (None, why)
+            } else {
+                let why = format!(
+                    "demand: {} busy threads on slot {} (cpu {from_cpu}), none on slot {} (cpu {cpu})",
+                    crowd(m.from),
+                    m.from,
+                    m.to
+                );
+                (Some(from_cpu), why)
+            };
+            self.write(t.tid, &moved, MOVE, Some(cpu), Some((left, reason)));
+        }
+    }
+}
