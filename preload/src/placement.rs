@@ -29,8 +29,8 @@ pub struct Placement {
     /// Whether another live thread holds the slot too.
     pub shared: bool,
     /// Born while every slot had a running thread: it runs on every slot's CPU (the whole
-    /// reservation but the housekeeper's CPU; the kernel balances it) and its slot only counts it, until the housekeeper moves its record
-    /// to a slot of its own.
+    /// reservation but the housekeeper's CPU; the kernel balances it) and its slot only counts
+    /// it, until the housekeeper moves its record to a slot of its own.
     pub roams: bool,
 }
 

@@ -64,13 +64,21 @@ fn under_goset_run_with_and_without_adapt() {
     let Some(program) = Program::c("two_pools.c") else {
         return;
     };
-    for extra in [&[][..], &["--no-adapt"][..]] {
-        let (out, selection) = run_under_goset(2, extra, program.path(), &[], &[]);
+    for adapt in [None, Some("--no-adapt")] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("place.log");
+        let mut extra = vec!["--log", log.to_str().unwrap()];
+        extra.extend(adapt);
+        let (out, selection) = run_under_goset(2, &extra, program.path(), &[], &[]);
         each_alone_from_the_start(&out, &selection.task_cpus);
+        let text = std::fs::read_to_string(&log).unwrap();
         assert!(
-            !out.stderr.contains("moved 1") && !out.stderr.contains("demand:"),
-            "{extra:?}: placed right at birth, nothing to repair\n{}",
-            out.dump()
+            text.lines().any(|l| l.contains("\"event\":\"create\"")),
+            "the log holds the births: {text}"
+        );
+        assert!(
+            !text.lines().any(|l| l.contains("\"event\":\"move\"")),
+            "{adapt:?}: placed right at birth, nothing to repair\n{text}"
         );
     }
 }
