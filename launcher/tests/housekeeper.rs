@@ -525,3 +525,20 @@ fn sleeping_threads_are_read_a_few_times_a_second_not_every_poll() {
         );
     }
 }
+
+/// A thread that names itself after its birth and is still alive when its process exits is
+/// reported under its own name, not its creator's (the shim's create record is written before
+/// the program renames it, and no exit record of its own comes).
+#[test]
+fn a_thread_is_reported_under_the_name_it_gave_itself() {
+    let Some((_, v, ctx)) = run_c_program("renamed.c", &["-n", "2", "--sample", "0"], &[]) else {
+        return;
+    };
+    let threads = v["threads"].as_array().unwrap();
+    let pid = threads[0]["pid"].clone();
+    let worker = threads
+        .iter()
+        .find(|t| t["pid"] == pid && t["tid"] != pid)
+        .unwrap_or_else(|| panic!("no worker row: {ctx}"));
+    assert_eq!(worker["comm"], "own-name", "{worker}: {ctx}");
+}

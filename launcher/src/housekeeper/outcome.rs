@@ -166,6 +166,12 @@ fn measured(p: ThreadPlacement, t: Option<&Tracked>) -> ThreadReport {
         polls: t.polls,
         placement: ThreadPlacement {
             exited: p.exited || t.ended,
+            // Its own name as last read: a thread that names itself after its birth (a JVM's
+            // GC workers) was logged under its creator's.
+            comm: (t.stat.as_ref())
+                .map(|s| s.comm.clone())
+                .filter(|c| !c.is_empty())
+                .unwrap_or(p.comm.clone()),
             ..p
         },
     }
