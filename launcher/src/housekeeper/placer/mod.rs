@@ -996,23 +996,7 @@ mod tests {
             })
             .collect();
         let tids = [rx.recv().unwrap(), rx.recv().unwrap()];
-        let live: Vec<Live> = tids
-            .iter()
-            .map(|&tid| Live {
-                tid,
-                pid: std::process::id() as i32,
-                age_s: 1.0,
-                demand: 1.0,
-                runnable: false,
-                activity: ran(1.0),
-                shim_placed: false,
-                shim_cpu: None,
-                shim_slot: None,
-                shim_roams: false,
-                kin: Kin::Other,
-                read: true,
-            })
-            .collect();
+        let live: Vec<Live> = tids.iter().map(|&tid| unplaced(tid, 1.0)).collect();
         p.step(&live, &[], &Policy::default(), &|_| "w".into());
         let mut on: Vec<usize> = tids
             .iter()
