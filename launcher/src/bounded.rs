@@ -43,10 +43,14 @@ pub fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<File> 
     Ok(file)
 }
 
-/// Creates `path`, or empties it when it is a regular file; anything else is refused with
-/// [`not_regular`], before anything is truncated.
+/// Creates `path` (0600: its owner's alone to read), or empties it when it is a regular file;
+/// anything else is refused with [`not_regular`], before anything is truncated.
 pub fn create_regular(path: &Path) -> io::Result<File> {
-    let file = open_regular(path, OpenOptions::new().write(true).create(true))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = open_regular(
+        path,
+        OpenOptions::new().write(true).create(true).mode(0o600),
+    )?;
     file.set_len(0)?;
     Ok(file)
 }

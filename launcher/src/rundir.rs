@@ -207,6 +207,18 @@ fn private_base(base: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Writes a new file `path` that only its owner may read (0600, whatever the umask).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
 /// Names `log` in `plan`, or says why the shim could not read it back.
 fn set_log(plan: &mut Plan, log: &Path) -> Result<()> {
     if plan.set_log_path(log.as_os_str().as_encoded_bytes()) {
@@ -313,9 +325,12 @@ impl RunDir {
         let dir = base.join(name);
         // Only this process has this name: a directory under it is a previous boot's.
         let _ = std::fs::remove_dir_all(&dir);
-        // 0700: the plan and the log of root's task are nobody else's to read.
+        // 0711: others may pass through it to the shim's links in lib/ (a task that switches
+        // to another user loads the shim, which then finds the plan not its to read, and
+        // says so, where the loader would print an error at every exec), but not list it;
+        // the plan and the log of root's task are 0600, nobody else's to read.
         std::fs::DirBuilder::new()
-            .mode(0o700)
+            .mode(0o711)
             .create(&dir)
             .map_err(|e| fail("run directory", &dir, e))?;
         let shim = std::fs::canonicalize(shim).map_err(|e| fail("shim link to", shim, e))?;
@@ -337,7 +352,8 @@ impl RunDir {
             }
         }
         let plan_path = run_dir.dir.join(PLAN_FILE);
-        std::fs::write(&plan_path, plan.to_text()).map_err(|e| fail("plan", &plan_path, e))?;
+        write_private(&plan_path, plan.to_text().as_bytes())
+            .map_err(|e| fail("plan", &plan_path, e))?;
         let slots_path = run_dir.dir.join(SLOTS_FILE);
         match user {
             None => slots::create_file(&slots_path, plan.slot_count()).map(|_| ()),

@@ -140,11 +140,24 @@ fn from_plan_dir(
         return Err(Disabled);
     };
     let len = sys::read_whole(c_path, &mut scratch.text).map_err(|e| {
-        warn_once(format_args!(
-            "GOSET_PLAN={}: cannot read {}/{PLAN_FILE} ({e}); not placing threads",
-            show(dir),
-            show(dir)
-        ));
+        if matches!(e, sys::FileError::Os(libc::EACCES)) {
+            // A task that switched to another user itself (setpriv, runuser, a daemon
+            // dropping root) still loads the shim; the run is goset-run's user's.
+            warn_once(format_args!(
+                "GOSET_PLAN={}: cannot read {}/{PLAN_FILE} ({e}): this process runs as uid {}, \
+                 not goset-run's user; not placing threads (goset-run under sudo runs the task \
+                 as SUDO_USER; or run goset-run as that user)",
+                show(dir),
+                show(dir),
+                sys::geteuid()
+            ));
+        } else {
+            warn_once(format_args!(
+                "GOSET_PLAN={}: cannot read {}/{PLAN_FILE} ({e}); not placing threads",
+                show(dir),
+                show(dir)
+            ));
+        }
         Disabled
     })?;
     plan.parse_into(&scratch.text[..len]).map_err(|e| {

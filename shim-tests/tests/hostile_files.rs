@@ -295,3 +295,51 @@ fn as_root_goset_log_does_not_follow_a_link_planted_where_others_can_write() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(text.matches("\"event\":\"init\"").count(), 2, "{text}");
 }
+
+/// A task that switches to another user itself (`setpriv`, as `runuser` or a daemon dropping
+/// root would) still loads the shim from goset-run's run directory, which others may pass
+/// through but not read: no loader error reaches its stderr at each exec, and the shim's one
+/// line per process names the cause and goset-run's own user handling.
+#[test]
+fn a_task_that_switches_user_gets_a_reason_not_a_loader_error() {
+    if !root_or_skip("a_task_that_switches_user_gets_a_reason_not_a_loader_error") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let mut cmd = goset_run(1, &json, &[], "setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "sh",
+        "-c",
+    ])
+    .arg("echo switched; grep -c libgoset.so /proc/self/maps");
+    let _serial = launcher_lock();
+    let outcome = run(cmd);
+    outcome.expect_code(0);
+    let lines: Vec<&str> = outcome.stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"switched"), "{}", outcome.dump());
+    assert_ne!(
+        lines.get(1),
+        Some(&"0"),
+        "the shim is loaded: {}",
+        outcome.dump()
+    );
+    assert!(
+        !outcome.stderr.contains("ld.so") && !outcome.stderr.contains("cannot be preloaded"),
+        "{}",
+        outcome.dump()
+    );
+    let reasons: Vec<&str> = (outcome.stderr.lines())
+        .filter(|l| l.starts_with("goset: "))
+        .collect();
+    assert!(!reasons.is_empty(), "{}", outcome.dump());
+    for line in reasons {
+        assert!(
+            line.contains("EACCES") && line.contains("uid 65534") && line.contains("SUDO_USER"),
+            "{line}"
+        );
+    }
+}
