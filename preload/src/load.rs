@@ -101,12 +101,15 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
         // SAFETY: the initialising thread.
         unsafe { log::open(path) };
     }
-    let launcher = role::is_launcher(&scratch.exe[..exe_len], &sys::thread_name());
+    let (exe, comm) = (&scratch.exe[..exe_len], &sys::thread_name());
+    let wrapper = role::is_wrapper(exe, comm);
+    let launcher = wrapper || role::is_launcher(exe, comm);
     let root = plan.main_on_housekeeper && is_root(dir, table, scratch);
     Ok(Config {
         plan,
         table,
         launcher,
+        wrapper,
         root,
     })
 }

@@ -139,7 +139,12 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
         // main-thread branch); exit releases it otherwise. Either takes it from MAIN, once.
         arm_exit_key();
     }
-    let set = p.birth_set(cfg);
+    // A wrapper (numactl ...) reads and sets its binding inside the whole reservation.
+    let set = if cfg.wrapper {
+        cfg.plan.reservation
+    } else {
+        p.birth_set(cfg)
+    };
     let ret = sys::set_affinity(pid, &set);
     if let Some(e) = sys::error_of(ret) {
         log::warn_once(format_args!(

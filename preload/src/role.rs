@@ -71,6 +71,22 @@ pub const LAUNCHERS: &[&[u8]] = &[
     b"taskset",
 ];
 
+/// Programs that set a policy for their command (a CPU or memory binding, a scheduling class)
+/// and exec it: launchers that keep the whole reservation rather than the housekeeper CPU, so
+/// that what they read of their own CPUs is the task's (numactl's libnuma reads
+/// `Cpus_allowed` in `/proc/self/status`, which no hook can answer) and a binding they ask for
+/// inside it is applied. Their command is placed when it starts.
+pub const WRAPPERS: &[&[u8]] = &[
+    b"numactl",
+    b"hwloc-bind",
+    b"chrt",
+    b"nice",
+    b"ionice",
+    b"stdbuf",
+    b"setarch",
+    b"prlimit",
+];
+
 /// Substrings of library file names whose threads are runtime helpers, not compute threads.
 pub const HELPER_LIBRARIES: &[&[u8]] = &[
     b"libmpi",
@@ -101,6 +117,13 @@ pub fn until_nul(name: &[u8]) -> &[u8] {
         Some(at) => &name[..at],
         None => name,
     }
+}
+
+/// Whether a process with executable path `exe` and name `comm` is one of [`WRAPPERS`].
+pub fn is_wrapper(exe: &[u8], comm: &[u8]) -> bool {
+    let exe = basename(exe);
+    let comm = until_nul(comm);
+    WRAPPERS.iter().any(|&w| w == exe || w == comm)
 }
 
 /// Whether a process with executable path `exe` and name `comm` is a launcher.
@@ -136,6 +159,15 @@ mod tests {
         assert!(!is_launcher(b"/usr/bin/bashful", b"bashful"));
         assert!(!is_launcher(b"/home/u/a.out", b"a.out"));
         assert!(!is_launcher(b"", b""));
+    }
+
+    #[test]
+    fn wrappers_by_exe_or_comm_are_no_plain_launchers() {
+        assert!(is_wrapper(b"/usr/bin/numactl", b"numactl\0"));
+        assert!(is_wrapper(b"/opt/hwloc/bin/hwloc-bind", b"x"));
+        assert!(!is_wrapper(b"/usr/bin/taskset", b"taskset"));
+        assert!(!is_wrapper(b"/usr/bin/numactl-helper", b"numactl-helper"));
+        assert!(!is_launcher(b"/usr/bin/numactl", b"numactl"));
     }
 
     #[test]

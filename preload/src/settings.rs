@@ -19,6 +19,9 @@ pub struct Config {
     pub table: &'static SlotTable,
     /// This process only launches others (`mpirun`, a shell ...).
     pub launcher: bool,
+    /// A launcher that sets a policy and execs its command (`numactl` ...,
+    /// [`crate::role::WRAPPERS`]): it runs on the whole reservation, not the housekeeper CPU.
+    pub wrapper: bool,
     /// The first process of the task, when it can be told (for `main_on_housekeeper`).
     pub root: bool,
 }
@@ -131,6 +134,7 @@ mod tests {
             plan,
             table,
             launcher: false,
+            wrapper: false,
             root: false,
         };
         assert_eq!(cfg.cpu_of_slot(0), Some(1));
