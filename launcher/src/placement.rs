@@ -104,6 +104,9 @@ pub struct ThreadPlacement {
     pub roams: bool,
     /// Affinity calls the shim answered for it.
     pub set_calls: usize,
+    /// The last mask it asked for (an affinity call, or its attr mask at creation), as a
+    /// cpulist: what a runtime or a nested pinning tool wanted, where `cpu` is what it got.
+    pub asked: Option<String>,
     /// An exit record was seen.
     pub exited: bool,
     /// Who placed it last.
@@ -338,6 +341,7 @@ impl Log {
                     shared: false,
                     roams: false,
                     set_calls: 0,
+                    asked: None,
                     exited: false,
                     placed_by: String::new(),
                 }
@@ -351,6 +355,9 @@ impl Log {
             }
             if r.event == "set" {
                 t.set_calls += 1;
+            }
+            if let Some(asked) = &r.requested {
+                t.asked = Some(asked.clone());
             }
             t.pid = r.pid;
             // A move changes where a thread runs, not what it is or who placed it.

@@ -62,3 +62,39 @@ fn numactl_by_hand_binds_inside_the_set_and_its_command_is_placed() {
     let outcome = run(cmd);
     check_threads(&outcome, &[a, b], 1);
 }
+
+/// A binding a nested tool asks for is not kept (each thread gets its own CPU) but reported:
+/// `taskset -c <cpu>` inside goset-run shows its request in the Threads table's `asked` and the
+/// JSON's `asked`, beside the CPU the thread got.
+#[test]
+fn a_nested_binding_is_reported_with_what_the_thread_got() {
+    let Some(prog) = Program::c("pthreads.c") else {
+        return;
+    };
+    let planned = dry_run_selection(2).task_cpus;
+    let asked = planned[1].to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let mut cmd = goset_run(2, &json, &[], "taskset");
+    cmd.args(["-c", &asked]).arg(prog.path()).arg("1");
+    let outcome = {
+        let _serial = launcher_lock();
+        run(cmd)
+    };
+    let selection = Selection::read(&json, &outcome);
+    check_threads(&outcome, &selection.task_cpus, 1);
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let main = (report["threads"].as_array().unwrap().iter())
+        .find(|t| t["role"] == "main")
+        .unwrap_or_else(|| panic!("no main row: {report}"));
+    assert_eq!(main["asked"], asked.as_str(), "{main}");
+    assert_eq!(
+        main["cpu"], selection.task_cpus[0],
+        "placed on its slot: {main}"
+    );
+    assert!(
+        outcome.stderr.contains(" asked "),
+        "the Threads table has the column\n{}",
+        outcome.stderr
+    );
+}

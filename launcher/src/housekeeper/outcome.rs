@@ -230,6 +230,7 @@ impl Outcome {
                 shared: false,
                 roams: false,
                 set_calls: 0,
+                asked: None,
                 exited: t.ended,
                 placed_by: "none".into(),
             };

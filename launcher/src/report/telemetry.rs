@@ -109,6 +109,7 @@ pub fn render_threads(threads: &[ThreadReport]) -> String {
             "comm",
             "role",
             "slot",
+            "asked",
             "cpu",
             "seen-on",
             "migr",
@@ -141,6 +142,7 @@ pub fn render_threads(threads: &[ThreadReport]) -> String {
                 p.role.clone()
             },
             slot,
+            p.asked.clone().unwrap_or_else(|| "-".into()),
             match p.cpu {
                 Some(c) => c.to_string(),
                 None if p.roams => "res".into(),
