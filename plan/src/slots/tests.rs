@@ -1,0 +1,306 @@
+//! Unit tests of the slot table.
+
+use super::*;
+
+fn table(slots: usize) -> Box<SlotTable> {
+    // SAFETY: every field is an atomic integer, for which all-zero bytes are valid.
+    let t: Box<SlotTable> = unsafe { Box::new_zeroed().assume_init() };
+    t.init(slots);
+    t
+}
+
+#[test]
+fn a_moved_slot_names_its_new_cpu() {
+    let t = map(None).unwrap();
+    t.init(2);
+    assert_eq!(t.moved_cpu(1), None, "the plan's CPU until moved");
+    t.move_slot(1, 7);
+    assert_eq!((t.moved_cpu(0), t.moved_cpu(1)), (None, Some(7)));
+    // Past the table: nothing, no panic.
+    t.move_slot(MAX_SLOTS, 3);
+    assert_eq!(t.moved_cpu(MAX_SLOTS), None);
+}
+
+/// Makes slot `slot`'s latest birth `age_ms` old.
+fn age_birth(t: &SlotTable, slot: usize, age_ms: u64) {
+    let v = t.born[slot].load(Ordering::Relaxed);
+    let at = (v >> 16).saturating_sub(age_ms);
+    t.born[slot].store(at << 16 | (v & 0xffff), Ordering::Relaxed);
+}
+
+#[test]
+fn by_hand_a_new_thread_avoids_its_creator_and_newborns() {
+    let t = table(3);
+    assert_eq!(t.claim_among(100, 3).unwrap().slot, 0);
+    let a = t.claim_birth(-100, Some(0), 3).unwrap();
+    assert_eq!((a.claim.slot, a.roams), (1, false));
+    // Slot 1's thread was just born: it runs.
+    let b = t.claim_birth(-100, Some(0), 3).unwrap();
+    assert_eq!((b.claim.slot, b.roams), (2, false));
+    // Every slot runs a thread: it roams, counted on the fewest live, the lowest index.
+    let c = t.claim_birth(-100, Some(0), 3).unwrap();
+    assert_eq!((c.claim.slot, c.claim.shared, c.roams), (0, true, true));
+    // A newborn that ended runs no more: slot 2 is empty again and takes the next.
+    t.release(&b.claim);
+    let d = t.claim_birth(-100, Some(0), 3).unwrap();
+    assert_eq!(d.claim.slot, 2);
+    // A thread born long ago may sleep: slot 1's, beside which the next one goes.
+    age_birth(&t, 1, NEWBORN_US);
+    let e = t.claim_birth(-100, Some(0), 3).unwrap();
+    assert_eq!((e.claim.slot, e.roams), (1, false));
+}
+
+#[test]
+fn running_counts_come_before_live_counts() {
+    assert!(birth_key(1, false, 0, 0) > birth_key(0, false, 9, 5));
+    assert!(birth_key(0, true, 0, 0) > birth_key(0, false, 9, 5));
+    assert_eq!(birth_key(1, true, 0, 0), birth_key(1, false, 0, 0));
+    assert!(birth_key(0, false, 1, 0) < birth_key(0, false, 2, 0));
+    let t = table(3);
+    for tid in [1, 2, 3] {
+        t.claim_among(tid, 3).unwrap();
+    }
+    t.claim_at(4, 2).unwrap();
+    // Slot 2 holds two live threads, both asleep; slots 0 and 1 each one that runs.
+    t.publish_running(&[1, 1, 0]);
+    let b = t.claim_birth(-1, Some(0), 3).unwrap();
+    assert_eq!((b.claim.slot, b.roams), (2, false));
+    // Under a housekeeper a newborn runs until the next poll: every slot runs a thread.
+    assert!(t.claim_birth(-1, Some(0), 3).unwrap().roams);
+    t.publish_running(&[1, 0, 1]);
+    assert_eq!(t.claim_birth(-1, Some(0), 3).unwrap().claim.slot, 1);
+}
+
+#[test]
+fn with_a_running_thread_on_every_slot_a_new_thread_roams() {
+    let t = table(2);
+    t.claim_among(1, 2).unwrap();
+    t.claim_among(2, 2).unwrap();
+    t.publish_running(&[1, 0]);
+    // The creator runs on slot 1: every slot has a running thread.
+    let b = t.claim_birth(-1, Some(1), 2).unwrap();
+    assert!(b.roams);
+    assert_eq!(t.live(b.claim.slot), 2, "it still counts on a slot");
+    // A garbage count is no count: nothing runs there.
+    t.running[0].store(u32::MAX, Ordering::Relaxed);
+    assert_eq!(t.running(0), 0);
+}
+
+#[test]
+fn claims_least_loaded_then_shares() {
+    let t = table(2);
+    let a = t.claim_among(10, t.slot_count()).unwrap();
+    let b = t.claim_among(11, t.slot_count()).unwrap();
+    let c = t.claim_among(12, t.slot_count()).unwrap();
+    assert_eq!((a.slot, a.shared), (0, false));
+    assert_eq!((b.slot, b.shared), (1, false));
+    assert_eq!((c.slot, c.shared), (0, true));
+    t.release(&b);
+    let d = t.claim_among(13, t.slot_count()).unwrap();
+    assert_eq!((d.slot, d.shared), (1, false));
+    assert_eq!(t.find(12).map(|f| f.1), Some(0));
+    assert_eq!(t.find(11), None);
+}
+
+#[test]
+fn a_claim_at_a_chosen_slot_counts_there_and_steers_the_next_claim() {
+    let t = table(2);
+    let parked = t.claim_at(20, 0).unwrap();
+    assert_eq!((parked.slot, parked.shared), (0, false));
+    assert_eq!(t.find(20).map(|f| f.1), Some(0));
+    assert_eq!(t.claim_among(21, t.slot_count()).unwrap().slot, 1);
+    assert!(t.claim_at(22, 1).unwrap().shared);
+    assert!(t.claim_at(23, MAX_SLOTS).is_none());
+    t.live[0].store(MAX_THREADS + 1, Ordering::Release);
+    assert!(
+        t.claim_at(24, 0).is_none(),
+        "a count no claims made is left alone"
+    );
+}
+
+#[test]
+fn a_moved_record_counts_at_its_new_slot_until_released() {
+    let t = table(2);
+    let a = t.claim_at(-5, 0).unwrap();
+    let b = t.claim_at(-5, 0).unwrap();
+    assert_eq!((t.live(0), t.live(1)), (2, 0));
+    let moved = t.move_record(-5, 0, 1).unwrap();
+    assert_eq!((t.live(0), t.live(1)), (1, 1));
+    assert_eq!(t.record_slot(moved), Some(1));
+    assert!(t.move_record(-6, 0, 1).is_none(), "no record of that label");
+    assert!(t.move_record(-5, 0, MAX_SLOTS).is_none());
+    assert_eq!(
+        (t.live(0), t.live(1)),
+        (1, 1),
+        "a move that failed counts nothing"
+    );
+    // Whichever thread's record moved, releasing both claims empties both slots.
+    t.release(&a);
+    t.release(&b);
+    assert_eq!((t.live(0), t.live(1)), (0, 0));
+    assert_eq!(t.records().count(), 0);
+}
+
+#[test]
+fn concurrent_reapers_free_a_record_once() {
+    let t = std::sync::Arc::new(*table(1));
+    for _ in 0..3 {
+        t.claim_among(-42, t.slot_count()).unwrap();
+    }
+    let survivor = t.claim_among(7, t.slot_count()).unwrap();
+    let reapers: Vec<_> = (0..4)
+        .map(|_| {
+            let t = t.clone();
+            std::thread::spawn(move || t.release_all(-42))
+        })
+        .collect();
+    let freed: usize = reapers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(freed, 3);
+    assert_eq!(t.live(0), 1, "only the survivor's claim is left");
+    assert_eq!(t.find(7).map(|f| f.1), Some(survivor.slot));
+}
+
+#[test]
+fn a_pool_that_churns_never_stacks_while_a_slot_is_free() {
+    let t = std::sync::Arc::new(*table(2));
+    // Threads take the table through an Arc; at most two are alive at once.
+    let mut held = std::collections::VecDeque::new();
+    for tid in 0..1000 {
+        if held.len() == 2 {
+            let old: Claim = held.pop_front().unwrap();
+            t.release(&old);
+        }
+        let c = t.claim_among(tid, t.slot_count()).unwrap();
+        assert!(!c.shared, "thread {tid} shared a slot while one was free");
+        held.push_back(c);
+    }
+    assert_eq!(t.records().count(), 2);
+    assert!(t.records_in_use().len() <= 3);
+}
+
+/// A fresh path for a table file in the temporary directory.
+fn table_path(name: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("goset-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// The table as a task's process opens it: by path, read-write.
+fn open_as_task(path: &std::path::Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+#[test]
+fn a_file_table_is_shared_between_mappings() {
+    use std::os::fd::AsRawFd;
+    let path = table_path("slots");
+    let launcher = create_file(&path, 3).unwrap();
+    let f = open_as_task(&path);
+    // What the shim checks before it maps the file.
+    let meta = f.metadata().unwrap();
+    assert!(meta.is_file());
+    assert_eq!(meta.len(), SlotTable::SIZE as u64);
+    let a = map(Some(f.as_raw_fd())).unwrap();
+    let b = map(Some(f.as_raw_fd())).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(a.is_ready());
+    assert_eq!(a.slot_count(), 3);
+    a.claim_among(5, a.slot_count()).unwrap();
+    assert_eq!(b.live(0), 1);
+    assert_eq!(launcher.live(0), 1);
+    assert_eq!(b.find(5).map(|f| f.1), Some(0));
+}
+
+#[test]
+fn a_task_can_neither_shrink_nor_grow_nor_swap_the_launchers_table() {
+    let path = table_path("sealed");
+    let launcher = create_file(&path, 2).unwrap();
+    let f = open_as_task(&path);
+    let sealed = |r: std::io::Result<()>| r.unwrap_err().raw_os_error() == Some(libc::EPERM);
+    assert!(sealed(f.set_len(0)), "truncated");
+    assert!(sealed(f.set_len(2 * SlotTable::SIZE as u64)), "grown");
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, b"").unwrap();
+    std::fs::remove_file(&path).unwrap();
+    // The launcher's mapping still reads (a truncated mapped file would be SIGBUS here).
+    assert_eq!(
+        launcher.live_counts(2).collect::<Vec<_>>(),
+        [Some(0), Some(0)]
+    );
+    assert_eq!(launcher.claim_among(9, 2).map(|c| c.slot), Some(0));
+}
+
+/// Writes `bytes` at `offset` of the table the way a task can: through its path.
+fn scribble(path: &std::path::Path, offset: usize, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    open_as_task(path)
+        .write_all_at(bytes, offset as u64)
+        .unwrap();
+}
+
+#[test]
+fn a_table_full_of_0xff_reads_as_unknown() {
+    let path = table_path("ff");
+    let t = create_file(&path, 2).unwrap();
+    scribble(&path, 0, &[0xff; SlotTable::SIZE]);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(t.live_counts(2).collect::<Vec<_>>(), [None, None]);
+    assert_eq!(t.claim_among(7, 2), None, "no slot has a real count");
+    assert_eq!(t.claim_among(7, t.slot_count()), None);
+    // Reading what the shim reads does not panic either.
+    assert_eq!(t.find(7), None);
+    assert_eq!(t.records().count(), MAX_RECORDS);
+    t.release_all(7);
+}
+
+#[test]
+fn a_slot_count_beyond_the_layout_is_bounded() {
+    let path = table_path("count");
+    let t = create_file(&path, 2).unwrap();
+    let count = core::mem::offset_of!(SlotTable, slot_count);
+    scribble(&path, count, &2000u32.to_le_bytes());
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(t.slot_count(), 2000);
+    // Every slot is empty: the lowest takes the claim, whatever the table's count.
+    assert_eq!(t.claim_among(5, t.slot_count()).map(|c| c.slot), Some(0));
+    assert_eq!(t.claim_among(6, 2).map(|c| c.slot), Some(1));
+    assert_eq!(t.live_counts(usize::MAX).count(), MAX_SLOTS);
+}
+
+#[test]
+fn a_record_no_claim_wrote_is_skipped() {
+    let path = table_path("record");
+    let t = create_file(&path, 2).unwrap();
+    let records = core::mem::offset_of!(SlotTable, records);
+    let used = core::mem::offset_of!(SlotTable, records_used);
+    // Label 7 with slot part 0 (a claim writes slot + 1), then a real claim.
+    scribble(&path, records, &(7u64 << 32).to_le_bytes());
+    scribble(&path, used, &1u32.to_le_bytes());
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(t.find(7), None);
+    assert_eq!(t.records().count(), 0);
+    assert_eq!(t.release_all(7), 0);
+    t.claim_among(7, t.slot_count()).unwrap();
+    assert_eq!(t.records().collect::<Vec<_>>(), [(7, 0)]);
+}
+
+#[test]
+fn concurrent_claims_spread_over_slots() {
+    let t = std::sync::Arc::new(*table(4));
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let t = t.clone();
+            std::thread::spawn(move || t.claim_among(100 + i, t.slot_count()).unwrap())
+        })
+        .collect();
+    let mut slots: Vec<usize> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap().slot)
+        .collect();
+    slots.sort();
+    assert_eq!(slots, vec![0, 1, 2, 3]);
+}
