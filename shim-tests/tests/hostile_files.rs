@@ -118,20 +118,18 @@ fn root_or_skip(test: &str) -> bool {
     true
 }
 
+/// `setpriv`'s arguments that make the rest of its command line run as nobody (65534).
+const TO_NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+
 /// `setpriv` to nobody, running `program 2` with the shim `preload` (through `sh`, so that
 /// only the program itself, not setpriv, is preloaded).
 fn as_nobody(program: &Path, preload: &Path) -> Command {
     let mut cmd = clean_command("setpriv");
-    cmd.args([
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "sh",
-        "-c",
-    ])
-    .arg(r#"export LD_PRELOAD="$1"; exec "$0" 2"#)
-    .arg(program)
-    .arg(preload);
+    cmd.args(TO_NOBODY)
+        .args(["sh", "-c"])
+        .arg(r#"export LD_PRELOAD="$1"; exec "$0" 2"#)
+        .arg(program)
+        .arg(preload);
     cmd
 }
 
@@ -308,14 +306,11 @@ fn a_task_that_switches_user_gets_a_reason_not_a_loader_error() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
     let mut cmd = goset_run(1, &json, &[], "setpriv");
-    cmd.args([
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
+    cmd.args(TO_NOBODY).args([
         "sh",
         "-c",
-    ])
-    .arg("echo switched; grep -c libgoset.so /proc/self/maps");
+        "echo switched; grep -c libgoset.so /proc/self/maps",
+    ]);
     let _serial = launcher_lock();
     let outcome = run(cmd);
     outcome.expect_code(0);
