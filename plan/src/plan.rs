@@ -49,6 +49,10 @@ pub struct Plan {
     pub skip: u64,
     /// The first process's main thread runs on the housekeeper CPU and takes no slot.
     pub main_on_housekeeper: bool,
+    /// The launcher's PID namespace (the inode of its `/proc/self/ns/pid`); 0: not given. The
+    /// pids and tids a process of another namespace (a sandbox) sees mean nothing to the
+    /// launcher, so such a process places its threads but logs nothing.
+    pub pidns: u64,
     log: [u8; MAX_PATH],
     log_len: usize,
 }
@@ -117,6 +121,7 @@ impl Plan {
         reservation: CpuSet::new(),
         skip: 0,
         main_on_housekeeper: false,
+        pidns: 0,
         log: [0; MAX_PATH],
         log_len: 0,
     };
@@ -160,6 +165,7 @@ impl Plan {
         self.reservation = CpuSet::new();
         self.skip = 0;
         self.main_on_housekeeper = false;
+        self.pidns = 0;
         self.log_len = 0;
     }
 
@@ -229,6 +235,7 @@ impl Plan {
                     reservation_given = true;
                 }
                 b"skip" => self.skip = parse_number("skip", value)?,
+                b"pidns" => self.pidns = parse_number("pidns", value)?,
                 b"main_on_housekeeper" => {
                     self.main_on_housekeeper = parse_number("main_on_housekeeper", value)? != 0
                 }
@@ -272,6 +279,12 @@ impl Plan {
     /// Task CPUs as a set.
     pub fn cpu_set(&self) -> CpuSet {
         self.cpus().collect()
+    }
+
+    /// A hash of the task CPUs in slot order (FNV-1a, never 0), which tells a process handed
+    /// a slot table through the environment whether the table was made for its plan.
+    pub fn cpus_hash(&self) -> u32 {
+        cpus_hash(self.cpus())
     }
 
     /// The log path, when the plan names one.
@@ -324,6 +337,9 @@ impl Plan {
         if self.main_on_housekeeper {
             out.push_str("main_on_housekeeper 1\n");
         }
+        if self.pidns != 0 {
+            let _ = writeln!(out, "pidns {}", self.pidns);
+        }
         if let Some(log) = self.log_path() {
             let _ = writeln!(out, "log {}", String::from_utf8_lossy(log));
         }
@@ -339,6 +355,7 @@ impl fmt::Debug for Plan {
             .field("reservation", &self.reservation)
             .field("skip", &self.skip)
             .field("main_on_housekeeper", &self.main_on_housekeeper)
+            .field("pidns", &self.pidns)
             .field("log", &self.log_path().map(String::from_utf8_lossy))
             .finish()
     }
@@ -356,6 +373,14 @@ pub fn is_goset_program(exe: &[u8]) -> bool {
     GOSET_PROGRAMS.contains(&name)
 }
 
+/// [`Plan::cpus_hash`] of the task CPUs `cpus`, in slot order.
+pub fn cpus_hash(cpus: impl Iterator<Item = usize>) -> u32 {
+    let h = cpus.fold(0x811c_9dc5u32, |h, cpu| {
+        (h ^ cpu as u32).wrapping_mul(0x0100_0193)
+    });
+    h.max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,6 +394,18 @@ mod tests {
     }
 
     #[test]
+    fn the_cpus_hash_depends_on_the_cpus_and_their_order() {
+        let hash = |cpus: &[usize]| {
+            let reservation = cpus.iter().copied().collect();
+            Plan::new(cpus, None, reservation).unwrap().cpus_hash()
+        };
+        assert_eq!(hash(&[0, 1]), hash(&[0, 1]));
+        assert_ne!(hash(&[0, 1]), hash(&[1, 0]));
+        assert_ne!(hash(&[0, 1]), hash(&[0, 1, 2]));
+        assert_ne!(hash(&[0]), 0, "0 is an unstamped table");
+    }
+
+    #[test]
     fn round_trips_through_text() {
         let mut plan = Plan::new(
             &[3, 1, 2],
@@ -378,6 +415,7 @@ mod tests {
         .unwrap();
         plan.skip = 0x5;
         plan.main_on_housekeeper = true;
+        plan.pidns = 4026531836;
         assert!(plan.set_log_path(b"/tmp/x.log"));
         let text = plan.to_text();
         let back = Plan::parse(text.as_bytes()).unwrap();
@@ -386,6 +424,7 @@ mod tests {
         assert_eq!(back.reservation.to_string(), "0-3");
         assert_eq!(back.skip, 5);
         assert!(back.main_on_housekeeper);
+        assert_eq!(back.pidns, 4026531836);
         assert_eq!(back.log_path(), Some(&b"/tmp/x.log"[..]));
     }
 

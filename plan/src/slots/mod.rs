@@ -32,7 +32,9 @@ pub struct SlotTable {
     slot_count: AtomicU32,
     created: AtomicU32,
     records_used: AtomicU32,
-    _pad: AtomicU32,
+    /// [`crate::Plan::cpus_hash`] of the plan the table was made for, where a process hands
+    /// the table on through the environment (the shim by hand); 0: not stamped.
+    cpus_hash: AtomicU32,
     /// When the housekeeper last published running counts ([`monotonic_us`]); 0: no
     /// housekeeper publishes (the shim by hand).
     published_us: AtomicU64,
@@ -113,6 +115,16 @@ impl SlotTable {
         self.magic.load(Ordering::Acquire) == MAGIC
     }
 
+    /// Records which plan's CPUs the table is for (see [`crate::Plan::cpus_hash`]).
+    pub fn stamp(&self, cpus_hash: u32) {
+        self.cpus_hash.store(cpus_hash, Ordering::Release);
+    }
+
+    /// Whether the table was stamped for a plan with `cpus_hash`.
+    pub fn is_stamped(&self, cpus_hash: u32) -> bool {
+        self.cpus_hash.load(Ordering::Acquire) == cpus_hash
+    }
+
     /// Number of slots.
     pub fn slot_count(&self) -> usize {
         self.slot_count.load(Ordering::Relaxed) as usize
@@ -168,12 +180,26 @@ impl SlotTable {
     /// [`birth_key`] order among the first `slots` slots. `None` when no slot has a known
     /// count (see [`SlotTable::live_counts`]).
     pub fn claim_birth(&self, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
+        self.claim_birth_within(tid, creator, slots, |_| true)
+    }
+
+    /// [`SlotTable::claim_birth`] among the slots `within` accepts (a process that keeps a
+    /// binding it started with claims only the slots on its CPUs); `None` when it accepts no
+    /// slot with a known count.
+    pub fn claim_birth_within(
+        &self,
+        tid: i32,
+        creator: Option<usize>,
+        slots: usize,
+        within: impl Fn(usize) -> bool,
+    ) -> Option<Birth> {
         let now = monotonic_us();
         let published = self.published_us.load(Ordering::Relaxed);
         let (slot, before, roams) = loop {
             let (best, load, key) = self
                 .live_counts(slots)
                 .enumerate()
+                .filter(|&(s, _)| within(s))
                 .filter_map(|(s, load)| {
                     let running = self.running(s) + self.newborn(s, now, published) as u32;
                     let key = birth_key(running, creator == Some(s), load?, s);

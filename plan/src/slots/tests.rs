@@ -304,3 +304,25 @@ fn concurrent_claims_spread_over_slots() {
     slots.sort();
     assert_eq!(slots, vec![0, 1, 2, 3]);
 }
+
+#[test]
+fn a_bound_process_claims_only_the_slots_it_accepts() {
+    let t = table(3);
+    // Slot 0 is free, but the process keeps a binding to slot 2's CPU.
+    let a = t.claim_birth_within(7, None, 3, |s| s == 2).unwrap();
+    assert_eq!((a.claim.slot, a.roams), (2, false));
+    // Its second thread shares that slot (the binding holds), and roams only in name: every
+    // slot it accepts runs a thread.
+    let b = t.claim_birth_within(-7, Some(2), 3, |s| s == 2).unwrap();
+    assert_eq!((b.claim.slot, b.claim.shared, b.roams), (2, true, true));
+    assert_eq!(t.live(0), 0, "the free slot was never taken");
+    assert!(t.claim_birth_within(-7, None, 3, |_| false).is_none());
+}
+
+#[test]
+fn a_table_is_stamped_with_the_plan_it_was_made_for() {
+    let t = table(2);
+    assert!(!t.is_stamped(5), "not stamped");
+    t.stamp(5);
+    assert!(t.is_stamped(5) && !t.is_stamped(6));
+}
