@@ -159,7 +159,7 @@ impl Read {
         Some(
             self.cell
                 .and_then(View::get)
-                .unwrap_or_else(|| cfg.plan.cpu_set()),
+                .unwrap_or_else(|| cfg.task_set()),
         )
     }
 }

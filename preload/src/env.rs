@@ -22,9 +22,24 @@ pub fn set_envp(envp: *const *const c_char) {
 pub fn get(name: &[u8]) -> Option<&'static [u8]> {
     let mut envp = ENVP.load(Ordering::Acquire) as *const *const c_char;
     if envp.is_null() {
-        // SAFETY: reading libc's environ pointer; it is either NULL or a NULL-terminated array.
-        envp = unsafe { environ };
+        envp = current();
     }
+    // SAFETY: the constructor's envp or libc's environ: NULL or a NULL-terminated array of
+    // strings that live as long as the process.
+    unsafe { get_in(envp, name) }
+}
+
+/// libc's `environ` now (what `execv` and `execvp` hand on).
+pub fn current() -> *const *const c_char {
+    // SAFETY: reading libc's environ pointer; it is either NULL or a NULL-terminated array.
+    unsafe { environ }
+}
+
+/// The value of `name` in `envp`, without its `NAME=` prefix.
+///
+/// # Safety
+/// `envp` is NULL or a NULL-terminated array of NUL-terminated strings that outlive the result.
+pub unsafe fn get_in<'a>(envp: *const *const c_char, name: &[u8]) -> Option<&'a [u8]> {
     if envp.is_null() {
         return None;
     }
@@ -45,6 +60,20 @@ pub fn get(name: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
+/// A hash of the variables that hand a plan on to an exec'd program: `GOSET_PLAN`,
+/// `GOSET_CPUS` and `GOSET_SLOTS` (see [`crate::load::SLOTS_VAR`]), each as `get` finds it.
+pub fn plan_key<'a>(get: impl Fn(&[u8]) -> Option<&'a [u8]>) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for name in [&b"GOSET_PLAN"[..], b"GOSET_CPUS", crate::load::SLOTS_VAR] {
+        let value = get(name);
+        // The variable's presence, then its bytes: unset and empty differ.
+        for &b in [value.is_some() as u8].iter().chain(value.unwrap_or(b"")) {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -52,5 +81,20 @@ mod tests {
         assert!(super::get(b"PATH").is_some_and(|p| !p.is_empty()));
         assert_eq!(super::get(b"GOSET_SURELY_UNSET_VARIABLE"), None);
         assert_eq!(super::get(b"PAT"), None);
+    }
+
+    #[test]
+    fn the_plan_key_tells_every_plan_variable_apart() {
+        let of = |vars: &'static [(&'static [u8], &'static [u8])]| {
+            super::plan_key(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
+        };
+        let cpus: &[(&[u8], &[u8])] = &[(b"GOSET_CPUS", b"0,1")];
+        assert_eq!(of(cpus), of(&[(b"GOSET_CPUS", b"0,1"), (b"PATH", b"/bin")]));
+        assert_ne!(of(cpus), of(&[(b"GOSET_CPUS", b"0-1")]));
+        assert_ne!(of(cpus), of(&[]));
+        assert_ne!(of(&[(b"GOSET_CPUS", b"")]), of(&[]));
+        let slots: &[(&[u8], &[u8])] =
+            &[(b"GOSET_CPUS", b"0,1"), (b"GOSET_SLOTS", b"/proc/1/fd/9")];
+        assert_ne!(of(cpus), of(slots));
     }
 }

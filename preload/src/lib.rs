@@ -30,6 +30,7 @@ pub mod buf;
 pub mod config;
 pub mod create;
 pub mod env;
+pub mod exec;
 pub mod load;
 pub mod log;
 pub mod placement;
@@ -185,6 +186,130 @@ pub unsafe extern "C" fn syscall(
     finish(ret)
 }
 
+/// Hook: a program that will not carry the plan starts on every slot's CPU ([`exec`]).
+///
+/// # Safety
+/// As `execve`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    let Some(real) = real::execve() else {
+        return enosys();
+    };
+    // SAFETY: envp as the caller passes it to execve; forwarded unchanged.
+    unsafe { exec::around(envp, || real(path, argv, envp)) }
+}
+
+/// Hook: as [`execve`], with the environment now.
+///
+/// # Safety
+/// As `execv`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    let Some(real) = real::execv() else {
+        return enosys();
+    };
+    // SAFETY: libc's environ, which execv hands on; forwarded unchanged.
+    unsafe { exec::around(env::current(), || real(path, argv)) }
+}
+
+/// Hook: as [`execve`], with the environment now.
+///
+/// # Safety
+/// As `execvp`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    let Some(real) = real::execvp() else {
+        return enosys();
+    };
+    // SAFETY: libc's environ, which execvp hands on; forwarded unchanged.
+    unsafe { exec::around(env::current(), || real(file, argv)) }
+}
+
+/// Hook: as [`execve`].
+///
+/// # Safety
+/// As `execvpe`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    let Some(real) = real::execvpe() else {
+        return enosys();
+    };
+    // SAFETY: envp as the caller passes it; forwarded unchanged.
+    unsafe { exec::around(envp, || real(file, argv, envp)) }
+}
+
+/// Hook: as [`execve`].
+///
+/// # Safety
+/// As `fexecve`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    let Some(real) = real::fexecve() else {
+        return enosys();
+    };
+    // SAFETY: envp as the caller passes it; forwarded unchanged.
+    unsafe { exec::around(envp, || real(fd, argv, envp)) }
+}
+
+/// Hook: the child takes the caller's mask at clone, so a program that will not carry the
+/// plan is spawned while the caller's mask is widened ([`exec`]), then the mask is put back.
+///
+/// # Safety
+/// As `posix_spawn`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut pid_t,
+    path: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    let Some(real) = real::posix_spawn() else {
+        return libc::ENOSYS;
+    };
+    // SAFETY: envp as the caller passes it; forwarded unchanged.
+    unsafe { exec::around(envp.cast(), || real(pid, path, actions, attr, argv, envp)) }
+}
+
+/// Hook: as [`posix_spawn`].
+///
+/// # Safety
+/// As `posix_spawnp`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut pid_t,
+    file: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    let Some(real) = real::posix_spawnp() else {
+        return libc::ENOSYS;
+    };
+    // SAFETY: envp as the caller passes it; forwarded unchanged.
+    unsafe { exec::around(envp.cast(), || real(pid, file, actions, attr, argv, envp)) }
+}
+
+/// An exec whose real function libc lacks: -1 with ENOSYS.
+fn enosys() -> c_int {
+    sys::set_errno(libc::ENOSYS);
+    -1
+}
+
 /// A raw result as libc returns it: -1 with errno on failure.
 fn finish(ret: i64) -> i64 {
     match sys::error_of(ret) {
@@ -206,6 +331,7 @@ extern "C" fn on_load(_argc: c_int, _argv: *const *const c_char, envp: *const *c
     if let Some(_guard) = thread::Guard::enter() {
         let _ = config::get();
     }
+    load::hand_on_now();
 }
 
 /// The exit handler: releases the main thread's slot (others release theirs in a key destructor).

@@ -21,6 +21,7 @@ use crate::log::{self, warn_once};
 use crate::role;
 use crate::settings::Config;
 use crate::sys;
+use core::sync::atomic::{AtomicBool, Ordering};
 use goset_plan::plan::{LOG_FILE, PLAN_FILE, SLOTS_FILE};
 use goset_plan::{cpulist, slots, CpuSet, Plan, SlotTable};
 
@@ -83,10 +84,17 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
         ));
         return Err(Disabled);
     };
-    let (dir_var, log_var) = env_paths();
-    let (table, dir) = match dir_var {
-        Some(dir) => (from_plan_dir(dir, plan, scratch)?, Some(dir)),
-        None => (by_hand(plan, &allowed)?, None),
+    let (dir_var, log_var, slots_var) = env_paths();
+    let (table, dir, bound) = match dir_var {
+        Some(dir) => (
+            from_plan_dir(dir, slots_var, plan, scratch)?,
+            Some(dir),
+            None,
+        ),
+        None => {
+            let (table, bound) = by_hand(plan, &allowed, slots_var, scratch)?;
+            (table, None, bound)
+        }
     };
     check_cpus(plan, &allowed, &mut scratch.text)?;
     let log_path = match (log_var, dir) {
@@ -97,7 +105,8 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
         },
         (None, None) => None,
     };
-    if let Some(path) = log_path {
+    // A process in a sandbox's PID namespace writes no records (see crate::process).
+    if let Some(path) = log_path.filter(|_| !in_other_pidns(plan)) {
         // SAFETY: the initialising thread.
         unsafe { log::open(path) };
     }
@@ -111,27 +120,37 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
         launcher,
         wrapper,
         root,
+        bound,
+        carried: crate::env::plan_key(|name| match name {
+            SLOTS_VAR => handed_value(),
+            _ => crate::env::get(name),
+        }),
     })
 }
 
-/// `GOSET_PLAN` and `GOSET_LOG`, when set, non-empty, and the process is not secure-exec.
-fn env_paths() -> (Option<&'static [u8]>, Option<&'static [u8]>) {
+/// A path from the environment, while the process is not secure-exec.
+type EnvPath = Option<&'static [u8]>;
+
+/// `GOSET_PLAN`, `GOSET_LOG` and `GOSET_SLOTS`, when set, non-empty, and the process is not
+/// secure-exec.
+fn env_paths() -> (EnvPath, EnvPath, EnvPath) {
     let var = |name: &[u8]| crate::env::get(name).filter(|v| !v.is_empty());
-    let (dir, log) = (var(b"GOSET_PLAN"), var(b"GOSET_LOG"));
+    let (dir, log, slots) = (var(b"GOSET_PLAN"), var(b"GOSET_LOG"), var(SLOTS_VAR));
     // SAFETY: getauxval only reads the auxiliary vector.
     let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
-    if secure && (dir.is_some() || log.is_some()) {
+    if secure && (dir.is_some() || log.is_some() || slots.is_some()) {
         warn_once(format_args!(
-            "a setuid or otherwise secure-exec program: GOSET_PLAN and GOSET_LOG are ignored \
-             (the shim opens no path from the environment here)"
+            "a setuid or otherwise secure-exec program: GOSET_PLAN, GOSET_LOG and GOSET_SLOTS \
+             are ignored (the shim opens no path from the environment here)"
         ));
-        return (None, None);
+        return (None, None, None);
     }
-    (dir, log)
+    (dir, log, slots)
 }
 
 fn from_plan_dir(
     dir: &'static [u8],
+    handed: EnvPath,
     plan: &mut Plan,
     scratch: &mut Scratch,
 ) -> Result<&'static SlotTable, Disabled> {
@@ -171,14 +190,36 @@ fn from_plan_dir(
         Disabled
     })?;
     let slots_path = path_in(&mut scratch.path, dir, SLOTS_FILE);
-    map_table(slots_path.unwrap_or(b"\0"), plan.slot_count()).map_err(|why| {
-        warn_once(format_args!(
-            "GOSET_PLAN={}: {}/{SLOTS_FILE} {why}; not placing threads",
-            show(dir),
-            show(dir)
-        ));
-        Disabled
-    })
+    let why = match map_table(slots_path.unwrap_or(b"\0"), plan.slot_count()) {
+        Ok(table) => return Ok(table),
+        Err(why) => why,
+    };
+    // The link into the launcher's /proc/<pid>/fd cannot be followed from a sandbox with a
+    // /proc of its own, nor by another user: the descriptor the task inherited can.
+    if let Some(table) = handed_table(handed, plan, scratch) {
+        return Ok(table);
+    }
+    warn_once(format_args!(
+        "GOSET_PLAN={}: {}/{SLOTS_FILE} {why}{}; not placing threads",
+        show(dir),
+        show(dir),
+        match why {
+            TableError::Open(libc::ENOENT) | TableError::Open(libc::EACCES) => {
+                " and the descriptor goset-run handed on (GOSET_SLOTS) is gone: a sandbox or a \
+                 program that closed it, with a /proc of its own or as another user"
+            }
+            _ => "",
+        }
+    ));
+    Err(Disabled)
+}
+
+/// The table named by `GOSET_SLOTS` (`handed`), when it is one made for `plan`.
+fn handed_table(handed: EnvPath, plan: &Plan, scratch: &mut Scratch) -> Option<&'static SlotTable> {
+    scratch.path.truncate(0);
+    let c_path = scratch.path.push(handed?).c_str()?;
+    let table = map_table(c_path, plan.slot_count()).ok()?;
+    table.is_stamped(plan.cpus_hash()).then_some(table)
 }
 
 /// Why the slot table cannot be used, as the warning says it.
@@ -217,7 +258,25 @@ fn map_table(c_path: &[u8], slot_count: usize) -> Result<&'static SlotTable, Tab
     }
 }
 
-fn by_hand(plan: &mut Plan, allowed: &CpuSet) -> Result<&'static SlotTable, Disabled> {
+/// The variable through which a process started by hand hands its slot table on to its
+/// descendants: `/proc/<pid>/fd/<n>`, the first shimmed process's table.
+pub const SLOTS_VAR: &[u8] = b"GOSET_SLOTS";
+
+/// By hand: the plan from `GOSET_CPUS` (else the CPUs the process started on), the slot table
+/// every process of the tree shares, and the binding the process keeps.
+///
+/// The first shimmed process of a tree makes the table and hands it on through
+/// [`SLOTS_VAR`], so that the processes of a tree started by hand spread over the CPUs as
+/// under goset-run; a process whose table is gone (the first process ended) makes one for its
+/// own descendants. A process that started on a strict part of the plan's CPUs without holding
+/// a claim in the table was bound by someone else (`taskset`, `numactl`, `mpirun`), or is the
+/// first process and was started bound: it keeps that binding.
+fn by_hand(
+    plan: &mut Plan,
+    allowed: &CpuSet,
+    handed: EnvPath,
+    scratch: &mut Scratch,
+) -> Result<(&'static SlotTable, Option<CpuSet>), Disabled> {
     match crate::env::get(b"GOSET_CPUS") {
         Some(list) => plan.set_with_cpus(list).map_err(|e| {
             warn_once(format_args!(
@@ -233,14 +292,101 @@ fn by_hand(plan: &mut Plan, allowed: &CpuSet) -> Result<&'static SlotTable, Disa
             Disabled
         })?,
     }
+    let inherited = handed_table(handed, plan, scratch);
+    let table = match inherited {
+        Some(table) => table,
+        None => hand_on(plan.slot_count(), plan.cpus_hash())?,
+    };
+    let own_binding = match (handed, inherited) {
+        (None, _) => true,
+        (Some(_), Some(table)) => table.find(sys::getpid()).is_none(),
+        (Some(_), None) => false,
+    };
+    let cpus = plan.cpu_set();
+    let strict_part = !allowed.is_empty() && allowed.intersection(&cpus) == *allowed;
+    let bound = (own_binding && strict_part && *allowed != cpus).then_some(*allowed);
+    Ok((table, bound))
+}
+
+/// The `GOSET_SLOTS` value this process hands on (empty: none), written while loading and put
+/// into the environment by [`hand_on_now`].
+static HANDED: Exclusive<Buf<48>> = Exclusive::new(Buf::new());
+/// Whether [`HANDED`] is written and [`hand_on_now`] has yet to export it.
+static TO_HAND_ON: AtomicBool = AtomicBool::new(false);
+
+/// A new slot table for `slot_count` slots, stamped with `hash`, to be named in this process's
+/// environment for its descendants ([`hand_on_now`]); a private one (forked children share it)
+/// when no memfd can be made.
+fn hand_on(slot_count: usize, hash: u32) -> Result<&'static SlotTable, Disabled> {
+    if let Ok((low, table)) = slots::create_sealed(slot_count) {
+        table.stamp(hash);
+        // Kept out of the low numbers a program may expect free.
+        let fd = sys::dup_high(low);
+        if fd != low {
+            sys::close(low);
+        }
+        // SAFETY: the initialising thread; read only after TO_HAND_ON (Release) says so.
+        let value = unsafe { HANDED.get_mut() };
+        value.truncate(0);
+        let pid = sys::getpid();
+        let _ = core::fmt::Write::write_fmt(value, format_args!("/proc/{pid}/fd/{fd}"));
+        TO_HAND_ON.store(value.fits(), Ordering::Release);
+        return Ok(table);
+    }
     let Some(table) = slots::map(None) else {
         warn_once(format_args!(
             "cannot map an anonymous slot table; not placing threads"
         ));
         return Err(Disabled);
     };
-    table.init(plan.slot_count());
+    table.init(slot_count);
+    table.stamp(hash);
     Ok(table)
+}
+
+/// The `GOSET_SLOTS` value a program exec'd from this process needs to share its table: the
+/// one handed on, else the one inherited.
+fn handed_value() -> Option<&'static [u8]> {
+    if TO_HAND_ON.load(Ordering::Acquire) {
+        // SAFETY: written before TO_HAND_ON was set, read-only since.
+        return Some(unsafe { HANDED.get() }.as_bytes());
+    }
+    crate::env::get(SLOTS_VAR)
+}
+
+/// Puts the table made while loading into the environment (`setenv`), from the constructor:
+/// on the main thread's stack, before `main` reads its environment, even when a hook called
+/// earlier (by another library's constructor) loaded the configuration on a small stack.
+pub fn hand_on_now() {
+    if !TO_HAND_ON.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: written before TO_HAND_ON was set; the constructor is the one reader.
+    let handed = unsafe { HANDED.get() };
+    let mut value = Buf::<48>::new();
+    value.push(handed.as_bytes());
+    let mut name = Buf::<16>::new();
+    name.push(SLOTS_VAR);
+    if let (Some(name), Some(value)) = (name.c_str(), value.c_str()) {
+        // SAFETY: both NUL-terminated; the constructor runs before main and its threads.
+        unsafe { libc::setenv(name.as_ptr().cast(), value.as_ptr().cast(), 1) };
+    }
+}
+
+/// Whether this process is in a PID namespace other than the plan's (see
+/// [`goset_plan::Plan::pidns`]); false when the plan names none. A process that cannot tell
+/// (no /proc) counts as elsewhere: its ids may be anyone's.
+pub fn in_other_pidns(plan: &Plan) -> bool {
+    if plan.pidns == 0 {
+        return false;
+    }
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    let Ok(fd) = sys::open(b"/proc/self/ns/pid\0", flags, 0) else {
+        return true;
+    };
+    let ino = sys::fstat(fd).map(|st| st.id.ino);
+    sys::close(fd);
+    ino != Some(plan.pidns)
 }
 
 /// Plan CPUs must be ones this process may run on. A process narrowed by goset itself (a

@@ -135,7 +135,7 @@ pub fn claim(cfg: &Config, role: Role, label: i32, creator: Option<usize>) -> Pl
     reap_if_full(cfg);
     match cfg
         .table
-        .claim_birth(label, creator, cfg.table.slot_count())
+        .claim_birth_within(label, creator, cfg.table.slot_count(), |s| cfg.may_take(s))
     {
         Some(b) => Placement {
             role,

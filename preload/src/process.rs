@@ -21,6 +21,9 @@ static ROOT: AtomicBool = AtomicBool::new(false);
 static KEY: AtomicU32 = AtomicU32::new(0);
 static KEY_OK: AtomicBool = AtomicBool::new(false);
 static HANDLERS: AtomicBool = AtomicBool::new(false);
+/// This process runs in a PID namespace other than the launcher's (a sandbox): the pids and
+/// tids it sees mean nothing to the launcher, so it writes no records.
+static ELSEWHERE: AtomicBool = AtomicBool::new(false);
 
 /// This process's pid, as of init or the last fork.
 pub fn pid() -> i32 {
@@ -60,7 +63,7 @@ pub fn note(
     p: &Placement,
     applied: Option<&CpuSet>,
 ) {
-    if !log::enabled() {
+    if !log::enabled() || ELSEWHERE.load(Ordering::Relaxed) {
         return;
     }
     let cpu = match applied {
@@ -109,6 +112,8 @@ pub fn start(cfg: &'static Config, call: &str) {
 fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize>) {
     let pid = sys::getpid();
     PID.store(pid, Ordering::Relaxed);
+    // Checked again after fork: a sandbox's first process is forked by a process outside.
+    ELSEWHERE.store(crate::load::in_other_pidns(cfg.plan), Ordering::Relaxed);
     // SAFETY: pthread_self has no preconditions.
     MAIN_THREAD.store(unsafe { libc::pthread_self() } as usize, Ordering::Relaxed);
     let plan = &cfg.plan;
@@ -139,9 +144,10 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
         // main-thread branch); exit releases it otherwise. Either takes it from MAIN, once.
         arm_exit_key();
     }
-    // A wrapper (numactl ...) reads and sets its binding inside the whole reservation.
+    // A wrapper (numactl ...) reads and sets its binding inside the whole reservation (by
+    // hand, inside the binding it was started with).
     let set = if cfg.wrapper {
-        cfg.plan.reservation
+        cfg.bound.unwrap_or(cfg.plan.reservation)
     } else {
         p.birth_set(cfg)
     };

@@ -1,4 +1,4 @@
-//! The real libc functions behind the pthread hooks, found with `dlsym(RTLD_NEXT)`: all of
+//! The real libc functions behind the pthread and exec hooks, found with `dlsym(RTLD_NEXT)`: all of
 //! them in the constructor ([`resolve_all`]), so that a hook does not pay for `dlsym`'s stack
 //! and locks; on first use when a hook runs before the constructor.
 //!
@@ -6,7 +6,10 @@
 //! `sched_setaffinity` paths, which use raw system calls instead (dlsym may lock and allocate).
 
 use core::sync::atomic::{AtomicUsize, Ordering};
-use libc::{c_int, c_void, cpu_set_t, pthread_attr_t, pthread_t, size_t};
+use libc::{
+    c_char, c_int, c_void, cpu_set_t, pid_t, posix_spawn_file_actions_t, posix_spawnattr_t,
+    pthread_attr_t, pthread_t, size_t,
+};
 
 /// A thread start routine; `C-unwind` so that `pthread_exit` may unwind through it.
 pub type StartRoutine = unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void;
@@ -22,6 +25,24 @@ pub type SetDefaultFn = unsafe extern "C" fn(*const pthread_attr_t) -> c_int;
 pub type SetAffinityFn = unsafe extern "C" fn(pthread_t, size_t, *const cpu_set_t) -> c_int;
 /// `pthread_getaffinity_np`.
 pub type GetAffinityFn = unsafe extern "C" fn(pthread_t, size_t, *mut cpu_set_t) -> c_int;
+
+/// `execve` (and `execvpe`, `fexecve` with an fd first: see their own types).
+pub type ExecveFn =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+/// `execv` and `execvp`.
+pub type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
+/// `fexecve`.
+pub type FexecveFn =
+    unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
+/// `posix_spawn` and `posix_spawnp`.
+pub type SpawnFn = unsafe extern "C" fn(
+    *mut pid_t,
+    *const c_char,
+    *const posix_spawn_file_actions_t,
+    *const posix_spawnattr_t,
+    *const *mut c_char,
+    *const *mut c_char,
+) -> c_int;
 
 fn lookup(cache: &AtomicUsize, name: &[u8]) -> usize {
     let cached = cache.load(Ordering::Acquire);
@@ -69,7 +90,16 @@ real!(
     b"pthread_getaffinity_np\0"
 );
 
-/// Looks every function up now (from the constructor).
+real!(execve, ExecveFn, b"execve\0");
+real!(execv, ExecvFn, b"execv\0");
+real!(execvp, ExecvFn, b"execvp\0");
+real!(execvpe, ExecveFn, b"execvpe\0");
+real!(fexecve, FexecveFn, b"fexecve\0");
+real!(posix_spawn, SpawnFn, b"posix_spawn\0");
+real!(posix_spawnp, SpawnFn, b"posix_spawnp\0");
+
+/// Looks every function up now (from the constructor): the exec hooks also run in `vfork`
+/// children, where `dlsym` must not be called.
 pub fn resolve_all() {
     let _ = (
         pthread_create(),
@@ -78,4 +108,6 @@ pub fn resolve_all() {
         pthread_setaffinity_np(),
         pthread_getaffinity_np(),
     );
+    let _ = (execve(), execv(), execvp(), execvpe(), fexecve());
+    let _ = (posix_spawn(), posix_spawnp());
 }

@@ -24,6 +24,15 @@ pub struct Config {
     pub wrapper: bool,
     /// The first process of the task, when it can be told (for `main_on_housekeeper`).
     pub root: bool,
+    /// By hand, the CPUs this process started on when they are a strict part of the plan's
+    /// and nothing of goset's chose them (`taskset`, `numactl` or `mpirun` bound it before
+    /// it started): it keeps them, its threads taking only the slots on those CPUs. `None`:
+    /// every slot.
+    pub bound: Option<CpuSet>,
+    /// [`crate::env::plan_key`] of the variables that gave this process its plan: an exec'd
+    /// program whose environment has another key (or no shim in `LD_PRELOAD`) is not placed
+    /// by this plan ([`crate::exec`]).
+    pub carried: u64,
 }
 
 impl Config {
@@ -36,19 +45,37 @@ impl Config {
         Some(moved.unwrap_or(planned))
     }
 
-    /// Every slot's CPU now (see [`Config::cpu_of_slot`]): where a roaming thread runs, the
-    /// kernel balancing it, never on the housekeeper's CPU unless a slot is there.
+    /// Whether this process's threads may take `slot`: its CPU is inside [`Config::bound`].
+    pub fn may_take(&self, slot: usize) -> bool {
+        match (&self.bound, self.cpu_of_slot(slot)) {
+            (None, _) => true,
+            (Some(bound), Some(cpu)) => bound.contains(cpu),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// The CPU of every slot this process may take now (see [`Config::cpu_of_slot`],
+    /// [`Config::may_take`]): where a roaming thread runs, the kernel balancing it, never on
+    /// the housekeeper's CPU unless a slot is there.
     pub fn slot_set(&self) -> CpuSet {
         (0..self.plan.slot_count())
+            .filter(|&s| self.may_take(s))
             .filter_map(|s| self.cpu_of_slot(s))
             .collect()
     }
 
-    /// Where helpers and launcher threads run: the housekeeper, else the whole reservation.
+    /// The task's CPUs as this process sees them: the plan's, or the binding it keeps.
+    pub fn task_set(&self) -> CpuSet {
+        self.bound.unwrap_or_else(|| self.plan.cpu_set())
+    }
+
+    /// Where helpers and launcher threads run: the housekeeper, else the whole reservation
+    /// (by hand, the binding the process keeps).
     pub fn helper_set(&self) -> CpuSet {
-        match self.plan.housekeeper {
-            Some(hk) => CpuSet::single(hk),
-            None => self.plan.reservation,
+        match (self.plan.housekeeper, self.bound) {
+            (Some(hk), _) => CpuSet::single(hk),
+            (None, Some(bound)) => bound,
+            (None, None) => self.plan.reservation,
         }
     }
 
@@ -136,6 +163,8 @@ mod tests {
             launcher: false,
             wrapper: false,
             root: false,
+            bound: None,
+            carried: 0,
         };
         assert_eq!(cfg.cpu_of_slot(0), Some(1));
         table.move_slot(0, 5);

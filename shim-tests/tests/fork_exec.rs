@@ -2,8 +2,8 @@
 //! the parent. The parent's main thread holds slot 0 and stays single-threaded while it waits,
 //! so the child's main thread takes slot 1, the other CPU.
 //!
-//! Across exec the table is shared only under goset-run (by hand it need not be), so fork +
-//! exec is checked under goset-run and plain fork by hand.
+//! Fork + exec is checked under goset-run and plain fork by hand; by hand across exec (the table
+//! handed on in `GOSET_SLOTS`) see `by_hand_tree.rs`.
 
 mod common;
 use common::*;
