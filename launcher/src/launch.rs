@@ -26,6 +26,7 @@ use goset_plan::{CpuSet, Plan};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
 use std::time::Instant;
 
@@ -283,6 +284,12 @@ fn prepare(
     })?;
     plan.skip = opts.skip;
     plan.main_on_housekeeper = opts.main_on_housekeeper;
+    // So that a process of the task in a sandbox's PID namespace knows its ids mean nothing
+    // here (0, unknown, where /proc does not say).
+    plan.pidns = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| {
+        use std::os::unix::fs::MetadataExt;
+        m.ino()
+    });
 
     let mut shim_reaches = false;
     let run_dir = match &shim {
@@ -329,13 +336,25 @@ fn prepare(
         // The plan names the log; a GOSET_LOG left in the environment would override it and
         // hide the task's threads from the report.
         env_remove: match opts.placement {
-            Placement::Thread => vec!["GOSET_LOG".into(), "GOSET_CPUS".into()],
+            Placement::Thread => vec![
+                "GOSET_LOG".into(),
+                "GOSET_CPUS".into(),
+                "GOSET_SLOTS".into(),
+                "GOSET_LOG_FD".into(),
+            ],
             // A shim the user preloads (in their own LD_PRELOAD) must not find a plan either.
-            Placement::Mask => vec!["GOSET_LOG".into(), "GOSET_CPUS".into(), "GOSET_PLAN".into()],
+            Placement::Mask => vec![
+                "GOSET_LOG".into(),
+                "GOSET_CPUS".into(),
+                "GOSET_PLAN".into(),
+                "GOSET_SLOTS".into(),
+                "GOSET_LOG_FD".into(),
+            ],
         },
         die_with_launcher: opts.die_with_launcher,
         // Set once the slot table is mapped.
         main_slot: None,
+        inherit: Vec::new(),
         cgroup: None,
         user: user.cloned(),
     };
@@ -402,7 +421,7 @@ fn execute(
         steer: opts.isolation.steer,
     };
     let run_dir = prepared.run_dir.as_ref();
-    let table = slot_table(run_dir, selection.task_cpus.len())?;
+    let (table, table_fd) = slot_table(run_dir, &selection.task_cpus)?;
     let root = FsRoot::default();
     let mut hk = Housekeeper::new(&root, settings, table, run_dir.map(|d| d.log_path()));
     let started = Instant::now();
@@ -413,11 +432,19 @@ fn execute(
         table,
         cpus: selection.task_cpus.clone(),
     });
-    let launch = Launch {
+    let mut launch = Launch {
         main_slot,
         cgroup: isolation.cgroup_join(),
         ..prepared.launch.clone()
     };
+    let log_fd = run_dir.map(|d| inherited_log(d.log_path())).transpose()?;
+    for (fd, var) in [(&table_fd, "GOSET_SLOTS"), (&log_fd, "GOSET_LOG_FD")] {
+        if let Some(fd) = fd {
+            use std::os::fd::AsRawFd;
+            launch.env.push(inherited(var, fd));
+            launch.inherit.push(fd.as_raw_fd());
+        }
+    }
     let task = Task::start(&launch)?;
     hk.attach(task.pid());
     pin_self(selection.housekeeper);
@@ -428,11 +455,12 @@ fn execute(
     let wall_s = started.elapsed().as_secs_f64();
     let outcome = hk.finish();
 
-    let summary = RunSummary::new(wall_s, ending, rusage, prepared.shim);
     let log = run_dir
         .map(|d| placement::read(d.log_path()))
         .unwrap_or_default();
     let threads = outcome.thread_reports(&log);
+    let seen_cpu_s = threads.iter().filter_map(|t| t.cpu_s).sum();
+    let summary = RunSummary::new(wall_s, ending, rusage.at_least(seen_cpu_s), prepared.shim);
     let mut telemetry = outcome.telemetry(&threads);
     // The launcher's CPU: inside a cgroup the housekeeper parks threads on a task CPU instead.
     telemetry.housekeeper.cpu = selection.housekeeper;
@@ -642,15 +670,20 @@ fn isolation_setup(
     })
 }
 
-/// The slot table shared with the shim (the run directory's `slots` file), or a private one
-/// when there is no shim, so that the housekeeper still hands out slots without overlap.
-fn slot_table(run_dir: Option<&RunDir>, slots: usize) -> Result<&'static goset_plan::SlotTable> {
+/// The slot table shared with the shim (the run directory's `slots` file), stamped with the
+/// plan's CPUs, and a descriptor of it that the task inherits (see [`inherited`]); or a
+/// private table when there is no shim, so that the housekeeper still hands out slots without
+/// overlap.
+fn slot_table(
+    run_dir: Option<&RunDir>,
+    cpus: &[usize],
+) -> Result<(&'static goset_plan::SlotTable, Option<OwnedFd>)> {
     use std::os::fd::AsRawFd;
     let Some(dir) = run_dir else {
         let table = goset_plan::slots::map(None)
             .ok_or_else(|| Error::System("cannot map a slot table".into()))?;
-        table.init(slots);
-        return Ok(table);
+        table.init(cpus.len());
+        return Ok((table, None));
     };
     let path = dir.path().join(goset_plan::plan::SLOTS_FILE);
     let fail = |e: std::io::Error| Error::System(format!("cannot map {}: {e}", path.display()));
@@ -659,9 +692,41 @@ fn slot_table(run_dir: Option<&RunDir>, slots: usize) -> Result<&'static goset_p
         .write(true)
         .open(&path)
         .map_err(fail)?;
-    // The mapping outlives the descriptor.
-    goset_plan::slots::map(Some(file.as_raw_fd()))
-        .ok_or_else(|| fail(std::io::Error::last_os_error()))
+    let table = goset_plan::slots::map(Some(file.as_raw_fd()))
+        .ok_or_else(|| fail(std::io::Error::last_os_error()))?;
+    table.stamp(goset_plan::plan::cpus_hash(cpus.iter().copied()));
+    Ok((table, Some(high_copy(file.as_raw_fd()).map_err(fail)?)))
+}
+
+/// A descriptor the task inherits and the variable that names it: `GOSET_SLOTS` the slot
+/// table (`/proc/self/fd/<n>`), which a process that cannot open the run directory's `slots`
+/// (a link into the launcher's `/proc/<pid>/fd`) maps instead: in a sandbox with a PID
+/// namespace and a /proc of its own, or after switching to another user; `GOSET_LOG_FD` the
+/// log (`<n>`), which a process that switched to another user writes to.
+fn inherited(var: &str, fd: &OwnedFd) -> (OsString, OsString) {
+    use std::os::fd::AsRawFd;
+    let value = match var {
+        "GOSET_SLOTS" => format!("/proc/self/fd/{}", fd.as_raw_fd()),
+        _ => fd.as_raw_fd().to_string(),
+    };
+    (var.into(), value.into())
+}
+
+/// The placement log open for appending, on a high descriptor, for the task to inherit.
+fn inherited_log(path: &Path) -> Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let fail = |e: std::io::Error| Error::System(format!("cannot open {}: {e}", path.display()));
+    let file = crate::bounded::open_regular(path, std::fs::OpenOptions::new().append(true))
+        .map_err(fail)?;
+    high_copy(file.as_raw_fd()).map_err(fail)
+}
+
+/// A close-on-exec copy of `fd` out of the low numbers a program may expect free (the shim
+/// keeps its own there too).
+fn high_copy(fd: std::os::fd::RawFd) -> std::io::Result<OwnedFd> {
+    let high = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(512))?;
+    // SAFETY: fcntl returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(high) })
 }
 
 /// Moves the launcher onto the housekeeper CPU, away from the task's CPUs.

@@ -207,15 +207,16 @@ fn private_base(base: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes a new file `path` that only its owner may read (0600, whatever the umask).
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes a new file `path` that only its owner may write (0644, whatever the umask).
+fn write_readable(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(0o644)
         .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
     file.write_all(bytes)
 }
 
@@ -325,10 +326,10 @@ impl RunDir {
         let dir = base.join(name);
         // Only this process has this name: a directory under it is a previous boot's.
         let _ = std::fs::remove_dir_all(&dir);
-        // 0711: others may pass through it to the shim's links in lib/ (a task that switches
-        // to another user loads the shim, which then finds the plan not its to read, and
-        // says so, where the loader would print an error at every exec), but not list it;
-        // the plan and the log of root's task are 0600, nobody else's to read.
+        // 0711: others may pass through it to the shim's links in lib/ and read the plan (a
+        // task that switches to another user keeps the shim, and maps the slot table through
+        // the descriptor it inherited), but not list it nor write in it; the log is 0600,
+        // nobody else's to read.
         std::fs::DirBuilder::new()
             .mode(0o711)
             .create(&dir)
@@ -352,7 +353,7 @@ impl RunDir {
             }
         }
         let plan_path = run_dir.dir.join(PLAN_FILE);
-        write_private(&plan_path, plan.to_text().as_bytes())
+        write_readable(&plan_path, plan.to_text().as_bytes())
             .map_err(|e| fail("plan", &plan_path, e))?;
         let slots_path = run_dir.dir.join(SLOTS_FILE);
         match user {

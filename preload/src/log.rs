@@ -259,12 +259,14 @@ pub unsafe fn open(path: &[u8]) -> bool {
     dir_stored.push(dir).push(b"\0");
     NAME_AT.store(name_at, Ordering::Relaxed);
     let opened = match stored.c_str() {
-        Some(c_path) => open_file(c_path),
+        Some(c_path) => open_file(c_path)
+            .map(|(fd, id)| (fd, id, true))
+            .or_else(|e| inherited_copy(c_path, e).map(|(fd, id)| (fd, id, false))),
         None => Err(libc::ENAMETOOLONG),
     };
     match opened {
-        Ok((fd, id)) => {
-            REOPENABLE.store(true, Ordering::Relaxed);
+        Ok((fd, id, reopenable)) => {
+            REOPENABLE.store(reopenable, Ordering::Relaxed);
             install(fd, id);
         }
         Err(e) => warn_once(format_args!(
@@ -281,6 +283,58 @@ pub unsafe fn open(path: &[u8]) -> bool {
         )),
     }
     enabled()
+}
+
+/// The variable naming a descriptor of the log that goset-run's task inherits, open for
+/// appending: a process that may not open the log itself (it switched to another user) writes
+/// its records there.
+pub const LOG_FD_VAR: &[u8] = b"GOSET_LOG_FD";
+
+/// After the log at `c_path` could not be opened (`e`, kept when this fails too): a copy of
+/// the inherited descriptor [`LOG_FD_VAR`] names, when it is that very file and open for
+/// appending. Never reopened: the path is not this process's to open.
+fn inherited_copy(c_path: &[u8], e: i32) -> Result<(i32, Identity), i32> {
+    if e != libc::EACCES {
+        return Err(e);
+    }
+    let fd = crate::env::get(LOG_FD_VAR)
+        .and_then(|v| core::str::from_utf8(v).ok()?.parse::<i32>().ok())
+        .filter(|&fd| fd > 2)
+        .ok_or(e)?;
+    // O_PATH needs no permission on the file itself: its identity only.
+    let flags = libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+    let named = sys::open(c_path, flags, 0).map_err(|_| e)?;
+    let same = sys::identity(named).is_some() && sys::identity(named) == sys::identity(fd);
+    sys::close(named);
+    // SAFETY: F_GETFL reads the descriptor's flags; no memory is passed.
+    let fl = unsafe {
+        sys::syscall6(
+            libc::SYS_fcntl,
+            [fd as i64, libc::F_GETFL as i64, 0, 0, 0, 0],
+        )
+    };
+    let appends =
+        fl >= 0 && fl as i32 & libc::O_APPEND != 0 && fl as i32 & libc::O_ACCMODE != libc::O_RDONLY;
+    if !(same && appends) {
+        return Err(e);
+    }
+    // A copy of the shim's own (dup_high hands back a descriptor already high as it is).
+    // SAFETY: F_DUPFD_CLOEXEC reads no memory.
+    let copy = unsafe {
+        sys::syscall6(
+            libc::SYS_fcntl,
+            [fd as i64, libc::F_DUPFD_CLOEXEC as i64, 3, 0, 0, 0],
+        )
+    };
+    if copy < 0 {
+        return Err(e);
+    }
+    let copy = copy as i32;
+    let high = sys::dup_high(copy);
+    if high != copy {
+        sys::close(copy);
+    }
+    sys::identity(high).map(|id| (high, id)).ok_or(e)
 }
 
 /// `path`'s directory and where its last component starts.
