@@ -194,8 +194,8 @@ fn a_dead_launchers_directory_is_swept_a_live_ones_kept_and_both_are_private() {
     std::fs::create_dir(&victim).unwrap();
     std::fs::write(victim.join("keep"), "x").unwrap();
     let live = Held::start(tmp.path(), &[]);
-    // The live launcher's directory: `<pid>-<start>`, 0711 (others pass through to lib/, its
-    // plan 0600).
+    // The live launcher's directory: `<pid>-<start>`, 0711 (others pass through to lib/ and
+    // read its plan, 0644, but write nothing there).
     let name = live.plan.file_name().unwrap().to_str().unwrap().to_string();
     let (pid, start) = name.split_once('-').expect("<pid>-<start>");
     let launcher_stat =
@@ -214,7 +214,7 @@ fn a_dead_launchers_directory_is_swept_a_live_ones_kept_and_both_are_private() {
     );
     assert_eq!(
         std::fs::metadata(live.plan.join("plan")).unwrap().mode() & 0o777,
-        0o600,
+        0o644,
         "{name}"
     );
 
