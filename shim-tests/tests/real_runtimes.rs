@@ -409,6 +409,23 @@ fn redis(under: Under) {
         };
         let selection = Selection::read(&json, &server_outcome);
         assert_eq!(selection.task_cpus.len(), 2, "{what}: {selection:?}");
+        // jemalloc creates its background threads through dlsym(RTLD_NEXT, "pthread_create"),
+        // behind the shim: the housekeeper places them, or leaves one where a helper it put on
+        // the housekeeper CPU created it; never on a task CPU beside a placed thread.
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).expect("the JSON")).expect("JSON");
+        let hk = selection.housekeeper.expect("a housekeeper");
+        for t in report["threads"].as_array().expect("threads") {
+            if t["placed_by"] == "none" {
+                let seen: Vec<u64> = (t["seen_on"].as_array().into_iter().flatten())
+                    .filter_map(|c| c.as_u64())
+                    .collect();
+                assert!(
+                    seen.iter().all(|&c| c == hk as u64),
+                    "{what}: a thread nobody placed ran on a task CPU: {t}"
+                );
+            }
+        }
     }
     check_watch(&what, &watch, &log);
 }

@@ -246,10 +246,7 @@ impl Placer {
             let own: Vec<(i32, usize)> = (self.owned.iter())
                 .filter_map(|(&tid, o)| Some((tid, o.claim?.slot)))
                 .collect();
-            let logged: Vec<(i32, usize)> = (live.iter())
-                .filter(|t| t.shim_placed)
-                .filter_map(|t| Some((t.pid, t.shim_cpu?)))
-                .collect();
+            let logged = logged_claims(live, &self.task_cpus);
             pending_claims(self.table.records(), &own, &logged, &self.task_cpus)
         };
         let left = leave_alone(
@@ -585,6 +582,23 @@ impl Placer {
 }
 
 /// A thread's affinity mask.
+/// The claims the shim's records account for, as [`pending_claims`] keys them: each logged
+/// thread's pid and the CPU of its record's slot: where it runs, or, for a thread that roams
+/// the slots' CPUs (and the housekeeper has not moved), its record's slot's CPU. Left out, a
+/// roaming thread's claim stayed pending for good, and a thread without a record on that CPU
+/// (one created behind the shim's back: jemalloc finds `pthread_create` with
+/// `dlsym(RTLD_NEXT)`) was left alone beside a busy one, as if the shim had placed it.
+fn logged_claims(live: &[Live], task_cpus: &[usize]) -> Vec<(i32, usize)> {
+    (live.iter())
+        .filter(|t| t.shim_placed)
+        .filter_map(|t| {
+            let roaming = t.shim_slot.filter(|_| t.shim_roams);
+            let cpu = t.shim_cpu.or_else(|| task_cpus.get(roaming?).copied())?;
+            Some((t.pid, cpu))
+        })
+        .collect()
+}
+
 fn mask_of(tid: i32) -> Mask {
     match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)) {
         Ok(set) => Mask::Cpus(
@@ -971,6 +985,29 @@ mod tests {
             h.join().unwrap();
         }
         p.release_all();
+    }
+
+    #[test]
+    fn a_roaming_threads_record_is_accounted_for_by_its_slot() {
+        let placed = |cpu: Option<usize>, slot: Option<usize>, roams: bool| Live {
+            shim_placed: true,
+            shim_cpu: cpu,
+            shim_slot: slot,
+            shim_roams: roams,
+            ..unplaced(1, 0.0)
+        };
+        let pid = std::process::id() as i32;
+        let live = [
+            placed(Some(4), Some(0), false),
+            placed(None, Some(1), true),
+            placed(None, None, false),
+            unplaced(2, 1.0),
+        ];
+        assert_eq!(logged_claims(&live, &[4, 6]), vec![(pid, 4), (pid, 6)]);
+        // Its record on slot 1 and the main thread's on slot 0: nothing is pending, so a
+        // thread with no record on CPU 6 is not taken for the shim's.
+        let records = [(pid, 0), (-pid, 1)].into_iter();
+        assert!(pending_claims(records, &[], &logged_claims(&live, &[4, 6]), &[4, 6]).is_empty());
     }
 
     #[test]
