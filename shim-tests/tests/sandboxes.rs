@@ -177,3 +177,43 @@ fn a_task_that_switches_user_with_setpriv_keeps_the_shim() {
 fn a_task_that_switches_user_with_runuser_keeps_the_shim() {
     as_another_user(&["runuser", "-u", "nobody", "--"], "runuser");
 }
+
+#[test]
+fn a_sandbox_that_hides_the_run_directory_is_named_and_counted() {
+    let Some(prog) = Program::c("pthreads.c") else {
+        return;
+    };
+    if Command::new("bwrap").arg("--version").output().is_err() {
+        missing("bwrap", "apt-get install -y bubblewrap");
+        return;
+    }
+    let wrapper = [
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/run",
+        "--unshare-pid",
+    ];
+    if !namespaces_allowed(&wrapper) {
+        return;
+    }
+    let (outcome, report, _) = run_wrapped(&wrapper, &prog);
+    // The shim cannot load there: the loader's line names its path in the run directory.
+    assert!(
+        outcome.stderr.contains("libgoset.so"),
+        "the cause is named\n{}",
+        outcome.dump()
+    );
+    let ids: Vec<u32> = reports(&outcome)
+        .iter()
+        .flat_map(|r| [r.pid, r.tid])
+        .collect();
+    assert_eq!(ids.len(), 4, "main and worker report\n{}", outcome.dump());
+    check_report(&report, &ids, "bwrap --tmpfs /run");
+}
