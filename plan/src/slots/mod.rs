@@ -316,9 +316,20 @@ impl SlotTable {
             .record
             .and_then(|index| decode(self.records[index].swap(0, Ordering::AcqRel)))
             .map(|(_, slot)| slot);
-        if let Some(live) = self.live.get(moved_to.unwrap_or(claim.slot)) {
+        let held = moved_to.unwrap_or(claim.slot);
+        if let Some(live) = self.live.get(held) {
             // A slot never goes below zero even if a stale claim is released twice.
             let _ = live.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1));
+            // A thread that ends no longer runs: the slot's published count cannot stay above
+            // the threads it still holds, or a thread born before the next poll would take an
+            // emptied slot for a busy one. (Any further count was a roaming thread's, which the
+            // kernel moves anyway.)
+            let left = live.load(Ordering::Acquire);
+            if let Some(running) = self.running.get(held) {
+                let _ = running.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                    (r > left).then_some(left)
+                });
+            }
         }
         // A newborn that ends no longer runs where it was born.
         if let (Some(born), Some(r)) = (self.born.get(claim.slot), claim.record) {

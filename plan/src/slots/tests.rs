@@ -87,6 +87,24 @@ fn with_a_running_thread_on_every_slot_a_new_thread_roams() {
 }
 
 #[test]
+fn a_thread_that_ends_leaves_no_running_count_behind() {
+    let t = table(2);
+    t.claim_among(1, 2).unwrap();
+    let worker = t.claim_among(-1, 2).unwrap();
+    // The last poll saw both run; then the worker ended before the next one.
+    t.publish_running(&[1, 1]);
+    t.release(&worker);
+    assert_eq!(t.running(1), 0, "nothing holds slot 1 now");
+    let b = t.claim_birth(-1, Some(0), 2).unwrap();
+    assert_eq!((b.claim.slot, b.roams), (1, false));
+    // A slot still held keeps a count up to the threads it holds.
+    let c = t.claim_at(-1, 1).unwrap();
+    t.publish_running(&[1, 2]);
+    t.release(&c);
+    assert_eq!(t.running(1), 1);
+}
+
+#[test]
 fn claims_least_loaded_then_shares() {
     let t = table(2);
     let a = t.claim_among(10, t.slot_count()).unwrap();
