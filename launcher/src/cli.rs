@@ -93,6 +93,15 @@ pub struct RunArgs {
     /// (otherwise the task goes on alone).
     #[arg(long)]
     pub die_with_launcher: bool,
+    /// Threads per process, for a task of several processes (MPI ranks, a script's jobs):
+    /// sets OMP_NUM_THREADS and GOMAXPROCS to T for every process, and gives each process a
+    /// block of T slots on one node (where T fits), its threads kept together on it.
+    #[arg(long, value_name = "T")]
+    pub per_process: Option<usize>,
+    /// Start K copies of the command, each with a block of N/K slots (or --per-process T),
+    /// its own OMP_NUM_THREADS and GOSET_INSTANCE=0..K-1; output lines are prefixed [i].
+    #[arg(long, value_name = "K")]
+    pub instances: Option<usize>,
     /// Print the selection and exit without running anything.
     #[arg(long)]
     pub dry_run: bool,
@@ -327,6 +336,11 @@ pub struct RunOptions {
     pub interval: Duration,
     /// Skip mask for the shim.
     pub skip: u64,
+    /// Threads (and the block of slots) of each process: `--per-process`, or `N/K` with
+    /// `--instances K`.
+    pub per_process: Option<usize>,
+    /// Copies of the command to start (`--instances`); `None`: one, not numbered.
+    pub instances: Option<usize>,
     /// See [`RunArgs::main_on_housekeeper`].
     pub main_on_housekeeper: bool,
     /// Busy threads the shim placed are spread by demand (not `--no-adapt`).
@@ -405,7 +419,44 @@ fn skip_arg(value: &Option<String>) -> Result<u64> {
     })
 }
 
+/// Most instances one goset-run starts.
+pub const MAX_INSTANCES: usize = 256;
+
 impl RunArgs {
+    /// The threads of each process: `--per-process`, else with `--instances K` the `N/K` each
+    /// copy gets; checked against `-n` and each other.
+    fn per_process_arg(&self) -> Result<Option<usize>> {
+        let n = self.count;
+        if let Some(t) = self.per_process {
+            if t == 0 || t > n {
+                return Err(Error::Usage(format!(
+                    "--per-process {t}: must be 1 to -n ({n}), the threads each process runs"
+                )));
+            }
+        }
+        let Some(k) = self.instances else {
+            return Ok(self.per_process);
+        };
+        if k == 0 || k > n.min(MAX_INSTANCES) {
+            return Err(Error::Usage(format!(
+                "--instances {k}: must be 1 to -n ({n}), at most {MAX_INSTANCES}: each copy \
+                 needs a CPU of its own"
+            )));
+        }
+        match self.per_process {
+            Some(t) if t * k > n => Err(Error::Usage(format!(
+                "--instances {k} with --per-process {t}: {k} x {t} = {} CPUs, more than -n {n}",
+                t * k
+            ))),
+            Some(t) => Ok(Some(t)),
+            None if !n.is_multiple_of(k) => Err(Error::Usage(format!(
+                "--instances {k}: -n {n} does not split into {k} equal blocks; give -n a \
+                 multiple of {k}, or --per-process T with {k} x T <= {n}"
+            ))),
+            None => Ok(Some(n / k)),
+        }
+    }
+
     /// The first flag given that places or moves threads, which `--placement mask` (one
     /// shared mask, nothing placed) cannot honour.
     fn placing_flag(&self) -> Option<&'static str> {
@@ -449,6 +500,7 @@ impl RunArgs {
         if self.count == 0 {
             return Err(Error::Usage("-n 0: must be at least 1".into()));
         }
+        let per_process = self.per_process_arg()?;
         if self.interval == 0 {
             return Err(Error::Usage("--interval 0: must be at least 1 ms".into()));
         }
@@ -493,6 +545,8 @@ impl RunArgs {
                 (0, true) => NoiseMoves::Unused,
                 _ => NoiseMoves::Spares,
             },
+            per_process,
+            instances: self.instances,
             die_with_launcher: self.die_with_launcher,
             dry_run: self.dry_run,
             json: self.json.clone(),

@@ -10,16 +10,18 @@ use crate::fsroot::{FsRoot, ReadError};
 use crate::housekeeper::noise_rule::NoiseRule;
 use crate::housekeeper::outcome::TelemetryReport;
 use crate::housekeeper::{policy::Policy, Housekeeper, Settings, ThreadReport};
+use crate::instances;
 use crate::isolate::privilege::User;
 use crate::isolate::{self, Isolation, IsolationReport};
 use crate::noise::{self, Noise};
 use crate::output;
 use crate::placement;
+use crate::report::processes::ProcessReport;
 use crate::report::{self, SelectionReport};
 use crate::rundir::{self, RunDir};
-use crate::select;
+use crate::select::{self, SmtPolicy};
 use crate::summary::RunSummary;
-use crate::task::{Launch, MainSlot, Task};
+use crate::task::{self, Ending, Launch, MainSlot, Task, Usage};
 use crate::taskenv;
 use crate::topology::Topology;
 use goset_plan::{CpuSet, Plan};
@@ -42,6 +44,9 @@ pub struct JsonReport<'a> {
     pub run: Option<RunSummary>,
     /// Where each thread was placed (the placement log) and what it did (the housekeeper).
     pub threads: Vec<ThreadReport>,
+    /// Each process of the task: its threads' CPUs and nodes, with `--instances` its copy
+    /// and ending; empty with `--dry-run`.
+    pub processes: Vec<ProcessReport>,
     /// Per task CPU counters over the run and the housekeeper's cost; absent with `--dry-run`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<TelemetryReport>,
@@ -259,6 +264,7 @@ fn parked_cpu(opts: &RunOptions, selection: &select::Selection) -> usize {
 /// Resolves the command, writes the plan and the run directory, builds the task's environment.
 fn prepare(
     opts: &RunOptions,
+    topo: &Topology,
     selection: &select::Selection,
     user: Option<&User>,
 ) -> Result<Prepared> {
@@ -284,6 +290,14 @@ fn prepare(
     })?;
     plan.skip = opts.skip;
     plan.main_on_housekeeper = opts.main_on_housekeeper;
+    // Locality, for a task of several processes (see goset_plan::locality).
+    let places: Vec<_> = (selection.task_cpus.iter())
+        .map(|&c| topo.place_of(c))
+        .collect();
+    plan.set_places(&places);
+    plan.smt_pack = opts.select.smt == SmtPolicy::Pack;
+    plan.per_process = opts.per_process.unwrap_or(0);
+    plan.launcher_pid = std::process::id().into();
     // So that a process of the task in a sandbox's PID namespace knows its ids mean nothing
     // here (0, unknown, where /proc does not say).
     plan.pidns = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| {
@@ -322,13 +336,17 @@ fn prepare(
     };
     let env = taskenv::task_env(
         |name| std::env::var_os(name),
-        selection.task_cpus.len(),
+        match opts.per_process {
+            Some(n) => taskenv::Threads::PerProcess(n),
+            None => taskenv::Threads::Slots(selection.task_cpus.len()),
+        },
         run_dir.as_ref().map(|dir| taskenv::Shim {
             preload: dir.preload(),
             plan_dir: dir.path(),
         }),
     );
     let launch = Launch {
+        stdio: None,
         argv: opts.command.clone(),
         cpus: task_set,
         node: selection.node,
@@ -373,6 +391,8 @@ struct Executed {
     telemetry: TelemetryReport,
     errors: Vec<ReadError>,
     exit_code: i32,
+    /// Each copy's pid and ending, in index order (one without `--instances`).
+    instances: Vec<(i32, Ending)>,
 }
 
 /// Where a slot may go when its CPU turns noisy: the spares booked for it, with `--adapt` the
@@ -445,14 +465,26 @@ fn execute(
             launch.inherit.push(fd.as_raw_fd());
         }
     }
-    let task = Task::start(&launch)?;
-    hk.attach(task.pid());
+    let (tasks, relays) = start_instances(opts.instances, &launch)?;
+    for task in &tasks {
+        hk.attach(task.pid());
+    }
     pin_self(selection.housekeeper);
-    let (ending, rusage) = task.wait(opts.interval, || {
+    let ended = task::wait_all(&tasks, opts.interval, || {
         hk.poll();
         isolation.check_drift();
     });
     let wall_s = started.elapsed().as_secs_f64();
+    relays.finish();
+    // The first copy to fail gives the exit status; usage adds up.
+    let ending = (ended.iter().map(|e| e.1))
+        .find(|e| *e != Ending::Exited(0))
+        .unwrap_or(Ending::Exited(0));
+    let rusage = (ended.iter()).fold(Usage::default(), |sum, e| sum.plus(&e.2));
+    let mut instances: Vec<(i32, Ending)> = tasks.iter().map(|t| (t.pid(), ending)).collect();
+    for &(i, e, _) in &ended {
+        instances[i].1 = e;
+    }
     let outcome = hk.finish();
 
     let log = run_dir
@@ -470,7 +502,53 @@ fn execute(
         telemetry,
         errors: outcome.errors,
         exit_code: ending.exit_code(),
+        instances,
     })
+}
+
+/// Starts the copies of the task: without `--instances` one, as it is; with `--instances K`,
+/// K copies each with `GOSET_INSTANCE=i`, and for K > 1 each copy's output relayed with its
+/// index in front ([`instances`]) and its main thread left for the shim to place in the copy's
+/// block. A copy that cannot start ends the ones already started (SIGKILL, reaped) before the
+/// error is returned.
+fn start_instances(
+    instances: Option<usize>,
+    launch: &Launch,
+) -> Result<(Vec<Task>, instances::Relays)> {
+    let count = instances.unwrap_or(1);
+    let mut tasks: Vec<Task> = Vec::with_capacity(count);
+    let mut relays = instances::Relays::default();
+    for i in 0..count {
+        let mut one = launch.clone();
+        if instances.is_some() {
+            one.env
+                .push(("GOSET_INSTANCE".into(), i.to_string().into()));
+        }
+        let pipes = if count > 1 {
+            one.main_slot = None;
+            let pipes = instances::Pipes::new()
+                .map_err(|e| Error::System(format!("cannot make the instances' pipes: {e}")))?;
+            one.stdio = Some(pipes.write_ends());
+            Some(pipes)
+        } else {
+            None
+        };
+        match Task::start(&one) {
+            Ok(t) => tasks.push(t),
+            Err(e) => {
+                for t in &tasks {
+                    // SAFETY: kill takes a pid and a signal.
+                    unsafe { libc::kill(t.pid(), libc::SIGKILL) };
+                }
+                task::wait_all(&tasks, std::time::Duration::from_millis(10), || {});
+                return Err(e);
+            }
+        }
+        if let Some(pipes) = pipes {
+            relays.add(i, pipes);
+        }
+    }
+    Ok((tasks, relays))
 }
 
 /// What `--quiet` prints: the Errors table without the machine's facts (no cpufreq or thermal
@@ -535,6 +613,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             placement: opts.placement,
             run: None,
             threads: Vec::new(),
+            processes: Vec::new(),
             telemetry: None,
             isolation: None,
             bookings,
@@ -544,7 +623,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         return Ok(0);
     }
 
-    let prepared = prepare(opts, &selection, user.as_ref())?;
+    let prepared = prepare(opts, &topo, &selection, user.as_ref())?;
     if let Some(sig) = crate::signals::pending() {
         return Err(Error::Interrupted(sig));
     }
@@ -554,7 +633,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         hierarchy.as_ref(),
         &isolation_setup(opts, &topo, &selection)?,
     )?;
-    let run = execute(opts, &selection, &prepared, &mut isolation)?;
+    let mut run = execute(opts, &selection, &prepared, &mut isolation)?;
+    // Threads by process, so that a process's rows stay together.
+    run.threads.sort_by_key(|t| t.placement.pid);
+    let processes = report::processes::build(&run.threads, &run.instances, |c| {
+        topo.cpu(c).and_then(|i| i.node)
+    });
     let iso_report = (opts.isolation != Default::default()).then(|| isolation.finish());
     merge_errors(&mut errors, &run.errors);
     let errors_table = report::telemetry::render_errors(&errors);
@@ -576,11 +660,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             .and_then(|r| r.steer.as_ref())
             .map(|s| s.drift);
         output::to_stderr(&format!(
-            "{}{}{}{bookings_text}{}{}{}{}{iso_table}{errors_table}",
+            "{}{}{}{bookings_text}{}{}{}{}{}{iso_table}{errors_table}",
             report::banner(),
             report::render_selection(&sel_report),
             report::render_placement(opts.placement, &selection),
             tele::render_telemetry(&run.telemetry),
+            report::processes::render(&processes),
             threads_table,
             tele::render_moves(&run.telemetry),
             tele::render_run(&run.summary, &run.telemetry, irq_drift, opts.placement),
@@ -591,6 +676,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         placement: opts.placement,
         run: Some(run.summary),
         threads: run.threads,
+        processes,
         telemetry: Some(run.telemetry),
         isolation: iso_report,
         bookings,

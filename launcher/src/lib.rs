@@ -9,6 +9,7 @@ pub mod elf;
 pub mod error;
 pub mod fsroot;
 pub mod housekeeper;
+pub mod instances;
 pub mod isolate;
 pub mod launch;
 pub mod noise;

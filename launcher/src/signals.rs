@@ -4,7 +4,7 @@
 //! arrives while the task runs is forwarded to it, unless the kernel sent it to the whole
 //! process group (a terminal's Ctrl-C or hangup), which the task then got by itself.
 //!
-//! Owns: the handlers, the task's pid they forward to, and the first signal that arrived before
+//! Owns: the handlers, the tasks' pids they forward to (several with `--instances`), and the first signal that arrived before
 //! there was a task. Must not: do anything in a handler but atomics, `getpid` and `kill`.
 
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 /// The signals the launcher outlives.
 const HANDLED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP];
 
-/// The task's pid while it runs, else 0.
-static TASK: AtomicI32 = AtomicI32::new(0);
+/// Most tasks running at once (`--instances`).
+pub const MAX_TASKS: usize = crate::cli::MAX_INSTANCES;
+/// The pid of each task while it runs, else 0.
+static TASKS: [AtomicI32; MAX_TASKS] = [const { AtomicI32::new(0) }; MAX_TASKS];
 /// The first handled signal that arrived while there was no task, else 0.
 static PENDING: AtomicI32 = AtomicI32::new(0);
 /// The launcher's own pid: a forked child that has not exec'd yet runs these handlers too.
@@ -31,8 +33,7 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
             return;
         }
     }
-    let task = TASK.load(Ordering::Relaxed);
-    if task <= 0 {
+    if TASKS.iter().all(|t| t.load(Ordering::Relaxed) <= 0) {
         let _ = PENDING.compare_exchange(0, sig, Ordering::Relaxed, Ordering::Relaxed);
         return;
     }
@@ -41,8 +42,12 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
     let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
     if !from_kernel {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(task, sig) };
+        for task in TASKS.iter().map(|t| t.load(Ordering::Relaxed)) {
+            if task > 0 {
+                // SAFETY: kill is async-signal-safe.
+                unsafe { libc::kill(task, sig) };
+            }
+        }
     }
 }
 
@@ -128,14 +133,19 @@ impl Drop for Held {
     }
 }
 
-/// Signals from now on go to `pid` (call while [`Held`]).
-pub fn set_task(pid: i32) {
-    TASK.store(pid, Ordering::Relaxed);
+/// Signals from now on go to `pid` too (call while [`Held`]); false when [`MAX_TASKS`] run.
+pub fn set_task(pid: i32) -> bool {
+    TASKS.iter().any(|t| {
+        t.compare_exchange(0, pid, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    })
 }
 
-/// The task was reaped: signals no longer go anywhere.
-pub fn clear_task() {
-    TASK.store(0, Ordering::Relaxed);
+/// Task `pid` was reaped: signals no longer go to it.
+pub fn clear_task(pid: i32) {
+    for t in &TASKS {
+        let _ = t.compare_exchange(pid, 0, Ordering::Relaxed, Ordering::Relaxed);
+    }
 }
 
 /// Sleeps for `d`, or less when a handled signal asks the launcher to end.

@@ -37,6 +37,9 @@ pub struct Launch {
     /// Launcher descriptors the task inherits (close-on-exec cleared in the child): the slot
     /// table's and the log's, which `GOSET_SLOTS` and `GOSET_LOG_FD` name.
     pub inherit: Vec<RawFd>,
+    /// Descriptors the task gets as its stdout and stderr (an instance's pipes); `None`:
+    /// goset-run's own.
+    pub stdio: Option<(RawFd, RawFd)>,
 }
 
 /// The slot table and the CPU of each of its slots: the task's main thread claims its slot in
@@ -108,6 +111,19 @@ impl Usage {
         Usage {
             user_s: self.user_s + missing.max(0.0),
             ..self
+        }
+    }
+
+    /// The sum of two usages (copies started with `--instances`); the peak RSS is the larger.
+    pub fn plus(&self, other: &Usage) -> Usage {
+        Usage {
+            user_s: self.user_s + other.user_s,
+            system_s: self.system_s + other.system_s,
+            max_rss_kib: self.max_rss_kib.max(other.max_rss_kib),
+            minor_faults: self.minor_faults + other.minor_faults,
+            major_faults: self.major_faults + other.major_faults,
+            voluntary_ctxsw: self.voluntary_ctxsw + other.voluntary_ctxsw,
+            involuntary_ctxsw: self.involuntary_ctxsw + other.involuntary_ctxsw,
         }
     }
 }
@@ -226,6 +242,7 @@ struct ChildSetup {
     node: Option<usize>,
     user: Option<crate::isolate::privilege::User>,
     inherit: Vec<RawFd>,
+    stdio: Option<(RawFd, RawFd)>,
     die_with_launcher: bool,
     launcher: libc::pid_t,
 }
@@ -237,6 +254,11 @@ impl ChildSetup {
         unsafe {
             for fd in (0..3).filter(|fd| self.closed & (1 << fd) != 0) {
                 libc::close(fd);
+            }
+            if let Some((out, err)) = self.stdio {
+                if libc::dup2(out, 1) < 0 || libc::dup2(err, 2) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             // Joining a v1 cpuset resets the mask to the group's CPUs: first, then the mask.
             if let Some(fd) = self.cgroup_procs.filter(|_| join) {
@@ -324,6 +346,7 @@ impl Task {
             node: launch.node,
             user: launch.user.clone(),
             inherit: launch.inherit.clone(),
+            stdio: launch.stdio,
             die_with_launcher: launch.die_with_launcher,
             // SAFETY: getpid cannot fail.
             launcher: unsafe { libc::getpid() },
@@ -376,7 +399,10 @@ impl Task {
                 pid
             }
         };
-        signals::set_task(pid);
+        if !signals::set_task(pid) {
+            // More tasks than signals can follow: --instances is bounded below this.
+            crate::output::to_stderr("goset-run: too many tasks to forward signals to\n");
+        }
         drop(held);
         Ok(Task { pid })
     }
@@ -387,45 +413,81 @@ impl Task {
     }
 
     /// Waits for the task, calling `tick` about every `interval` while it runs.
-    pub fn wait(&self, interval: Duration, mut tick: impl FnMut()) -> (Ending, Usage) {
-        // SAFETY: pidfd_open takes a pid and flags; a failure (old kernel) leaves -1.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.pid, 0) } as i32;
-        let timeout_ms = interval.as_millis().min(i32::MAX as u128) as i32;
-        loop {
-            let mut status = 0;
-            // SAFETY: zeroed rusage is a valid out-parameter.
-            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-            // SAFETY: status and ru are valid out-parameters.
-            let rc = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut ru) };
-            if rc == self.pid {
-                signals::clear_task();
-                if pidfd >= 0 {
-                    // SAFETY: pidfd is ours and closed once.
-                    unsafe { libc::close(pidfd) };
-                }
-                let ending = if libc::WIFSIGNALED(status) {
-                    Ending::Signaled(libc::WTERMSIG(status))
-                } else {
-                    Ending::Exited(libc::WEXITSTATUS(status))
-                };
-                return (ending, usage(&ru));
-            }
-            if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return (Ending::Exited(1), Usage::default());
-            }
-            tick();
-            if pidfd >= 0 {
-                // The pidfd becomes readable when the task exits, so the wait ends at once.
-                let mut pfd = libc::pollfd {
-                    fd: pidfd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: pfd is a valid pollfd array of one.
-                unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    pub fn wait(&self, interval: Duration, tick: impl FnMut()) -> (Ending, Usage) {
+        let ended = wait_all(std::slice::from_ref(self), interval, tick);
+        let (_, ending, usage) = ended[0];
+        (ending, usage)
+    }
+
+    /// Reaps the task if it ended: `None` while it runs; a failed wait counts as exit 1.
+    fn try_reap(&self) -> Option<(Ending, Usage)> {
+        let mut status = 0;
+        // SAFETY: zeroed rusage is a valid out-parameter.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: status and ru are valid out-parameters.
+        let rc = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut ru) };
+        if rc == self.pid {
+            signals::clear_task(self.pid);
+            let ending = if libc::WIFSIGNALED(status) {
+                Ending::Signaled(libc::WTERMSIG(status))
             } else {
-                std::thread::sleep(interval);
+                Ending::Exited(libc::WEXITSTATUS(status))
+            };
+            return Some((ending, usage(&ru)));
+        }
+        if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            signals::clear_task(self.pid);
+            return Some((Ending::Exited(1), Usage::default()));
+        }
+        None
+    }
+}
+
+/// Waits for every task, calling `tick` about every `interval` while any runs. Returns each
+/// task's index, ending and usage in the order they ended.
+pub fn wait_all(
+    tasks: &[Task],
+    interval: Duration,
+    mut tick: impl FnMut(),
+) -> Vec<(usize, Ending, Usage)> {
+    // A pidfd becomes readable when its task exits, so the wait ends at once; -1 on an old
+    // kernel, where the wait sleeps the interval.
+    let pidfds: Vec<i32> = (tasks.iter())
+        // SAFETY: pidfd_open takes a pid and flags.
+        .map(|t| unsafe { libc::syscall(libc::SYS_pidfd_open, t.pid, 0) } as i32)
+        .collect();
+    let timeout_ms = interval.as_millis().min(i32::MAX as u128) as i32;
+    let mut ended: Vec<(usize, Ending, Usage)> = Vec::new();
+    loop {
+        for (i, t) in tasks.iter().enumerate() {
+            if ended.iter().any(|e| e.0 == i) {
+                continue;
             }
+            if let Some((ending, usage)) = t.try_reap() {
+                ended.push((i, ending, usage));
+            }
+        }
+        if ended.len() == tasks.len() {
+            for fd in pidfds.into_iter().filter(|&fd| fd >= 0) {
+                // SAFETY: fd is ours and closed once.
+                unsafe { libc::close(fd) };
+            }
+            return ended;
+        }
+        tick();
+        let mut pfds: Vec<libc::pollfd> = (pidfds.iter().enumerate())
+            .filter(|&(i, &fd)| fd >= 0 && !ended.iter().any(|e| e.0 == i))
+            .map(|(_, &fd)| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if pfds.len() + ended.len() == tasks.len() {
+            // SAFETY: pfds is a valid pollfd array of its length.
+            unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        } else {
+            std::thread::sleep(interval);
         }
     }
 }

@@ -27,8 +27,17 @@ pub struct Shim<'a> {
     pub plan_dir: &'a Path,
 }
 
-/// The variables to set for a task of `slots` threads; `inherited` looks a variable up in the
-/// environment the task would otherwise get.
+/// How many threads each process of the task is told to start.
+#[derive(Debug, Clone, Copy)]
+pub enum Threads {
+    /// The slot count, where the user set no count of their own.
+    Slots(usize),
+    /// `--per-process`: this count for every process, whatever the user set.
+    PerProcess(usize),
+}
+
+/// The variables to set for a task of `threads` threads; `inherited` looks a variable up in
+/// the environment the task would otherwise get.
 ///
 /// `LD_PRELOAD` keeps the user's entries first and ends with the shim, so that a library that
 /// must come first (an ASan runtime the user preloads) still does, and the user's list means
@@ -40,7 +49,7 @@ pub struct Shim<'a> {
 /// as it would without goset-run.
 pub fn task_env(
     inherited: impl Fn(&str) -> Option<OsString>,
-    slots: usize,
+    threads: Threads,
     shim: Option<Shim>,
 ) -> Vec<(OsString, OsString)> {
     let set = |name: &str| inherited(name).filter(|v| !v.is_empty());
@@ -59,8 +68,12 @@ pub fn task_env(
         }
     }
     for name in THREAD_COUNT_VARS {
-        if set(name).is_none() {
-            env.push((name.into(), slots.to_string().into()));
+        match threads {
+            Threads::Slots(n) if set(name).is_none() => {
+                env.push((name.into(), n.to_string().into()))
+            }
+            Threads::PerProcess(n) => env.push((name.into(), n.to_string().into())),
+            Threads::Slots(_) => {}
         }
     }
     env
@@ -115,7 +128,7 @@ mod tests {
             preload: OsStr::new("/run/goset/7/lib/$PLATFORM/libgoset.so"),
             plan_dir: dir,
         });
-        task_env(|k| map.get(k).cloned(), 3, shim)
+        task_env(|k| map.get(k).cloned(), Threads::Slots(3), shim)
             .into_iter()
             .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
             .collect()
@@ -130,6 +143,16 @@ mod tests {
         assert!(!env.contains_key("OMP_NUM_THREADS"), "{env:?}");
         assert_eq!(env["GOMAXPROCS"], "3");
         assert!(!env.contains_key("OPENBLAS_NUM_THREADS"));
+    }
+
+    #[test]
+    fn per_process_sets_the_thread_counts_whatever_the_user_set() {
+        let inherited = |k: &str| (k == "OMP_NUM_THREADS").then(|| OsString::from("8"));
+        let env: BTreeMap<OsString, OsString> = task_env(inherited, Threads::PerProcess(2), None)
+            .into_iter()
+            .collect();
+        assert_eq!(env[OsStr::new("OMP_NUM_THREADS")], "2");
+        assert_eq!(env[OsStr::new("GOMAXPROCS")], "2");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The contract between `goset-run` and `libgoset.so`.
 //!
-//! This crate owns the four things both sides must agree on, and nothing else:
+//! This crate owns the five things both sides must agree on, and nothing else:
 //! - [`cpulist`]: the kernel's cpulist syntax (`1,3-5`, `0-10:2`), parsed without allocation;
 //! - [`plan`]: the plan file the launcher writes into the run directory and the shim reads;
+//! - [`locality`]: how near two slots are, and the blocks a multi-process task is cut into;
 //! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task;
 //! - [`rootfile`]: when root may write a file at a name a user gave (the log, the report).
 //!
@@ -11,6 +12,7 @@
 
 pub mod cpulist;
 pub mod cpuset;
+pub mod locality;
 pub mod plan;
 pub mod rootfile;
 pub mod slots;

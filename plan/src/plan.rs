@@ -19,10 +19,24 @@
 //! main_on_housekeeper 0
 //! # optional: where the placement log goes
 //! log /tmp/place.log
+//! # optional: how the task CPUs group, coarsest first (one line a level, ';' between
+//! # groups; see crate::locality): NUMA node, package, last-level cache, cluster, core
+//! node 0-3;4-7
+//! package 0-3;4-7
+//! llc 0-3;4-7
+//! cluster 0-1;2-3;4-5;6-7
+//! core 0-1;2-3;4-5;6-7
+//! # optional: goset-run's pid (its child is the task's first process)
+//! launcher_pid 4242
+//! # optional: SMT siblings are used first (--smt pack); the default spreads over cores
+//! smt_pack 1
+//! # optional: each process of the task keeps to a block of this many slots (--per-process)
+//! per_process 4
 //! ```
 
 use crate::cpulist::{self, CpuListError};
 use crate::cpuset::CpuSet;
+use crate::locality::{Level, Place, LEVELS};
 use core::fmt;
 
 /// Most task slots a plan holds.
@@ -53,8 +67,20 @@ pub struct Plan {
     /// pids and tids a process of another namespace (a sandbox) sees mean nothing to the
     /// launcher, so such a process places its threads but logs nothing.
     pub pidns: u64,
+    /// goset-run's pid: its child is the task's first process; 0: not given (by hand).
+    pub launcher_pid: u64,
+    /// SMT siblings of a process's own CPUs come before other cores near it (`--smt pack`).
+    pub smt_pack: bool,
+    /// Slots each process of the task keeps to (`--per-process`); 0: not given.
+    pub per_process: usize,
     log: [u8; MAX_PATH],
     log_len: usize,
+    /// Each slot's groups ([`Plan::place`]); a level counts only where `levels_given` has it.
+    places: [Place; MAX_SLOTS],
+    /// Bit `l`: the plan gave level `l`.
+    levels_given: u8,
+    /// The next slot on the same core, round the core's slots ([`Plan::siblings`]).
+    next_on_core: [u16; MAX_SLOTS],
 }
 
 /// Why a plan is unusable. The shim warns with it and passes calls through.
@@ -122,8 +148,14 @@ impl Plan {
         skip: 0,
         main_on_housekeeper: false,
         pidns: 0,
+        launcher_pid: 0,
+        smt_pack: false,
+        per_process: 0,
         log: [0; MAX_PATH],
         log_len: 0,
+        places: [[0; LEVELS]; MAX_SLOTS],
+        levels_given: 0,
+        next_on_core: [0; MAX_SLOTS],
     };
 
     /// A plan with the given task CPUs in slot order and nothing else (the shim's `GOSET_CPUS`
@@ -166,7 +198,11 @@ impl Plan {
         self.skip = 0;
         self.main_on_housekeeper = false;
         self.pidns = 0;
+        self.launcher_pid = 0;
+        self.smt_pack = false;
+        self.per_process = 0;
         self.log_len = 0;
+        self.levels_given = 0;
     }
 
     fn set_cpus(&mut self, text: &[u8]) -> Result<(), PlanError> {
@@ -236,8 +272,18 @@ impl Plan {
                 }
                 b"skip" => self.skip = parse_number("skip", value)?,
                 b"pidns" => self.pidns = parse_number("pidns", value)?,
+                b"launcher_pid" => self.launcher_pid = parse_number("launcher_pid", value)?,
                 b"main_on_housekeeper" => {
                     self.main_on_housekeeper = parse_number("main_on_housekeeper", value)? != 0
+                }
+                b"smt_pack" => self.smt_pack = parse_number("smt_pack", value)? != 0,
+                b"per_process" => {
+                    self.per_process =
+                        parse_number("per_process", value)?.min(MAX_SLOTS as u64) as usize
+                }
+                b"node" | b"package" | b"llc" | b"cluster" | b"core" => {
+                    let level = Level::from_key(key).ok_or(PlanError::NotAPlan)?;
+                    self.set_groups(level, value)?;
                 }
                 b"log" => {
                     if value.len() >= MAX_PATH {
@@ -285,6 +331,96 @@ impl Plan {
     /// a slot table through the environment whether the table was made for its plan.
     pub fn cpus_hash(&self) -> u32 {
         cpus_hash(self.cpus())
+    }
+
+    /// Slot `slot`'s group at every level (see [`crate::locality`]): the plan's, and where
+    /// the plan gives no level, one node, package, cache and cluster, and a core of its own.
+    pub fn place(&self, slot: usize) -> Place {
+        let mut place = [0; LEVELS];
+        if let Some(given) = self.places.get(slot) {
+            for (l, p) in place.iter_mut().enumerate() {
+                if self.levels_given & (1 << l) != 0 {
+                    *p = given[l];
+                } else if l == Level::Core as usize {
+                    *p = slot as u16;
+                }
+            }
+        }
+        place
+    }
+
+    /// Whether the plan says how its CPUs group (any level given).
+    pub fn has_places(&self) -> bool {
+        self.levels_given != 0
+    }
+
+    /// Sets every slot's group at `level` from `text`: groups of CPUs separated by `;`, each a
+    /// cpulist, numbered in the order written. A CPU in no group is a group of its own.
+    fn set_groups(&mut self, level: Level, text: &[u8]) -> Result<(), PlanError> {
+        let l = level as usize;
+        let key = level.key();
+        let count = self.slot_count;
+        if count == 0 {
+            return Err(PlanError::BadValue(key, None));
+        }
+        // Groups are numbered after the slots, so that an ungrouped slot's own number (its
+        // index) never equals a group's.
+        for (slot, place) in self.places[..count].iter_mut().enumerate() {
+            place[l] = slot as u16;
+        }
+        for (g, group) in text.split(|&c| c == b';').enumerate() {
+            let id = (count + g).min(u16::MAX as usize) as u16;
+            let (cpus, places) = (&self.cpus[..count], &mut self.places);
+            cpulist::parse(group, &mut |cpu| {
+                for (slot, &c) in cpus.iter().enumerate() {
+                    if c as usize == cpu {
+                        places[slot][l] = id;
+                    }
+                }
+            })
+            .map_err(|e| PlanError::BadValue(key, Some(e)))?;
+        }
+        self.levels_given |= 1 << l;
+        if level == Level::Core {
+            self.link_cores();
+        }
+        Ok(())
+    }
+
+    /// Links each slot to the next slot of its core (O(slots²), once per plan).
+    fn link_cores(&mut self) {
+        let n = self.slot_count;
+        let core = Level::Core as usize;
+        for s in 0..n {
+            let id = self.places[s][core];
+            let next = (1..n)
+                .map(|i| (s + i) % n)
+                .find(|&t| self.places[t][core] == id)
+                .unwrap_or(s);
+            self.next_on_core[s] = next as u16;
+        }
+    }
+
+    /// The other slots on `slot`'s core (its SMT siblings' slots); none where the plan gives
+    /// no cores.
+    pub fn siblings(&self, slot: usize) -> impl Iterator<Item = usize> + '_ {
+        let given = self.levels_given & (1 << Level::Core as usize) != 0 && slot < self.slot_count;
+        let mut at = slot;
+        core::iter::from_fn(move || {
+            if !given {
+                return None;
+            }
+            at = self.next_on_core[at] as usize;
+            (at != slot).then_some(at)
+        })
+    }
+
+    /// Sets the groups of every slot at every level (launcher side): `places[slot]`.
+    pub fn set_places(&mut self, places: &[Place]) {
+        let n = places.len().min(self.slot_count);
+        self.places[..n].copy_from_slice(&places[..n]);
+        self.levels_given = (1 << LEVELS) - 1;
+        self.link_cores();
     }
 
     /// The log path, when the plan names one.
@@ -343,7 +479,38 @@ impl Plan {
         if let Some(log) = self.log_path() {
             let _ = writeln!(out, "log {}", String::from_utf8_lossy(log));
         }
+        if self.launcher_pid != 0 {
+            let _ = writeln!(out, "launcher_pid {}", self.launcher_pid);
+        }
+        if self.smt_pack {
+            out.push_str("smt_pack 1\n");
+        }
+        if self.per_process != 0 {
+            let _ = writeln!(out, "per_process {}", self.per_process);
+        }
+        if self.has_places() {
+            for level in Level::ALL {
+                let _ = writeln!(out, "{} {}", level.key(), self.groups_text(level));
+            }
+        }
         out
+    }
+
+    /// One level's groups as the plan file writes them: `0-3;4-7`, in order of first slot.
+    fn groups_text(&self, level: Level) -> String {
+        let mut groups: Vec<(u16, CpuSet)> = Vec::new();
+        for slot in 0..self.slot_count {
+            let id = self.place(slot)[level as usize];
+            let cpu = self.cpus[slot] as usize;
+            match groups.iter_mut().find(|(g, _)| *g == id) {
+                Some((_, set)) => {
+                    set.insert(cpu);
+                }
+                None => groups.push((id, CpuSet::single(cpu))),
+            }
+        }
+        let texts: Vec<String> = groups.iter().map(|(_, set)| set.to_string()).collect();
+        texts.join(";")
     }
 }
 
@@ -356,6 +523,8 @@ impl fmt::Debug for Plan {
             .field("skip", &self.skip)
             .field("main_on_housekeeper", &self.main_on_housekeeper)
             .field("pidns", &self.pidns)
+            .field("smt_pack", &self.smt_pack)
+            .field("per_process", &self.per_process)
             .field("log", &self.log_path().map(String::from_utf8_lossy))
             .finish()
     }
@@ -384,6 +553,47 @@ pub fn cpus_hash(cpus: impl Iterator<Item = usize>) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn places_survive_the_plan_file() {
+        let cpus = [2, 4, 6, 0, 3, 5, 7, 1];
+        let mut plan = Plan::new(&cpus, None, cpus.iter().copied().collect()).unwrap();
+        let places: Vec<Place> = cpus
+            .iter()
+            .map(|&c| {
+                [
+                    c as u16 / 4,
+                    c as u16 / 4,
+                    c as u16 / 4,
+                    c as u16 / 2,
+                    c as u16 / 2,
+                ]
+            })
+            .collect();
+        plan.set_places(&places);
+        plan.per_process = 4;
+        let text = plan.to_text();
+        assert!(
+            text.contains("\nnode 2,0-1,3;4-7\n") || text.contains("\nnode 0-3;4-7\n"),
+            "{text}"
+        );
+        let back = Plan::parse(text.as_bytes()).unwrap();
+        assert_eq!(back.per_process, 4);
+        let d = |p: &Plan, a: usize, b: usize| crate::locality::distance(&p.place(a), &p.place(b));
+        for a in 0..8 {
+            for b in 0..8 {
+                assert_eq!(d(&back, a, b), d(&plan, a, b), "slots {a} {b}");
+            }
+        }
+        // Slot 0 is CPU 2, whose sibling CPU 3 is slot 4.
+        assert_eq!(back.siblings(0).collect::<Vec<_>>(), [4]);
+        // A plan without cores: no siblings; a CPU in no group is a group of its own.
+        let bare = Plan::parse(b"goset-plan 1\ncpus 0,1,2\nnode 0-1\n").unwrap();
+        assert_eq!(bare.siblings(0).count(), 0);
+        assert_eq!(crate::locality::distance(&bare.place(0), &bare.place(1)), 1);
+        assert_eq!(crate::locality::distance(&bare.place(0), &bare.place(2)), 2);
+        assert!(Plan::parse(b"goset-plan 1\ncpus 0,1\nnode 0;x\n").is_err());
+    }
 
     #[test]
     fn goset_itself_is_recognised_by_executable() {

@@ -10,6 +10,7 @@
 //! - [`affinity`]: the affinity entry points, answered with the thread's own CPU; the readers,
 //!   answered with the thread's view ([`view`]: what it asked for, else the task's CPUs);
 //! - [`placement`], [`role`]: placements and roles; [`thread`]: per-thread state;
+//!   [`block`]: the slots a process of a multi-process task keeps to;
 //! - [`attr`], [`log`], [`env`], [`real`], [`sys`], [`buf`]: attr copies, the JSON log,
 //!   getenv, the real libc functions, raw system calls, fixed buffers and static scratch.
 //!
@@ -26,6 +27,7 @@
 
 pub mod affinity;
 pub mod attr;
+pub mod block;
 pub mod buf;
 pub mod config;
 pub mod create;

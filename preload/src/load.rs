@@ -16,6 +16,7 @@
 //! (not the constructor) is the first call of the process. Must not: allocate, lock, or be
 //! called but through [`crate::config`].
 
+use crate::block;
 use crate::buf::{Buf, Exclusive};
 use crate::log::{self, warn_once};
 use crate::role;
@@ -23,7 +24,7 @@ use crate::settings::Config;
 use crate::sys;
 use core::sync::atomic::{AtomicBool, Ordering};
 use goset_plan::plan::{LOG_FILE, PLAN_FILE, SLOTS_FILE};
-use goset_plan::{cpulist, slots, CpuSet, Plan, SlotTable};
+use goset_plan::{cpulist, slots, CpuSet, Plan, SlotTable, MAX_SLOTS};
 
 /// Largest plan file read (also the buffer `/sys/devices/system/cpu/online` is read into).
 const PLAN_MAX: usize = 16 * 1024;
@@ -37,12 +38,15 @@ struct Scratch {
     text: [u8; PLAN_MAX],
     exe: [u8; EXE_MAX],
     path: Buf<PATH_MAX>,
+    /// Each slot's block, while the process chooses its own ([`block::take`]).
+    blocks: [u16; MAX_SLOTS],
 }
 
 static SCRATCH: Exclusive<Scratch> = Exclusive::new(Scratch {
     text: [0; PLAN_MAX],
     exe: [0; EXE_MAX],
     path: Buf::new(),
+    blocks: [0; MAX_SLOTS],
 });
 
 fn show(b: &[u8]) -> &str {
@@ -85,15 +89,16 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
         return Err(Disabled);
     };
     let (dir_var, log_var, slots_var) = env_paths();
-    let (table, dir, bound) = match dir_var {
-        Some(dir) => (
-            from_plan_dir(dir, slots_var, plan, scratch)?,
-            Some(dir),
-            None,
-        ),
+    let (table, dir, bound, first) = match dir_var {
+        Some(dir) => {
+            let table = from_plan_dir(dir, slots_var, plan, scratch)?;
+            // goset-run's own child (or an image it exec'd) is the task's first process.
+            let first = plan.launcher_pid != 0 && sys::getppid() as u64 == plan.launcher_pid;
+            (table, Some(dir), None, first)
+        }
         None => {
-            let (table, bound) = by_hand(plan, &allowed, slots_var, scratch)?;
-            (table, None, bound)
+            let (table, bound, first) = by_hand(plan, &allowed, slots_var, scratch)?;
+            (table, None, bound, first)
         }
     };
     check_cpus(plan, &allowed, &mut scratch.text)?;
@@ -114,13 +119,19 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
     let wrapper = role::is_wrapper(exe, comm);
     let launcher = wrapper || role::is_launcher(exe, comm);
     let root = plan.main_on_housekeeper && is_root(dir, table, scratch);
+    let block = match bound {
+        None if !launcher => block::take(plan, table, sys::getpid(), first, &mut scratch.blocks),
+        _ => None,
+    };
     Ok(Config {
         plan,
         table,
         launcher,
         wrapper,
         root,
-        bound,
+        // One of several processes (or keeping to a block): its threads stay near each other.
+        near: block.is_some() || !first,
+        bound: bound.or(block),
         carried: crate::env::plan_key(|name| match name {
             SLOTS_VAR => handed_value(),
             _ => crate::env::get(name),
@@ -263,7 +274,8 @@ fn map_table(c_path: &[u8], slot_count: usize) -> Result<&'static SlotTable, Tab
 pub const SLOTS_VAR: &[u8] = b"GOSET_SLOTS";
 
 /// By hand: the plan from `GOSET_CPUS` (else the CPUs the process started on), the slot table
-/// every process of the tree shares, and the binding the process keeps.
+/// every process of the tree shares, the binding the process keeps, and whether it is the
+/// tree's first process (it made the table).
 ///
 /// The first shimmed process of a tree makes the table and hands it on through
 /// [`SLOTS_VAR`], so that the processes of a tree started by hand spread over the CPUs as
@@ -276,7 +288,7 @@ fn by_hand(
     allowed: &CpuSet,
     handed: EnvPath,
     scratch: &mut Scratch,
-) -> Result<(&'static SlotTable, Option<CpuSet>), Disabled> {
+) -> Result<(&'static SlotTable, Option<CpuSet>, bool), Disabled> {
     match crate::env::get(b"GOSET_CPUS") {
         Some(list) => plan.set_with_cpus(list).map_err(|e| {
             warn_once(format_args!(
@@ -305,7 +317,7 @@ fn by_hand(
     let cpus = plan.cpu_set();
     let strict_part = !allowed.is_empty() && allowed.intersection(&cpus) == *allowed;
     let bound = (own_binding && strict_part && *allowed != cpus).then_some(*allowed);
-    Ok((table, bound))
+    Ok((table, bound, inherited.is_none()))
 }
 
 /// The `GOSET_SLOTS` value this process hands on (empty: none), written while loading and put

@@ -12,8 +12,9 @@ use crate::role::Role;
 use crate::settings::Config;
 use crate::sys;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use goset_plan::locality::{self, Level};
 use goset_plan::slots::Claim;
-use goset_plan::CpuSet;
+use goset_plan::{CpuSet, MAX_SLOTS};
 
 /// Where a thread runs and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,15 +129,74 @@ impl Placement {
     }
 }
 
+/// How near slot `s` is for a thread of this process whose main thread holds `anchor`
+/// (`None`: the main thread itself); `None` when the process may not take `s`. A slot in
+/// another process's block comes after every other; then, for a process that keeps its
+/// threads near ([`Config::near`]), the slots nearest its main thread
+/// ([`locality::near_key`]), or for a main thread the slots where its node, package and cache
+/// have the most room ([`first_key`]).
+fn nearness(cfg: &Config, me: u32, s: usize, anchor: Option<usize>, main: bool) -> Option<u32> {
+    if !cfg.may_take(s) {
+        return None;
+    }
+    let table = cfg.table;
+    let foreign = cfg.bound.is_none() && table.owner(s).is_some_and(|o| o != me);
+    let near = match (cfg.near, main) {
+        (false, _) => 0,
+        (true, true) => first_key(cfg, me, s),
+        (true, false) => {
+            let core_free = cfg.plan.siblings(s).all(|t| table.live(t) == 0);
+            locality::near_key(cfg.plan, s, anchor, core_free)
+        }
+    };
+    Some(near | (foreign as u32) << 31)
+}
+
+/// A main thread's order: its node with the most free slots first, then its package, then its
+/// cache (a free slot: no live thread, in no other process's block). O(slots²): once a
+/// process.
+fn first_key(cfg: &Config, me: u32, s: usize) -> u32 {
+    let (plan, table) = (cfg.plan, cfg.table);
+    let here = plan.place(s);
+    let mut room = [0u32; 3];
+    for t in 0..plan.slot_count() {
+        if table.live(t) > 0 || table.owner(t).is_some_and(|o| o != me) {
+            continue;
+        }
+        let there = plan.place(t);
+        for (l, r) in [Level::Node, Level::Package, Level::Llc]
+            .iter()
+            .zip(&mut room)
+        {
+            *r += u32::from(there[*l as usize] == here[*l as usize]);
+        }
+    }
+    // 10 bits a level (at most MAX_SLOTS free), most room first.
+    let max = MAX_SLOTS as u32;
+    room.iter()
+        .fold(0, |key, &r| key << 10 | (max - r.min(max)).min(1023))
+}
+
 /// Claims a slot for a new thread labelled `label`, created by a thread running on slot
-/// `creator` (see [`goset_plan::slots::birth_key`]): a slot with no running thread if there is
-/// one, else the thread roams the reservation ([`Placement::roams`]).
-pub fn claim(cfg: &Config, role: Role, label: i32, creator: Option<usize>) -> Placement {
+/// `creator` (see [`goset_plan::slots::birth_key`]), whose process's main thread holds
+/// `anchor` (`None` for the main thread itself): a slot with no running thread if there is
+/// one, the nearest first ([`nearness`]), else the thread roams the reservation
+/// ([`Placement::roams`]).
+pub fn claim(
+    cfg: &Config,
+    role: Role,
+    label: i32,
+    creator: Option<usize>,
+    anchor: Option<usize>,
+) -> Placement {
     reap_if_full(cfg);
+    let main = role == Role::Main;
+    let me = sys::getpid() as u32;
     match cfg
         .table
-        .claim_birth_within(label, creator, cfg.table.slot_count(), |s| cfg.may_take(s))
-    {
+        .claim_birth_within(label, creator, cfg.table.slot_count(), |s| {
+            nearness(cfg, me, s, anchor, main)
+        }) {
         Some(b) => Placement {
             role,
             cpu: cfg.cpu_of_slot(b.claim.slot).filter(|_| !b.roams),
@@ -170,7 +230,7 @@ pub fn adopt(cfg: &Config, pid: i32) -> Option<Placement> {
 }
 
 /// Whether process `pid` is alive (not gone, not a zombie).
-fn alive(pid: i32) -> bool {
+pub fn alive(pid: i32) -> bool {
     let mut path = Buf::<40>::new();
     let _ = core::fmt::Write::write_fmt(&mut path, format_args!("/proc/{pid}/stat"));
     let Some(c_path) = path.c_str() else {

@@ -135,8 +135,15 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
             // Threads of this pid's previous image died at exec without releasing their slots.
             cfg.table.release_all(-pid);
         }
-        placement::adopt(cfg, pid)
-            .unwrap_or_else(|| placement::claim(cfg, Role::Main, pid, creator))
+        // A slot claimed before exec outside the block this process keeps to is given back.
+        let adopted = placement::adopt(cfg, pid).filter(|p| {
+            let inside = p.slot.is_some_and(|s| cfg.may_take(s));
+            if !inside {
+                placement::release(cfg, p);
+            }
+            inside
+        });
+        adopted.unwrap_or_else(|| placement::claim(cfg, Role::Main, pid, creator, None))
     };
     MAIN.store(p.pack(), Ordering::Release);
     if sys::gettid() == pid {
@@ -181,7 +188,13 @@ pub fn current(cfg: &Config, call: &str) -> Placement {
     let p = if cfg.launcher {
         Placement::unslotted(Role::Launcher, cfg.plan.housekeeper)
     } else {
-        placement::claim(cfg, Role::Worker, -pid(), None)
+        placement::claim(
+            cfg,
+            Role::Worker,
+            -pid(),
+            None,
+            main_placement().slot_now(cfg),
+        )
     };
     adopt_thread(cfg, tid, p);
     note(Event::Create, call, tid, None, &p, None);
@@ -249,6 +262,7 @@ pub fn at_exit() {
     }
     release_main(cfg);
     cfg.table.release_all(-pid());
+    cfg.table.release_block(pid() as u32);
 }
 
 /// In a forked child: only the forking thread survives; it becomes the main thread and

@@ -26,9 +26,14 @@ pub struct Config {
     pub root: bool,
     /// By hand, the CPUs this process started on when they are a strict part of the plan's
     /// and nothing of goset's chose them (`taskset`, `numactl` or `mpirun` bound it before
-    /// it started): it keeps them, its threads taking only the slots on those CPUs. `None`:
+    /// it started): it keeps them, its threads taking only the slots on those CPUs. Also the
+    /// block of slots a process of a multi-process task keeps to ([`crate::block`]). `None`:
     /// every slot.
     pub bound: Option<CpuSet>,
+    /// The process is one of several (not the task's first) or keeps to a block: its threads
+    /// take the free slots nearest its main thread ([`goset_plan::locality::near_key`]); the
+    /// first process of a task without blocks keeps the plan's order.
+    pub near: bool,
     /// [`crate::env::plan_key`] of the variables that gave this process its plan: an exec'd
     /// program whose environment has another key (or no shim in `LD_PRELOAD`) is not placed
     /// by this plan ([`crate::exec`]).
@@ -164,6 +169,7 @@ mod tests {
             wrapper: false,
             root: false,
             bound: None,
+            near: false,
             carried: 0,
         };
         assert_eq!(cfg.cpu_of_slot(0), Some(1));

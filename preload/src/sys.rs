@@ -67,6 +67,12 @@ pub fn getpid() -> i32 {
     unsafe { syscall6(libc::SYS_getpid, [0; 6]) as i32 }
 }
 
+/// The parent's process id.
+pub fn getppid() -> i32 {
+    // SAFETY: getppid takes no arguments and cannot fail.
+    unsafe { syscall6(libc::SYS_getppid, [0; 6]) as i32 }
+}
+
 /// `sched_setaffinity(tid, mask)`; the raw result.
 ///
 /// # Safety

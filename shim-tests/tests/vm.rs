@@ -11,6 +11,8 @@
 //! - `--numa auto` keeps the task on the biggest node; `--numa` binds memory to the node;
 //!   `--numa N` with a node too small for `-n` is a usage error (exit 2) naming the node's size;
 //! - libgomp and libomp teams, one thread per planned CPU;
+//! - several processes with OpenMP teams (`--per-process`, a user's `OMP_NUM_THREADS`,
+//!   `--instances`): each process on one node and on cores no other process uses;
 //! - a `taskset` mask and a cgroup v2 cpuset bound the task; an offline CPU is never planned.
 //!
 //! `GOSET_VM_CONSOLE=DIR` keeps each guest's console in `DIR/console-<smp>.txt`.
@@ -169,6 +171,13 @@ impl Init {
              sed 's/^/stderr /' /tmp/err; case $rc in 0|2) ;; *) sed 's/^/log /' {LOG};; esac"
         ));
     }
+
+    /// A [`Self::scenario`] that keeps goset-run's placement log in its text whatever the
+    /// outcome, for the message of a check that fails on a run that succeeded.
+    fn scenario_logged(&mut self, name: &str, cmd: &str) {
+        self.scenario(name, cmd);
+        self.line(&format!("case $rc in 0|2) sed 's/^/log /' {LOG};; esac"));
+    }
 }
 
 /// The guest's `/init`: the facts of its sysfs, then each scenario between markers.
@@ -268,6 +277,11 @@ fn init_script(shape: &Shape, llvm: bool) -> String {
     );
     // OpenMP teams sized by goset (OMP_NUM_THREADS = -n).
     s.scenario("omp-gomp", &format!("{RUN} -n 4 -- {OMP_GOMP}"));
+    // Several processes, each with its team: each must keep to one node and to cores of its
+    // own (see check_processes).
+    for (name, cmd) in process_scenarios(shape, all) {
+        s.scenario_logged(&name, &cmd);
+    }
     if llvm {
         s.scenario("omp-llvm", &format!("{RUN} -n 6 -- {OMP_LLVM}"));
     }
@@ -360,6 +374,101 @@ fn init_script(shape: &Shape, llvm: bool) -> String {
     );
     s.line("echo '== END'\npoweroff -f");
     s.0
+}
+
+/// The multi-process scenarios of `shape` (`all` CPUs): `procs-P-T-SMT` runs P OpenMP
+/// processes of T threads under a shell with `--per-process T`; `procs-implicit` sizes them
+/// with the user's `OMP_NUM_THREADS` alone; `instances-K` starts K copies. The uneven guest
+/// (nodes of 1, 2 and 3 CPUs) has room for two node-local blocks of 2.
+fn process_scenarios(shape: &Shape, all: usize) -> Vec<(String, String)> {
+    let jobs = |p: usize, env: &str| {
+        let one = format!("{env}{OMP_GOMP} & ");
+        format!("sh -c '{}wait'", one.repeat(p))
+    };
+    let mut out = Vec::new();
+    let shapes: &[(usize, usize)] = if shape.smt {
+        &[(2, 4), (4, 2)]
+    } else {
+        &[(2, 2)]
+    };
+    let policies: &[&str] = if shape.smt {
+        &["spread", "pack"]
+    } else {
+        &["spread"]
+    };
+    for &(p, t) in shapes {
+        for smt in policies {
+            out.push((
+                format!("procs-{p}-{t}-{smt}"),
+                format!(
+                    "{RUN} -n {all} --smt {smt} --per-process {t} -- {}",
+                    jobs(p, "")
+                ),
+            ));
+        }
+    }
+    let (p, t) = shapes[shapes.len() - 1];
+    out.push((
+        format!("procs-implicit-{p}-{t}"),
+        format!(
+            "{RUN} -n {all} -- {}",
+            jobs(p, &format!("OMP_NUM_THREADS={t} "))
+        ),
+    ));
+    let (k, t) = shapes[0];
+    out.push((
+        format!("instances-{k}-{t}"),
+        format!("{RUN} -n {all} --instances {k} --per-process {t} -- {OMP_GOMP}"),
+    ));
+    out
+}
+
+/// Checks the multi-process scenarios: in each, the expected number of processes, each
+/// OpenMP team the size asked for, every thread on one CPU, each process's CPUs on one node,
+/// and no core shared by two processes. Read from the threads' own reports (`sched_getcpu`,
+/// `Cpus_allowed_list`).
+fn check_processes(shape: &Shape, c: &Console, node_of: &dyn Fn(usize) -> usize) {
+    let name = shape.name;
+    let all = c.siblings.len();
+    for (scenario, _) in process_scenarios(shape, all) {
+        let s = &c.scenarios[&scenario];
+        assert_eq!(s.code, 0, "{name}: {scenario}:\n{}", s.text);
+        let numbers: Vec<usize> = (scenario.split('-'))
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        let (p, t) = (numbers[0], numbers[1]);
+        let team = with_role(&s.reports, "omp");
+        let mut by_pid: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for r in &team {
+            assert_eq!(
+                r.field("team"),
+                t.to_string(),
+                "{name}: {scenario}: {}",
+                r.line
+            );
+            by_pid.entry(r.pid).or_default().push(r.single_cpu());
+        }
+        assert_eq!(by_pid.len(), p, "{name}: {scenario}: processes\n{}", s.text);
+        let mut core_owner: BTreeMap<Vec<usize>, u32> = BTreeMap::new();
+        for (pid, cpus) in &by_pid {
+            assert_eq!(cpus.len(), t, "{name}: {scenario}: pid {pid}\n{}", s.text);
+            let nodes: BTreeSet<usize> = cpus.iter().map(|&c| node_of(c)).collect();
+            assert_eq!(
+                nodes.len(),
+                1,
+                "{name}: {scenario}: pid {pid} straddles nodes {cpus:?}\n{}",
+                s.text
+            );
+            for &cpu in cpus {
+                let owner = core_owner.entry(c.siblings[&cpu].clone()).or_insert(*pid);
+                assert_eq!(
+                    owner, pid,
+                    "{name}: {scenario}: core of CPU {cpu} shared\n{}",
+                    s.text
+                );
+            }
+        }
+    }
 }
 
 /// Builds the initramfs for `shape` in `dir`, with the test `programs` at their guest paths.
@@ -510,6 +619,15 @@ fn number_and_cpus(rest: &str, text: &str) -> (usize, Vec<usize>) {
     (number, cpulist(list))
 }
 
+/// A line without the `[i] ` that goset-run puts before each line of copy `i`
+/// (`--instances`).
+fn strip_instance(line: &str) -> &str {
+    line.strip_prefix('[')
+        .and_then(|rest| rest.split_once("] "))
+        .filter(|(i, _)| i.parse::<usize>().is_ok())
+        .map_or(line, |(_, rest)| rest)
+}
+
 fn parse_console(text: &str) -> Console {
     let body = text
         .split_once("== BEGIN\n")
@@ -539,7 +657,7 @@ fn parse_console(text: &str) -> Console {
             } else if let Some(err) = line.strip_prefix("stderr ") {
                 s.stderr.push_str(err);
                 s.stderr.push('\n');
-            } else if let Some(r) = parse_line(line) {
+            } else if let Some(r) = parse_line(strip_instance(line)) {
                 s.reports.push(r);
             }
         } else if let Some(rest) = line.strip_prefix("sib ") {
@@ -680,6 +798,7 @@ fn check(shape: &Shape, c: &Console) {
             .unwrap()
             .0
     };
+    check_processes(shape, c, &node_of);
     if shape.smt {
         // Spread: every worker on a core of its own; pack: the workers fill whole cores.
         let spread = worker_cpus("spread", &c.scenarios["spread"]);

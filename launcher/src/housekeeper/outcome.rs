@@ -136,10 +136,11 @@ pub struct ThreadReport {
     pub polls: u32,
 }
 
-fn measured(p: ThreadPlacement, t: Option<&Tracked>) -> ThreadReport {
-    let Some(t) = t else {
-        return ThreadReport {
-            placement: p,
+impl ThreadReport {
+    /// A thread the housekeeper never read: its placement alone, every measure unknown.
+    pub fn unmeasured(placement: ThreadPlacement) -> ThreadReport {
+        ThreadReport {
+            placement,
             seen_on: Vec::new(),
             migrations: None,
             voluntary_ctxsw: None,
@@ -148,7 +149,13 @@ fn measured(p: ThreadPlacement, t: Option<&Tracked>) -> ThreadReport {
             cpu_s: None,
             drift: None,
             polls: 0,
-        };
+        }
+    }
+}
+
+fn measured(p: ThreadPlacement, t: Option<&Tracked>) -> ThreadReport {
+    let Some(t) = t else {
+        return ThreadReport::unmeasured(p);
     };
     let cpu_s = match (t.sched, &t.stat) {
         (Some(s), _) => Some(s.runtime_ns as f64 / 1e9),

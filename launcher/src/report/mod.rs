@@ -3,6 +3,7 @@
 //! Renderers are pure: they turn values into strings. [`crate::launch`] decides where they go.
 
 pub mod isolation;
+pub mod processes;
 pub mod table;
 pub mod telemetry;
 

@@ -20,6 +20,8 @@ fn machine(cores: usize, smt: usize, nodes: usize) -> Topology {
             node: Some(node_of(cpu)),
             die: None,
             cluster: None,
+            llc: None,
+            l2: None,
             package_index: Some(0),
             present: true,
             isolated: false,

@@ -83,6 +83,12 @@ pub struct CpuInfo {
     pub die: Option<i64>,
     /// Kernel `cluster_id`, where the kernel has it (-1 is `None`).
     pub cluster: Option<i64>,
+    /// The last-level cache this CPU shares, named by its lowest CPU; `None` where sysfs
+    /// describes no caches.
+    pub llc: Option<usize>,
+    /// The level-2 cache this CPU shares, named by its lowest CPU (a cluster where the kernel
+    /// has no `cluster_id`: Bulldozer's compute units, hybrid Intel's E-core modules).
+    pub l2: Option<usize>,
     /// Logical package number (0, 1, ... in order of each package's lowest CPU): CPUs with the
     /// same value share a package. Agrees with hwloc also where `package` is -1.
     pub package_index: Option<usize>,
@@ -193,6 +199,37 @@ impl Topology {
         })
     }
 
+    /// Where `cpu` sits at every locality level ([`goset_plan::locality::Level`]): its NUMA
+    /// node, package, last-level cache (its package where sysfs describes no caches), cluster
+    /// (the kernel's, else its level-2 cache's, else its core) and core. Each group is named by a number
+    /// that means nothing but equality; a CPU the topology does not know is a group of its own
+    /// at every level.
+    pub fn place_of(&self, cpu: usize) -> goset_plan::locality::Place {
+        let alone = (cpu as u16) | 0x8000;
+        let Some(info) = self.cpu(cpu) else {
+            return [alone; goset_plan::locality::LEVELS];
+        };
+        let core = info.siblings.iter().min().copied().unwrap_or(cpu) as u16;
+        let package = info.package_index.map_or(alone, |p| p as u16 | 0x4000);
+        let cluster = match info.cluster {
+            Some(id) => (self.cpus.iter())
+                .filter(|c| {
+                    (c.package_index, c.die, c.cluster) == (info.package_index, info.die, Some(id))
+                })
+                .map(|c| c.cpu)
+                .min()
+                .unwrap_or(cpu) as u16,
+            None => info.l2.map_or(core, |l| l as u16),
+        };
+        [
+            info.node.map_or(alone, |n| n as u16),
+            package,
+            info.llc.map_or(package, |l| l as u16),
+            cluster,
+            core,
+        ]
+    }
+
     /// The CPU numbered `cpu`.
     pub fn cpu(&self, cpu: usize) -> Option<&CpuInfo> {
         self.cpus
@@ -262,6 +299,8 @@ impl Facts {
             node: self.node_of.get(&cpu).copied(),
             die: r.die,
             cluster: r.cluster,
+            llc: (r.llc_cpus.as_ref()).and_then(|l| l.iter().min().copied()),
+            l2: (r.l2_cpus.as_ref()).and_then(|l| l.iter().min().copied()),
             package_index: self.packages.get(&cpu).copied(),
             present: self.present.contains(&cpu),
             isolated: self.isolated.contains(&cpu),

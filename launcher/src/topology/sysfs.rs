@@ -24,6 +24,11 @@ pub(super) struct RawCpu {
     pub(super) package: Option<i64>,
     pub(super) thread_siblings: Option<Vec<usize>>,
     pub(super) package_cpus: Option<Vec<usize>>,
+    /// The CPUs sharing this CPU's last-level cache (`cpuN/cache/indexK`, the highest level
+    /// that is not an instruction cache).
+    pub(super) llc_cpus: Option<Vec<usize>>,
+    /// The CPUs sharing its level-2 cache.
+    pub(super) l2_cpus: Option<Vec<usize>>,
 }
 
 /// The CPUs the kernel knows of.
@@ -195,12 +200,45 @@ impl Reader<'_> {
         dirs.iter().map(|&cpu| (cpu, self.raw_cpu(cpu))).collect()
     }
 
+    /// The CPUs sharing `cpu`'s data or unified cache of `level` (`None`: the highest level,
+    /// the last-level cache), where sysfs describes its caches.
+    fn cache_cpus(&mut self, cpu: usize, level: Option<i64>) -> Option<Vec<usize>> {
+        let dir = format!("{CPU_DIR}/cpu{cpu}/cache");
+        let mut best: Option<(i64, String)> = None;
+        for k in self.numbered(&dir, "index") {
+            let index = format!("{dir}/index{k}");
+            let kind = self
+                .read_quiet(&format!("{index}/type"))
+                .unwrap_or_default();
+            if kind.trim() == "Instruction" {
+                continue;
+            }
+            let Some(l) = self.id_file(&format!("{index}/level")) else {
+                continue;
+            };
+            let wanted = match level {
+                Some(want) => l == want,
+                None => best.as_ref().is_none_or(|(b, _)| l > *b),
+            };
+            if wanted {
+                best = Some((l, index));
+            }
+        }
+        let (_, index) = best?;
+        // The mask first, as hwloc reads it: some kernels' list disagrees with it (Bulldozer's
+        // L2 lists only the CPU itself, its mask the compute unit).
+        (self.cpus_from(&index, &[], &["shared_cpu_map"]))
+            .or_else(|| self.cpus_from(&index, &["shared_cpu_list"], &[]))
+    }
+
     fn raw_cpu(&mut self, cpu: usize) -> RawCpu {
         let dir = format!("{CPU_DIR}/cpu{cpu}/topology");
         if !self.root.exists(&dir) {
             return RawCpu::default();
         }
         RawCpu {
+            llc_cpus: self.cache_cpus(cpu, None),
+            l2_cpus: self.cache_cpus(cpu, Some(2)),
             has_topology: true,
             core: self.id_file(&format!("{dir}/core_id")),
             die: self.id_file(&format!("{dir}/die_id")).filter(|&d| d >= 0),

@@ -22,7 +22,7 @@ pub const MAX_RECORDS: usize = 4096;
 /// The most threads a Linux system can have (`PID_MAX_LIMIT`, 2^22): no claims could have
 /// made a live count above it, so such a count is garbage.
 pub const MAX_THREADS: u32 = 1 << 22;
-const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL3");
+const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL4");
 
 /// The shared table. All fields are atomics so that a zero-filled mapping is a valid, empty
 /// table: [`SlotTable::init`] only sets the slot count and magic.
@@ -48,6 +48,9 @@ pub struct SlotTable {
     /// The latest birth on each slot: `us << 16 | (record + 1)` ([`monotonic_us`]; record
     /// `0xffff` when it has none), cleared when that thread's claim is released; 0: none.
     born: [AtomicU64; MAX_SLOTS],
+    /// The pid of the process whose block holds each slot (see [`crate::locality`]); 0: in
+    /// no process's block.
+    owner: [AtomicU32; MAX_SLOTS],
     /// `tid << 32 | (slot + 1)`, or 0 when free.
     records: [AtomicU64; MAX_RECORDS],
 }
@@ -93,10 +96,17 @@ pub fn monotonic_us() -> u64 {
 /// and a thread born there since that is still alive (by hand, within [`NEWBORN_US`]: a
 /// newborn runs, or is about to), and the creator counts on
 /// its own slot (a thread that creates another runs by definition; it may be the newborn or
-/// one the housekeeper counted already, so it makes the count at least 1). Then the fewest live
+/// one the housekeeper counted already, so it makes the count at least 1). Then the nearest
+/// to the new thread's process (`near`, [`crate::locality::near_key`]), then the fewest live
 /// threads, then the lowest index. A first field of 0 is a slot free of running threads.
-pub fn birth_key(running: u32, creator_here: bool, live: u32, slot: usize) -> (u32, u32, usize) {
-    (running.max(creator_here as u32), live, slot)
+pub fn birth_key(
+    running: u32,
+    creator_here: bool,
+    near: u32,
+    live: u32,
+    slot: usize,
+) -> (u32, u32, u32, usize) {
+    (running.max(creator_here as u32), near, live, slot)
 }
 
 impl SlotTable {
@@ -180,18 +190,19 @@ impl SlotTable {
     /// [`birth_key`] order among the first `slots` slots. `None` when no slot has a known
     /// count (see [`SlotTable::live_counts`]).
     pub fn claim_birth(&self, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
-        self.claim_birth_within(tid, creator, slots, |_| true)
+        self.claim_birth_within(tid, creator, slots, |_| Some(0))
     }
 
-    /// [`SlotTable::claim_birth`] among the slots `within` accepts (a process that keeps a
-    /// binding it started with claims only the slots on its CPUs); `None` when it accepts no
-    /// slot with a known count.
+    /// [`SlotTable::claim_birth`] among the slots `near` ranks (`None`: not this thread's to
+    /// take; a process that keeps a binding or a block claims only the slots on its CPUs),
+    /// nearer first as [`birth_key`] orders them; `None` when it ranks no slot with a known
+    /// count.
     pub fn claim_birth_within(
         &self,
         tid: i32,
         creator: Option<usize>,
         slots: usize,
-        within: impl Fn(usize) -> bool,
+        near: impl Fn(usize) -> Option<u32>,
     ) -> Option<Birth> {
         let now = monotonic_us();
         let published = self.published_us.load(Ordering::Relaxed);
@@ -199,10 +210,10 @@ impl SlotTable {
             let (best, load, key) = self
                 .live_counts(slots)
                 .enumerate()
-                .filter(|&(s, _)| within(s))
                 .filter_map(|(s, load)| {
+                    let near = near(s)?;
                     let running = self.running(s) + self.newborn(s, now, published) as u32;
-                    let key = birth_key(running, creator == Some(s), load?, s);
+                    let key = birth_key(running, creator == Some(s), near, load?, s);
                     Some((s, load?, key))
                 })
                 .min_by_key(|&(_, _, key)| key)?;
@@ -336,6 +347,49 @@ impl SlotTable {
             let _ = born.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
                 (v != 0 && v & 0xffff == r as u64 + 1).then_some(0)
             });
+        }
+    }
+
+    /// The pid of the process whose block holds `slot`; `None`: no block holds it.
+    pub fn owner(&self, slot: usize) -> Option<u32> {
+        let pid = self.owner.get(slot)?.load(Ordering::Acquire);
+        (pid != 0).then_some(pid)
+    }
+
+    /// Makes the slots `member` accepts (of the first `slots`) process `pid`'s block, all or
+    /// none: each must be in no block, or in the block of a process `gone` says has ended.
+    /// False, and nothing taken, when another live process holds one of them.
+    pub fn take_block(
+        &self,
+        pid: u32,
+        slots: usize,
+        member: impl Fn(usize) -> bool,
+        gone: impl Fn(u32) -> bool,
+    ) -> bool {
+        let slots = slots.min(MAX_SLOTS);
+        for s in (0..slots).filter(|&s| member(s)) {
+            let was = self.owner[s].load(Ordering::Acquire);
+            let free = was == 0 || (was != pid && gone(was));
+            if !(free
+                && self.owner[s]
+                    .compare_exchange(was, pid, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok())
+            {
+                // Give back what was taken so far.
+                for t in (0..s).filter(|&t| member(t)) {
+                    let _ =
+                        self.owner[t].compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed);
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Frees the block of process `pid` (at its exit).
+    pub fn release_block(&self, pid: u32) {
+        for o in &self.owner {
+            let _ = o.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed);
         }
     }
 

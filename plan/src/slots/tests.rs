@@ -52,10 +52,12 @@ fn by_hand_a_new_thread_avoids_its_creator_and_newborns() {
 
 #[test]
 fn running_counts_come_before_live_counts() {
-    assert!(birth_key(1, false, 0, 0) > birth_key(0, false, 9, 5));
-    assert!(birth_key(0, true, 0, 0) > birth_key(0, false, 9, 5));
-    assert_eq!(birth_key(1, true, 0, 0), birth_key(1, false, 0, 0));
-    assert!(birth_key(0, false, 1, 0) < birth_key(0, false, 2, 0));
+    assert!(birth_key(1, false, 0, 0, 0) > birth_key(0, false, 9, 9, 5));
+    assert!(birth_key(0, true, 0, 0, 0) > birth_key(0, false, 9, 9, 5));
+    assert_eq!(birth_key(1, true, 0, 0, 0), birth_key(1, false, 0, 0, 0));
+    assert!(birth_key(0, false, 0, 1, 0) < birth_key(0, false, 0, 2, 0));
+    // Nearer the process first, before the fewest live threads.
+    assert!(birth_key(0, false, 1, 0, 0) > birth_key(0, false, 0, 5, 3));
     let t = table(3);
     for tid in [1, 2, 3] {
         t.claim_among(tid, 3).unwrap();
@@ -327,14 +329,18 @@ fn concurrent_claims_spread_over_slots() {
 fn a_bound_process_claims_only_the_slots_it_accepts() {
     let t = table(3);
     // Slot 0 is free, but the process keeps a binding to slot 2's CPU.
-    let a = t.claim_birth_within(7, None, 3, |s| s == 2).unwrap();
+    let a = t
+        .claim_birth_within(7, None, 3, |s| (s == 2).then_some(0))
+        .unwrap();
     assert_eq!((a.claim.slot, a.roams), (2, false));
     // Its second thread shares that slot (the binding holds), and roams only in name: every
     // slot it accepts runs a thread.
-    let b = t.claim_birth_within(-7, Some(2), 3, |s| s == 2).unwrap();
+    let b = t
+        .claim_birth_within(-7, Some(2), 3, |s| (s == 2).then_some(0))
+        .unwrap();
     assert_eq!((b.claim.slot, b.claim.shared, b.roams), (2, true, true));
     assert_eq!(t.live(0), 0, "the free slot was never taken");
-    assert!(t.claim_birth_within(-7, None, 3, |_| false).is_none());
+    assert!(t.claim_birth_within(-7, None, 3, |_| None).is_none());
 }
 
 #[test]
@@ -343,4 +349,25 @@ fn a_table_is_stamped_with_the_plan_it_was_made_for() {
     assert!(!t.is_stamped(5), "not stamped");
     t.stamp(5);
     assert!(t.is_stamped(5) && !t.is_stamped(6));
+}
+
+#[test]
+fn a_block_is_taken_whole_or_not_at_all() {
+    let t = table(4);
+    assert!(t.take_block(10, 4, |s| s < 2, |_| false));
+    assert_eq!(
+        (t.owner(0), t.owner(1), t.owner(2)),
+        (Some(10), Some(10), None)
+    );
+    // Overlapping a live process's block: nothing taken.
+    assert!(!t.take_block(11, 4, |s| s >= 1, |_| false));
+    assert_eq!((t.owner(2), t.owner(3)), (None, None));
+    // Its owner ended: the block can be taken over.
+    assert!(t.take_block(11, 4, |s| s >= 1, |pid| pid == 10));
+    assert_eq!(
+        (t.owner(0), t.owner(1), t.owner(3)),
+        (Some(10), Some(11), Some(11))
+    );
+    t.release_block(11);
+    assert_eq!((t.owner(0), t.owner(1)), (Some(10), None));
 }

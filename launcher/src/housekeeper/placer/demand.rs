@@ -186,7 +186,7 @@ impl Placer {
             return;
         }
         let crowd = |slot: usize| busy.iter().filter(|b| b.slot == slot && !b.roams).count();
-        for m in rebalance(&busy, &self.live_counts()) {
+        for m in rebalance(&busy, &self.live_counts(), &self.groups()) {
             let Some(t) = live.iter().find(|t| t.tid == m.tid) else {
                 continue;
             };

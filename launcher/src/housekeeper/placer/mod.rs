@@ -204,6 +204,7 @@ impl Placer {
                 unclaimed.push(t);
                 continue;
             }
+            let group = self.group_of(t.pid);
             if let Some(o) = self.owned.get_mut(&t.tid) {
                 // Idleness is counted in reads: a thread left unread is as it was.
                 // A runnable thread is never idle: starved is not asleep.
@@ -225,6 +226,7 @@ impl Placer {
                     spot: Some(o.spot),
                     idle_polls: o.idle_polls,
                     busy_polls: o.busy_polls,
+                    group,
                 });
                 assigned.push(o.cpu);
                 continue;
@@ -271,6 +273,7 @@ impl Placer {
                     spot: None,
                     idle_polls: 0,
                     busy_polls: 0,
+                    group: self.group_of(t.pid),
                 });
             } else {
                 pending.insert(t.tid, seen.mask);
@@ -279,7 +282,8 @@ impl Placer {
         self.pending = pending;
         let live_counts = self.live_counts();
         let by_tid: BTreeMap<i32, &Live> = live.iter().map(|t| (t.tid, t)).collect();
-        for action in decide(&views, &live_counts, self.parked_slot, policy) {
+        let groups = self.groups();
+        for action in decide(&views, &live_counts, &groups, self.parked_slot, policy) {
             match action {
                 Action::Claim { tid, slot } => self.claim(by_tid[&tid], slot, comm_of),
                 Action::Housekeeper { tid } => {
@@ -300,6 +304,25 @@ impl Placer {
             self.follow_retired(live, comm_of);
         }
         self.follow_demand(live, policy, comm_of);
+    }
+
+    /// The block each planned slot is in: the pid of its process, 0 for none.
+    fn groups(&self) -> Vec<u32> {
+        (0..self.task_cpus.len())
+            .map(|s| self.table.owner(s).unwrap_or(0))
+            .collect()
+    }
+
+    /// The block process `pid` keeps to (see [`View::group`]): its own, else the one its main
+    /// thread's slot is in (a forked child's), else none (0).
+    fn group_of(&self, pid: i32) -> u32 {
+        let groups = self.groups();
+        if groups.contains(&(pid as u32)) {
+            return pid as u32;
+        }
+        (self.table.find(pid))
+            .and_then(|(_, slot)| groups.get(slot).copied())
+            .unwrap_or(0)
     }
 
     /// The live count of each planned slot. The plan's slots, not the table's count: the task

@@ -151,8 +151,11 @@ pub struct Move {
 /// then one of a slot with two or more busy threads (the youngest: the highest tid, the least
 /// likely to be a main thread whose memory is already where it is). The target is the slot
 /// with no busy thread and the fewest live threads (`live[s]`; then the lowest index). Sleepers
-/// stay where they are.
-pub fn rebalance(busy: &[Busy], live: &[u32]) -> Vec<Move> {
+/// stay where they are. A thread moves only among slots of its slot's `group` (the process
+/// whose block holds the slot, 0 for none; a slot past `group` is in none): a process that
+/// keeps to a block keeps its threads there, and no other process's threads come in.
+pub fn rebalance(busy: &[Busy], live: &[u32], group: &[u32]) -> Vec<Move> {
+    let group_of = |s: usize| group.get(s).copied().unwrap_or(0);
     let slots = live.len();
     let mut count = vec![0u32; slots];
     let mut target = vec![true; slots];
@@ -170,14 +173,18 @@ pub fn rebalance(busy: &[Busy], live: &[u32]) -> Vec<Move> {
     let mut moved: Vec<i32> = Vec::new();
     let mut moves = Vec::new();
     loop {
-        let to = (0..slots)
-            .filter(|&s| count[s] == 0 && target[s])
-            .min_by_key(|&s| (live[s], s));
-        let mover = (busy.iter())
+        let mut movers: Vec<&&Busy> = (busy.iter())
             .filter(|b| b.roams || count[b.slot] >= 2)
             .filter(|b| !moved.contains(&b.tid))
-            .max_by_key(|b| (b.roams, count[b.slot], b.tid));
-        let (Some(to), Some(m)) = (to, mover) else {
+            .collect();
+        movers.sort_by_key(|b| std::cmp::Reverse((b.roams, count[b.slot], b.tid)));
+        let chosen = movers.into_iter().find_map(|m| {
+            let to = (0..slots)
+                .filter(|&s| count[s] == 0 && target[s] && group_of(s) == group_of(m.slot))
+                .min_by_key(|&s| (live[s], s))?;
+            Some((to, m))
+        });
+        let Some((to, m)) = chosen else {
             return moves;
         };
         if !m.roams {
@@ -217,9 +224,23 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_moves_only_within_its_block() {
+        // Slots 0-1: process 7's block; slots 2-3: process 9's. Two busy threads on slot 0,
+        // the free slots in the other block: nothing moves until a slot of its own is free.
+        let moves = rebalance(
+            &[b(11, 0), b(12, 0), b(13, 1)],
+            &[2, 1, 0, 0],
+            &[7, 7, 9, 9],
+        );
+        assert!(moves.is_empty(), "{moves:?}");
+        let moves = rebalance(&[b(11, 0), b(12, 0)], &[2, 1, 0, 0], &[7, 7, 9, 9]);
+        assert_eq!(moved(&moves), [(12, 1)]);
+    }
+
+    #[test]
     fn two_busy_threads_on_one_slot_spread_to_the_slot_with_none() {
         // Slot 0: a waiting main and two workers; slot 1: an idle logger.
-        let moves = rebalance(&[b(11, 0), b(12, 0)], &[3, 1]);
+        let moves = rebalance(&[b(11, 0), b(12, 0)], &[3, 1], &[]);
         assert_eq!(
             moves,
             [Move {
@@ -230,11 +251,11 @@ mod tests {
             }]
         );
         // Spread already: nothing moves.
-        assert!(rebalance(&[b(11, 0), b(12, 1)], &[2, 2]).is_empty());
+        assert!(rebalance(&[b(11, 0), b(12, 1)], &[2, 2], &[]).is_empty());
         // Every slot busy: doubling is all there is, nothing moves.
-        assert!(rebalance(&[b(11, 0), b(12, 0), b(13, 1)], &[2, 1]).is_empty());
+        assert!(rebalance(&[b(11, 0), b(12, 0), b(13, 1)], &[2, 1], &[]).is_empty());
         // Three on one slot, three slots: one to each empty slot, the emptiest first.
-        let moves = rebalance(&[b(1, 0), b(2, 0), b(3, 0)], &[3, 2, 0]);
+        let moves = rebalance(&[b(1, 0), b(2, 0), b(3, 0)], &[3, 2, 0], &[]);
         assert_eq!(moved(&moves), [(3, 2), (2, 1)]);
     }
 
@@ -244,13 +265,13 @@ mod tests {
             movable: false,
             ..b(12, 0)
         };
-        let moves = rebalance(&[b(11, 0), pinned], &[2, 0]);
+        let moves = rebalance(&[b(11, 0), pinned], &[2, 0], &[]);
         assert_eq!(moves.iter().map(|m| m.tid).collect::<Vec<_>>(), [11]);
         let both = Busy {
             movable: false,
             ..b(11, 0)
         };
-        assert!(rebalance(&[both, pinned], &[2, 0]).is_empty());
+        assert!(rebalance(&[both, pinned], &[2, 0], &[]).is_empty());
         // A second is not enough: the dwell is a whole DWELL_S.
         assert!(!rested(Some(3.0), 3.0 + DWELL_S - 0.01));
         assert!(rested(Some(3.0), 3.0 + DWELL_S));
@@ -264,11 +285,11 @@ mod tests {
             ..b(tid, slot)
         };
         // Slot 1's thread woke this poll: slot 0's second worker waits for slot 2.
-        let moves = rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1, 3]);
+        let moves = rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1, 3], &[]);
         assert_eq!(moved(&moves), [(12, 2)]);
-        assert!(rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1]).is_empty());
+        assert!(rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1], &[]).is_empty());
         // Nor does it crowd its own slot.
-        assert!(rebalance(&[b(11, 0), new(12, 0)], &[2, 0]).is_empty());
+        assert!(rebalance(&[b(11, 0), new(12, 0)], &[2, 0], &[]).is_empty());
         assert!(steady(Some(1), 1) && !steady(Some(0), 1) && !steady(None, 1));
     }
 
@@ -280,7 +301,7 @@ mod tests {
         };
         // Slot 0's main computes; slot 1's pool worker sleeps; a second pool's worker roams
         // with its record on slot 0. It takes slot 1, before slot 0's doubled thread.
-        let moves = rebalance(&[b(10, 0), b(11, 0), roam(12, 0)], &[3, 1]);
+        let moves = rebalance(&[b(10, 0), b(11, 0), roam(12, 0)], &[3, 1], &[]);
         assert_eq!(
             moves,
             [Move {
@@ -291,10 +312,10 @@ mod tests {
             }]
         );
         // Its own record's slot is a target too, when nothing busy is there.
-        let moves = rebalance(&[b(10, 0), roam(12, 1)], &[1, 1]);
+        let moves = rebalance(&[b(10, 0), roam(12, 1)], &[1, 1], &[]);
         assert_eq!(moved(&moves), [(12, 1)]);
         // Every slot busy: it stays on the reservation.
-        assert!(rebalance(&[b(10, 0), b(11, 1), roam(12, 0)], &[2, 1]).is_empty());
+        assert!(rebalance(&[b(10, 0), b(11, 1), roam(12, 0)], &[2, 1], &[]).is_empty());
     }
 
     #[test]

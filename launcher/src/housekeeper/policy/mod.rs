@@ -41,6 +41,9 @@ pub struct View {
     pub idle_polls: u32,
     /// Consecutive reads with demand at or above [`Policy::burn`].
     pub busy_polls: u32,
+    /// Its process's block (the pid whose block it keeps to; 0: none): it takes only slots of
+    /// the same group ([`decide`]'s `group`).
+    pub group: u32,
 }
 
 /// Thresholds of the policy.
@@ -94,13 +97,16 @@ pub enum Action {
 /// them moves to a slot nobody is on.
 ///
 /// Demotions and new sleepers come first so that the burners see where they went; burners
-/// claim in order of demand (then tid), each taking the least-loaded slot.
+/// claim in order of demand (then tid), each taking the least-loaded slot of its group (`group`
+/// per slot, as [`View::group`]: a process keeps to its block, and no other comes in).
 pub fn decide(
     threads: &[View],
     live: &[u32],
+    group: &[u32],
     parked_slot: Option<usize>,
     policy: &Policy,
 ) -> Vec<Action> {
+    let group_of = |s: usize| group.get(s).copied().unwrap_or(0);
     let mut load = live.to_vec();
     // Threads on the housekeeper CPU; they count as neighbours in `parked_slot` only.
     let mut parked = threads
@@ -110,8 +116,10 @@ pub fn decide(
     let sleepers = |s: usize, parked: u32| if parked_slot == Some(s) { parked } else { 0 };
     // A burner's slot: the fewest live threads, then the fewest sleepers (a sleeper is a better
     // neighbour than a burner, nobody better than either), then the lowest index.
-    let least_loaded = |load: &[u32], parked: u32| {
-        (0..load.len()).min_by_key(|&s| (load[s], sleepers(s, parked), s))
+    let least_loaded = |load: &[u32], parked: u32, g: u32| {
+        (0..load.len())
+            .filter(|&s| group_of(s) == g)
+            .min_by_key(|&s| (load[s], sleepers(s, parked), s))
     };
     let mut actions = Vec::new();
     for t in threads {
@@ -140,8 +148,8 @@ pub fn decide(
         if t.spot == Some(Spot::Housekeeper) {
             parked -= 1;
         }
-        let Some(best) = least_loaded(&load, parked) else {
-            break;
+        let Some(best) = least_loaded(&load, parked, t.group) else {
+            continue;
         };
         match t.spot {
             Some(Spot::Slot(s)) => {
@@ -393,7 +401,26 @@ mod tests {
             } else {
                 0
             },
+            group: 0,
         }
+    }
+
+    #[test]
+    fn a_burner_takes_a_slot_of_its_own_block_only() {
+        let p = Policy::default();
+        // Slots 0-1: process 7's block, slot 2 in none. Process 7's burner takes slot 1 (the
+        // emptier slot 2 is not its own); a burner of no block takes slot 2.
+        let mut mine = v(5, 0.9, None, 0);
+        mine.group = 7;
+        let other = v(6, 0.9, None, 0);
+        let a = decide(&[mine, other], &[2, 1, 0], &[7, 7, 0], None, &p);
+        assert_eq!(
+            a,
+            [
+                Action::Claim { tid: 5, slot: 1 },
+                Action::Claim { tid: 6, slot: 2 }
+            ]
+        );
     }
 
     #[test]
@@ -403,10 +430,10 @@ mod tests {
             busy_polls: 1,
             ..v(10, 0.9, Some(Spot::Housekeeper), 0)
         };
-        assert!(decide(&[once], &[0, 0], None, &p).is_empty());
+        assert!(decide(&[once], &[0, 0], &[], None, &p).is_empty());
         let held = v(10, 0.9, Some(Spot::Housekeeper), 0);
         assert_eq!(
-            decide(&[held], &[0, 0], None, &p),
+            decide(&[held], &[0, 0], &[], None, &p),
             [Action::Claim { tid: 10, slot: 0 }]
         );
     }
@@ -421,7 +448,7 @@ mod tests {
             v(12, 1.0, None, 0),
             v(13, 0.0, None, 0),
         ];
-        let a = decide(&threads, &[1, 0, 0], None, &p);
+        let a = decide(&threads, &[1, 0, 0], &[], None, &p);
         assert_eq!(
             a,
             vec![
@@ -432,7 +459,7 @@ mod tests {
             ]
         );
         // More burners than slots: they share, the least loaded first.
-        let a = decide(&threads, &[0, 0], None, &p);
+        let a = decide(&threads, &[0, 0], &[], None, &p);
         assert_eq!(
             &a[2..],
             &[
@@ -440,15 +467,27 @@ mod tests {
                 Action::Claim { tid: 11, slot: 1 }
             ]
         );
-        assert!(decide(&[], &[0], None, &p).is_empty());
+        assert!(decide(&[], &[0], &[], None, &p).is_empty());
     }
 
     #[test]
     fn a_sleeper_that_starts_burning_moves_to_a_slot() {
         let p = Policy::default();
-        let a = decide(&[v(5, 0.9, Some(Spot::Housekeeper), 0)], &[1, 0], None, &p);
+        let a = decide(
+            &[v(5, 0.9, Some(Spot::Housekeeper), 0)],
+            &[1, 0],
+            &[],
+            None,
+            &p,
+        );
         assert_eq!(a, vec![Action::Claim { tid: 5, slot: 1 }]);
-        let a = decide(&[v(5, 0.1, Some(Spot::Housekeeper), 0)], &[1, 0], None, &p);
+        let a = decide(
+            &[v(5, 0.1, Some(Spot::Housekeeper), 0)],
+            &[1, 0],
+            &[],
+            None,
+            &p,
+        );
         assert!(a.is_empty(), "{a:?}");
     }
 
@@ -462,11 +501,11 @@ mod tests {
             v(2, 1.0, Some(Spot::Slot(1)), 0),
             v(3, 1.0, Some(Spot::Slot(0)), 0),
         ];
-        let a = decide(&threads, &[2, 1], None, &p);
+        let a = decide(&threads, &[2, 1], &[], None, &p);
         assert_eq!(a, vec![Action::Demote { tid: 1 }]);
         // Not idle for long enough: it keeps the slot.
         let threads = [v(1, 0.0, Some(Spot::Slot(0)), 2), threads[1], threads[2]];
-        assert!(decide(&threads, &[2, 1], None, &p).is_empty());
+        assert!(decide(&threads, &[2, 1], &[], None, &p).is_empty());
     }
 
     #[test]
@@ -474,11 +513,11 @@ mod tests {
         let p = Policy::default();
         let threads = [v(7, 1.0, Some(Spot::Slot(0)), 0)];
         assert_eq!(
-            decide(&threads, &[2, 0], None, &p),
+            decide(&threads, &[2, 0], &[], None, &p),
             vec![Action::Claim { tid: 7, slot: 1 }]
         );
-        assert!(decide(&threads, &[2, 1], None, &p).is_empty());
-        assert!(decide(&threads, &[1, 0], None, &p).is_empty());
+        assert!(decide(&threads, &[2, 1], &[], None, &p).is_empty());
+        assert!(decide(&threads, &[1, 0], &[], None, &p).is_empty());
     }
 
     #[test]
@@ -493,19 +532,19 @@ mod tests {
         ];
         // Parked beside worker 3, the main thread leaves slot 0 empty: 3 moves there.
         assert_eq!(
-            decide(&threads, &[1, 1, 1], Some(2), &p),
+            decide(&threads, &[1, 1, 1], &[], Some(2), &p),
             vec![Action::Demote { tid: 1 }, Action::Claim { tid: 3, slot: 0 }]
         );
         // Without the shared CPU the parked thread is nobody's neighbour.
         assert_eq!(
-            decide(&threads, &[1, 1, 1], None, &p),
+            decide(&threads, &[1, 1, 1], &[], None, &p),
             vec![Action::Demote { tid: 1 }]
         );
         // A new sleeper parks first: the burners take the empty slot, then the sleeper's
         // rather than a burner's.
         let fresh = [v(4, 0.0, None, 0), v(5, 1.0, None, 0), v(6, 0.9, None, 0)];
         assert_eq!(
-            decide(&fresh, &[0, 0], Some(1), &p),
+            decide(&fresh, &[0, 0], &[], Some(1), &p),
             vec![
                 Action::Housekeeper { tid: 4 },
                 Action::Claim { tid: 5, slot: 0 },
@@ -518,11 +557,11 @@ mod tests {
             v(5, 1.0, Some(Spot::Slot(0)), 0),
             v(6, 0.9, Some(Spot::Slot(1)), 0),
         ];
-        assert!(decide(&settled, &[1, 1], Some(1), &p).is_empty());
+        assert!(decide(&settled, &[1, 1], &[], Some(1), &p).is_empty());
         // A parked burner leaves its share before it looks for the least-loaded slot.
         let parked = [v(7, 1.0, Some(Spot::Housekeeper), 0)];
         assert_eq!(
-            decide(&parked, &[1, 0], Some(1), &p),
+            decide(&parked, &[1, 0], &[], Some(1), &p),
             vec![Action::Claim { tid: 7, slot: 1 }]
         );
     }

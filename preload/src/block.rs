@@ -1,0 +1,122 @@
+//! A process's block: the slots its threads keep to when the task runs several processes
+//! (MPI ranks, instances, a shell's jobs), so that each process's team stays together, on one
+//! node and on cores of its own.
+//!
+//! Owns: whether a process takes a block and which ([`goset_plan::locality`] cuts and
+//! chooses; the slot table records whose block holds a slot). A process takes a block of
+//! `per_process` slots when the plan gives that size (`--per-process`, `--instances`); else,
+//! when its environment holds an `OMP_NUM_THREADS` smaller than the task (a user's team
+//! size: goset-run sets it to the slot count), unless it is the task's first process (a
+//! single-process task keeps the plan's order). A process that already runs inside a live
+//! block (a forked child, an exec'd image) keeps to that block; launchers take none. Must not:
+//! allocate (the partition lives in the loader's static scratch).
+
+use crate::placement;
+use goset_plan::locality::{self, NO_BLOCK};
+use goset_plan::{CpuSet, Plan, SlotTable, MAX_SLOTS};
+
+/// How many times a process tries again when another process took the block it chose.
+const TRIES: usize = 8;
+
+/// The team size a process asks for in its environment (`OMP_NUM_THREADS`, its first
+/// number: a nested list such as `4,2` gives the outer team), when below `slots`.
+fn asked_size(slots: usize) -> Option<usize> {
+    let value = crate::env::get(b"OMP_NUM_THREADS")?;
+    let digits = value.split(|&c| c == b',').next()?.trim_ascii();
+    let n = core::str::from_utf8(digits).ok()?.parse::<usize>().ok()?;
+    (n > 0 && n < slots).then_some(n)
+}
+
+/// The CPUs of the block of live process `owner` (every slot it owns).
+fn block_of(plan: &Plan, table: &SlotTable, owner: u32) -> CpuSet {
+    (0..plan.slot_count())
+        .filter(|&s| table.owner(s) == Some(owner))
+        .filter_map(|s| plan.cpu_of_slot(s))
+        .collect()
+}
+
+fn gone(pid: u32) -> bool {
+    !placement::alive(pid as i32)
+}
+
+/// The block process `pid` keeps to, as CPUs; `None`: it takes the task's every slot.
+/// `first` says it is the task's first process; `scratch` holds the partition.
+pub fn take(
+    plan: &Plan,
+    table: &SlotTable,
+    pid: i32,
+    first: bool,
+    scratch: &mut [u16; MAX_SLOTS],
+) -> Option<CpuSet> {
+    let slots = plan.slot_count();
+    let own = table.find(pid).map(|(_, slot)| slot);
+    // Already inside a live block: the image before an exec took it, or the process that
+    // forked this one did (not so for a first process, whose slot goset-run claimed).
+    if let Some(owner) = own.and_then(|s| table.owner(s)) {
+        if owner == pid as u32 || (!first && !gone(owner)) {
+            return Some(block_of(plan, table, owner)).filter(|b| !b.is_empty());
+        }
+    }
+    let size = match plan.per_process {
+        0 if first => return None,
+        0 => asked_size(slots)?,
+        n => n,
+    };
+    let count = locality::partition(plan, size, scratch);
+    let blocks = &scratch[..slots];
+    for _ in 0..TRIES {
+        let taken = |s: usize| Some(s) != own && table.owner(s).is_some_and(|o| !gone(o));
+        let busy = |s: usize| Some(s) != own && table.live(s) > 0;
+        let b = locality::choose_block(plan, blocks, count, own, taken, busy)?;
+        debug_assert_ne!(b, NO_BLOCK);
+        if table.take_block(pid as u32, slots, |s| blocks[s] == b, gone) {
+            return Some(block_of(plan, table, pid as u32));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guest() -> Plan {
+        let order = [2, 4, 6, 0, 3, 5, 7, 1];
+        let mut plan = Plan::new(&order, None, order.iter().copied().collect()).unwrap();
+        let places: Vec<_> = order
+            .iter()
+            .map(|&c| {
+                let node = c as u16 / 4;
+                [node, node, node, c as u16 / 2, c as u16 / 2]
+            })
+            .collect();
+        plan.set_places(&places);
+        plan
+    }
+
+    #[test]
+    fn processes_take_blocks_on_separate_nodes_and_children_keep_theirs() {
+        let mut plan = guest();
+        plan.per_process = 4;
+        let table = goset_plan::slots::map(None).unwrap();
+        table.init(8);
+        let mut scratch = [0u16; MAX_SLOTS];
+        let me = crate::sys::getpid();
+        let a = take(&plan, table, me, false, &mut scratch).unwrap();
+        assert_eq!(a.iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
+        // A second live process (pid 1, always alive) gets the other node.
+        let b = take(&plan, table, 1, false, &mut scratch).unwrap();
+        assert_eq!(b.iter().collect::<Vec<_>>(), [4, 5, 6, 7]);
+        // No block left.
+        assert_eq!(take(&plan, table, 2, false, &mut scratch), None);
+        // A process whose main thread holds a slot of a live block keeps to that block.
+        let slot = (0..8).find(|&s| plan.cpu_of_slot(s) == Some(5)).unwrap();
+        table.claim_at(4242, slot).unwrap();
+        assert_eq!(take(&plan, table, 4242, false, &mut scratch), Some(b));
+        // Without a size in the plan, only a team size the environment asks for counts, and
+        // never for the task's first process.
+        plan.per_process = 0;
+        table.release_block(me as u32);
+        assert_eq!(take(&plan, table, me, true, &mut scratch), None);
+    }
+}
