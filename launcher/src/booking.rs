@@ -13,8 +13,14 @@
 //! run directories, and sees only their own runs.
 
 use serde::{Deserialize, Serialize};
+use std::ffi::CString;
 use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// One run's booking.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,10 +55,16 @@ impl Booking {
 /// The shared registry, when this user may write to it.
 const SHARED: &str = "/run/goset/bookings";
 
-/// The registry: its directory and the open lock file.
+/// How long a launcher waits for the registry's lock without `--wait`: selecting and booking
+/// take milliseconds, so a lock held this long is held by something else.
+pub const LOCK_BOUND: Duration = Duration::from_secs(10);
+
+/// The registry: its directory (open, so that every file is made relative to it, never through
+/// a path a user could redirect) and the open lock file.
 #[derive(Debug)]
 pub struct Registry {
     dir: PathBuf,
+    dir_fd: OwnedFd,
     lock: File,
 }
 
@@ -61,52 +73,106 @@ pub struct Locked<'a>(&'a Registry);
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
         // SAFETY: unlocks the descriptor the registry owns.
         unsafe { libc::flock(self.0.lock.as_raw_fd(), libc::LOCK_UN) };
     }
 }
 
+/// Why the registry's lock was not taken.
+#[derive(Debug)]
+pub enum LockError {
+    /// Held past the deadline; the holder, as far as `/proc/locks` tells.
+    Held(String),
+    /// A handled signal arrived while waiting.
+    Interrupted(i32),
+    /// flock failed otherwise.
+    Io(std::io::Error),
+}
+
 fn writable(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
         return false;
     };
     // SAFETY: c is a NUL-terminated path.
     unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
 }
 
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn c_name(name: &str) -> std::io::Result<CString> {
+    CString::new(name).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Whether a registry directory owned by `uid` with `mode` is safe to book in: owned by root
+/// (the shared one) or by this user, and writable by others only with the sticky bit (so that
+/// nobody removes or replaces another user's files).
+fn check_dir(dir: &Path, meta: &std::fs::Metadata) -> std::io::Result<()> {
+    let bad = |why: String| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{}: {why}", dir.display()),
+        ))
+    };
+    if !meta.is_dir() {
+        return bad("not a directory".into());
+    }
+    if meta.uid() != 0 && meta.uid() != euid() {
+        return bad(format!(
+            "owned by uid {}, not by root or this user",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 && meta.mode() & libc::S_ISVTX == 0 {
+        return bad(format!(
+            "writable by others without the sticky bit (mode {:o})",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
 impl Registry {
     /// The registry this user books in (see the module doc), created if needed.
     pub fn open() -> std::io::Result<Registry> {
-        // SAFETY: geteuid cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
         let shared = Path::new(SHARED);
-        let dir = if root || (shared.is_dir() && writable(shared)) {
-            shared.to_path_buf()
-        } else {
-            crate::rundir::base_dir().join("bookings")
-        };
-        Registry::at(&dir)
+        if euid() == 0 || (shared.is_dir() && writable(shared)) {
+            match Registry::at(shared) {
+                Ok(r) => return Ok(r),
+                Err(e) if euid() == 0 => return Err(e),
+                // A shared registry that is not safe: this user's own, as without one.
+                Err(_) => {}
+            }
+        }
+        Registry::at(&crate::rundir::base_dir().join("bookings"))
     }
 
-    /// A registry in `dir` (created 0755 with its parents, as `/run/goset` is).
+    /// A registry in `dir` (created 0755 with its parents, as `/run/goset` is), checked: owned
+    /// by root or this user, writable by others only with the sticky bit. Its lock file is
+    /// the directory owner's, open to the owner (and the directory's group, where the group may
+    /// write the directory) alone, so that nobody else can hold it: an existing lock file of
+    /// another owner is replaced when this user owns the directory.
     pub fn at(dir: &Path) -> std::io::Result<Registry> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
             .create(dir)?;
-        let lock = std::fs::OpenOptions::new()
+        let dir_file = std::fs::OpenOptions::new()
             .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(dir.join("lock"))?;
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(dir)?;
+        let meta = dir_file.metadata()?;
+        check_dir(dir, &meta)?;
+        let dir_fd = OwnedFd::from(dir_file);
+        let group_shares = meta.mode() & 0o020 != 0;
+        let mode = if group_shares { 0o660 } else { 0o600 };
+        let lock = open_lock(&dir_fd, meta.uid(), mode)?;
         Ok(Registry {
             dir: dir.to_path_buf(),
+            dir_fd,
             lock,
         })
     }
@@ -116,25 +182,54 @@ impl Registry {
         &self.dir
     }
 
-    /// Takes the lock (waits for another launcher's select-and-book).
-    pub fn lock(&self) -> std::io::Result<Locked<'_>> {
-        use std::os::fd::AsRawFd;
+    /// Takes the lock: waits for another launcher's select-and-book until `deadline` (else
+    /// [`LOCK_BOUND`]), returning early when a handled signal arrives.
+    pub fn lock(&self, deadline: Option<Instant>) -> Result<Locked<'_>, LockError> {
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + LOCK_BOUND);
         loop {
             // SAFETY: flock on the descriptor the registry owns.
-            if unsafe { libc::flock(self.lock.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            if unsafe { libc::flock(self.lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
                 return Ok(Locked(self));
             }
             let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINTR) {
-                return Err(e);
+            match e.raw_os_error() {
+                Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
+                _ => return Err(LockError::Io(e)),
             }
+            if let Some(sig) = crate::signals::pending() {
+                return Err(LockError::Interrupted(sig));
+            }
+            if Instant::now() >= deadline {
+                return Err(LockError::Held(self.holder()));
+            }
+            crate::signals::sleep(Duration::from_millis(20));
         }
     }
 
-    /// The live bookings of other launchers; stale ones (their launcher gone) are removed
-    /// when the lock is held (`sweep`). A file that is not a booking is skipped, and so is the
-    /// booking of a launcher this process runs under (a goset-run in a goset-run's task uses
-    /// the CPUs the outer one gave it).
+    /// Who holds the lock, from `/proc/locks`: `pid N (comm, uid U)`, or `another process`.
+    fn holder(&self) -> String {
+        let Ok(meta) = self.lock.metadata() else {
+            return "another process".into();
+        };
+        let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+        let pid = holder_of(&locks, meta.ino());
+        let Some(pid) = pid else {
+            return "another process".into();
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let uid = std::fs::metadata(format!("/proc/{pid}")).map(|m| m.uid());
+        match uid {
+            Ok(uid) => format!("pid {pid} ({}, uid {uid})", comm.trim()),
+            Err(_) => format!("pid {pid}"),
+        }
+    }
+
+    /// The live bookings of other launchers; stale ones are removed when the lock is held
+    /// (`sweep`). A booking counts only when its file is a regular file owned by the uid it
+    /// names, and its pid is a live goset launcher with the start time it names: a forged file
+    /// (another user's, or naming a process that is no launcher) is skipped, and swept. A file
+    /// that is not a booking is skipped, and so is the booking of a launcher this process runs
+    /// under (a goset-run in a goset-run's task uses the CPUs the outer one gave it).
     pub fn live(&self, sweep: bool) -> Vec<Booking> {
         let mine = ancestry();
         let mut found: Vec<Booking> = Vec::new();
@@ -146,16 +241,26 @@ impl Registry {
             let Some((pid, start)) = crate::rundir::parse_name(stem) else {
                 continue;
             };
-            if crate::rundir::start_ticks(pid) != Some(start) {
+            let remove = || {
                 if sweep {
                     let _ = std::fs::remove_file(entry.path());
                 }
+            };
+            if !is_launcher(pid, start) {
+                remove();
                 continue;
             }
+            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
             let text = crate::bounded::read_regular(&entry.path(), 1 << 20).unwrap_or_default();
             let Ok(b) = serde_json::from_slice::<Booking>(&text) else {
                 continue;
             };
+            if !meta.is_file() || meta.uid() != b.uid {
+                remove();
+                continue;
+            }
             if b.pid == pid && b.start == start && !mine.contains(&pid) {
                 found.push(b);
             }
@@ -164,19 +269,140 @@ impl Registry {
         found
     }
 
-    /// Writes `booking` (complete, then renamed into place: a reader never sees half of it);
-    /// the returned handle removes it when dropped.
+    /// Writes `booking` complete under a fresh name made in the directory itself
+    /// (`O_CREAT|O_EXCL|O_NOFOLLOW`: a link planted there is never written through), then
+    /// renames it into place (a reader never sees half of it); the returned handle removes it
+    /// when dropped.
     pub fn book(&self, booking: &Booking) -> std::io::Result<Booked> {
         let name = format!("{}-{}.booking", booking.pid, booking.start);
-        let path = self.dir.join(&name);
-        let tmp = self.dir.join(format!(".{name}.tmp"));
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec(booking).expect("a booking serialises"),
-        )?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(Booked(path))
+        let bytes = serde_json::to_vec(booking).expect("a booking serialises");
+        let mut last = None;
+        for attempt in 0..16u32 {
+            let tmp = format!(".{name}.{:x}.tmp", random_u64() ^ u64::from(attempt));
+            let c_tmp = c_name(&tmp)?;
+            let flags =
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+            // SAFETY: a NUL-terminated name relative to the directory we hold open.
+            let fd = unsafe { libc::openat(self.dir_fd.as_raw_fd(), c_tmp.as_ptr(), flags, 0o644) };
+            if fd < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EEXIST) {
+                    last = Some(e);
+                    continue;
+                }
+                return Err(e);
+            }
+            // SAFETY: fd is a fresh descriptor we own.
+            let mut file = unsafe { File::from_raw_fd(fd) };
+            let c_final = c_name(&name)?;
+            let written = file.write_all(&bytes).and_then(|_| {
+                // SAFETY: both names are NUL-terminated and relative to our directory.
+                let rc = unsafe {
+                    libc::renameat(
+                        self.dir_fd.as_raw_fd(),
+                        c_tmp.as_ptr(),
+                        self.dir_fd.as_raw_fd(),
+                        c_final.as_ptr(),
+                    )
+                };
+                if rc == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+            if let Err(e) = written {
+                // SAFETY: a NUL-terminated name relative to our directory.
+                unsafe { libc::unlinkat(self.dir_fd.as_raw_fd(), c_tmp.as_ptr(), 0) };
+                return Err(e);
+            }
+            return Ok(Booked(self.dir.join(&name)));
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::EEXIST)))
     }
+}
+
+/// Opens (creating it if needed) the registry's `lock` in `dir_fd`, owned by `owner` with
+/// `mode`: a lock file of another owner is replaced when this user is `owner` (root in the
+/// shared registry), refused otherwise; a wider mode is narrowed.
+fn open_lock(dir_fd: &OwnedFd, owner: u32, mode: u32) -> std::io::Result<File> {
+    let name = c_name("lock")?;
+    let open = || {
+        let flags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a NUL-terminated name relative to the open directory.
+        let fd = unsafe { libc::openat(dir_fd.as_raw_fd(), name.as_ptr(), flags, mode) };
+        if fd < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            // SAFETY: fd is a fresh descriptor we own.
+            Ok(unsafe { File::from_raw_fd(fd) })
+        }
+    };
+    let replace = || {
+        // SAFETY: a NUL-terminated name relative to the open directory.
+        unsafe { libc::unlinkat(dir_fd.as_raw_fd(), name.as_ptr(), 0) };
+        open()
+    };
+    let mut lock = match open() {
+        // A link or some other file planted there: ours to replace if the directory is ours.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) && euid() == owner => replace()?,
+        other => other?,
+    };
+    let meta = lock.metadata()?;
+    if !meta.is_file() || meta.uid() != owner {
+        if euid() != owner {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "the lock file is owned by uid {}, not by uid {owner}",
+                    meta.uid()
+                ),
+            ));
+        }
+        lock = replace()?;
+    }
+    if lock.metadata()?.mode() & 0o777 != mode && euid() == owner {
+        lock.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(lock)
+}
+
+/// The pid holding the flock on inode `ino`, from `/proc/locks` text
+/// (`1: FLOCK  ADVISORY  WRITE 1234 00:19:5678 0 EOF`).
+fn holder_of(locks: &str, ino: u64) -> Option<u32> {
+    locks.lines().find_map(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (kind, pid, dev_ino) = (words.get(1)?, words.get(4)?, words.get(5)?);
+        let this = dev_ino.rsplit(':').next()?.parse::<u64>().ok()? == ino;
+        (*kind == "FLOCK" && this)
+            .then(|| pid.parse().ok())
+            .flatten()
+    })
+}
+
+/// Whether `pid` is a live goset launcher (`goset-run`, or `goset` running a task) that
+/// started at `start`.
+fn is_launcher(pid: u32, start: u64) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    crate::housekeeper::threads::parse_stat(&stat).is_some_and(|s| {
+        s.start_ticks == start
+            && goset_plan::plan::is_goset_program(s.comm.as_bytes())
+            && !matches!(s.state, 'Z' | 'X')
+    })
+}
+
+/// 64 random bits (`getrandom`), for names nobody can guess ahead.
+fn random_u64() -> u64 {
+    let mut v = [0u8; 8];
+    // SAFETY: getrandom writes at most 8 bytes into v.
+    let n = unsafe { libc::getrandom(v.as_mut_ptr().cast(), v.len(), 0) };
+    if n != 8 {
+        // No randomness: the time still differs between attempts.
+        return std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    }
+    u64::from_ne_bytes(v)
 }
 
 /// This process and its ancestors, by pid.
@@ -234,16 +460,30 @@ mod tests {
         }
     }
 
+    /// A process named goset-run (a copy of sleep), as a live launcher looks in /proc.
+    fn fake_launcher(dir: &Path) -> std::process::Child {
+        let exe = dir.join("goset-run");
+        std::fs::copy("/bin/sleep", &exe).unwrap();
+        let child = std::process::Command::new(&exe).arg("30").spawn().unwrap();
+        // The copy's own name shows once it has exec'd.
+        let stat = format!("/proc/{}/stat", child.id());
+        while !std::fs::read_to_string(&stat)
+            .unwrap_or_default()
+            .contains("(goset-run)")
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child
+    }
+
     #[test]
     fn a_live_launchers_booking_is_seen_and_a_dead_ones_swept() {
         let dir = tempfile::tempdir().unwrap();
+        let bin = tempfile::tempdir().unwrap();
         let reg = Registry::at(dir.path()).unwrap();
-        // Another live process (a child: not one this process runs under) with its own start
+        // Another live launcher (a child: not one this process runs under) with its own start
         // time is live; with another start time it is a dead launcher whose pid was reused.
-        let mut other = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
+        let mut other = fake_launcher(bin.path());
         let pid = other.id();
         let start = crate::rundir::start_ticks(pid).unwrap();
         let live = reg.book(&booking(pid, start, &[2, 3])).unwrap();
@@ -252,7 +492,7 @@ mod tests {
         let stale_file = dir.path().join(format!("{pid}-{}.booking", start + 1));
         let before_sweep = reg.live(false).len();
         let exists_before = stale_file.exists();
-        let held = reg.lock().unwrap();
+        let held = reg.lock(None).map_err(|_| ()).unwrap();
         let seen = reg.live(true);
         drop(held);
         drop(live);
@@ -267,14 +507,129 @@ mod tests {
     }
 
     #[test]
-    fn the_booking_of_a_launcher_this_process_runs_under_is_not_another_runs() {
+    fn a_forged_booking_does_not_count_and_is_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = tempfile::tempdir().unwrap();
+        let reg = Registry::at(dir.path()).unwrap();
+        let mut launcher = fake_launcher(bin.path());
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let at = |pid: u32| (pid, crate::rundir::start_ticks(pid).unwrap());
+        // A live process that is no launcher, and a file that claims a uid it is not owned by.
+        let (pid, start) = at(sleeper.id());
+        let not_a_launcher = reg.book(&booking(pid, start, &[1])).unwrap();
+        let (pid, start) = at(launcher.id());
+        let mut forged = booking(pid, start, &[2]);
+        forged.uid = euid() + 1;
+        let path = dir.path().join(format!("{pid}-{start}.booking"));
+        std::fs::write(&path, serde_json::to_vec(&forged).unwrap()).unwrap();
+        let seen = reg.live(true);
+        let gone = (
+            !dir.path()
+                .join(format!(
+                    "{}-{}.booking",
+                    at(sleeper.id()).0,
+                    at(sleeper.id()).1
+                ))
+                .exists(),
+            !path.exists(),
+        );
+        drop(not_a_launcher);
+        for c in [&mut launcher, &mut sleeper] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        assert!(seen.is_empty(), "{seen:?}");
+        assert_eq!(gone, (true, true), "both swept");
+    }
+
+    #[test]
+    fn a_link_planted_at_a_temporary_name_is_never_written_through() {
         let dir = tempfile::tempdir().unwrap();
         let reg = Registry::at(dir.path()).unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let b = booking(std::process::id(), 7, &[1]);
+        // The names a booking's temporary file used to have, and a few more guesses.
+        for name in [
+            ".{p}-7.booking.tmp",
+            ".{p}-7.booking.0.tmp",
+            ".{p}-7.booking.1.tmp",
+        ] {
+            let name = name.replace("{p}", &b.pid.to_string());
+            std::os::unix::fs::symlink(&victim, dir.path().join(name)).unwrap();
+        }
+        let booked = reg.book(&b).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let written = std::fs::read(dir.path().join(format!("{}-7.booking", b.pid))).unwrap();
+        assert_eq!(serde_json::from_slice::<Booking>(&written).unwrap(), b);
+        drop(booked);
+    }
+
+    #[test]
+    fn the_lock_is_the_owners_alone_and_a_held_lock_names_its_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        // A lock file left world-readable (anyone could open it and hold it) is narrowed.
+        let lock = dir.path().join("lock");
+        std::fs::write(&lock, "").unwrap();
+        std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let first = Registry::at(dir.path()).unwrap();
+        let mode = std::fs::metadata(&lock).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
+        // Held by another open of the file: a bounded wait, then the holder is named.
+        let second = Registry::at(dir.path()).unwrap();
+        let held = first.lock(None).map_err(|_| ()).unwrap();
+        let waited = second.lock(Some(Instant::now() + Duration::from_millis(100)));
+        drop(held);
+        match waited {
+            Err(LockError::Held(who)) => {
+                assert!(
+                    who.contains(&format!("pid {}", std::process::id())),
+                    "{who}"
+                )
+            }
+            other => panic!("expected the lock to be held: {:?}", other.map(|_| ())),
+        }
+        assert!(second.lock(None).is_ok());
+    }
+
+    #[test]
+    fn an_unsafe_registry_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Registry::at(&open).unwrap_err();
+        assert!(e.to_string().contains("sticky"), "{e}");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(Registry::at(&open).is_ok());
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&open, &link).unwrap();
+        assert!(Registry::at(&link).is_err(), "a link is not followed");
+    }
+
+    #[test]
+    fn the_holder_is_read_from_proc_locks() {
+        let text = "1: POSIX  ADVISORY  WRITE 99 00:19:11 0 EOF\n\
+                    2: FLOCK  ADVISORY  WRITE 1234 00:19:5678 0 EOF\n";
+        assert_eq!(holder_of(text, 5678), Some(1234));
+        assert_eq!(
+            holder_of(text, 11),
+            None,
+            "a POSIX lock is not the registry's"
+        );
+        assert_eq!(holder_of(text, 1), None);
+    }
+
+    #[test]
+    fn the_launchers_this_process_runs_under_are_its_ancestry() {
         // SAFETY: getppid cannot fail.
         let parent = unsafe { libc::getppid() } as u32;
-        let start = crate::rundir::start_ticks(parent).unwrap();
-        let _outer = reg.book(&booking(parent, start, &[1])).unwrap();
-        assert!(reg.live(false).is_empty());
+        let mine = ancestry();
+        assert_eq!(mine[0], std::process::id());
+        assert!(mine.contains(&parent), "{mine:?}");
     }
 
     #[test]

@@ -98,13 +98,24 @@ fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     };
     let deadline = opts.wait.map(|w| Instant::now() + w);
     loop {
-        let locked =
-            match &registry {
-                Some(r) => Some(r.lock().map_err(|e| {
+        let locked = match &registry {
+            Some(r) => Some(r.lock(deadline).map_err(|e| match e {
+                booking::LockError::Interrupted(sig) => Error::Interrupted(sig),
+                booking::LockError::Held(holder) => Error::System(format!(
+                    "the booking registry's lock {}/lock is held by {holder}{}; {}",
+                    r.dir().display(),
+                    match opts.wait {
+                        Some(w) => format!(" for more than --wait {}", w.as_secs()),
+                        None => format!(" for more than {} s", booking::LOCK_BOUND.as_secs()),
+                    },
+                    "a launcher holds it for milliseconds: that process is stuck, or not goset's"
+                )),
+                booking::LockError::Io(e) => {
                     Error::System(format!("cannot lock {}: {e}", r.dir().display()))
-                })?),
-                None => None,
-            };
+                }
+            })?),
+            None => None,
+        };
         let bookings = registry.as_ref().map(|r| r.live(true)).unwrap_or_default();
         let mut select_opts = opts.select.clone();
         if !opts.share {

@@ -196,3 +196,114 @@ fn kill_9_of_a_launcher_frees_its_booking() {
     assert_eq!(freed.0, Some(0), "{freed:?}");
     started.0.clear();
 }
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The shared registry's lock, made by a first run.
+fn shared_lock() -> &'static Path {
+    let ok = Command::new(common::bin("goset-run"))
+        .args(["-q", "-n", "1", "--sample", "0", "--", "true"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    Path::new("/run/goset/bookings/lock")
+}
+
+#[test]
+fn another_user_cannot_hold_the_registrys_lock() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the shared registry, and another user to run as)");
+        return;
+    }
+    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let lock = shared_lock();
+    // As nobody: the lock cannot even be opened (it was 0644: flock -x held every run).
+    let out = Command::new("runuser")
+        .args(["-u", "nobody", "--", "flock", "-n", "-x"])
+        .arg(lock)
+        .arg("true")
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "nobody took the registry's lock: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_held_lock_is_waited_for_within_a_bound_and_signals_end_the_wait() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the shared registry)");
+        return;
+    }
+    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let lock = shared_lock();
+    // flock and its sleep in a group of their own, ended together (SIGKILL to the group)
+    // however the test ends.
+    use std::os::unix::process::CommandExt;
+    let holder = Command::new("flock")
+        .arg("-x")
+        .arg(lock)
+        .args(["sleep", "60"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    struct Group(i32);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            // SAFETY: kill takes a process group and a signal.
+            unsafe { libc::kill(-self.0, libc::SIGKILL) };
+        }
+    }
+    let _held = (Group(holder.id() as i32), Started(vec![holder]));
+    // Wait for the holder to have it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Command::new("flock")
+        .args(["-n", "-x"])
+        .arg(lock)
+        .arg("true")
+        .status()
+        .unwrap()
+        .success()
+    {
+        assert!(Instant::now() < deadline, "the holder never took the lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // --wait 1: one line naming the holder, exit 1, in about a second.
+    let started = Instant::now();
+    let out = Command::new(common::bin("goset-run"))
+        .args([
+            "-q", "-n", "1", "--sample", "0", "--wait", "1", "--", "true",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("flock") && err.contains("--wait 1"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    // Without --wait, SIGTERM while waiting ends the run at once (128 + 15).
+    let mut run = Command::new(common::bin("goset-run"))
+        .args(["-q", "-n", "1", "--sample", "0", "--", "true"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill takes a pid and a signal.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let asked = Instant::now();
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+}
