@@ -698,3 +698,42 @@ fn sigterm_to_the_launcher_reaches_the_task_and_the_machine_is_put_back() {
         "the report is finished\n{stderr}"
     );
 }
+
+#[test]
+fn two_cgroup_runs_of_one_command_started_together_both_run() {
+    if !need_root("--cgroup") {
+        return;
+    }
+    let _m = machine();
+    let groups = || -> Vec<String> {
+        (cpuset_mounts().iter())
+            .flat_map(|m| std::fs::read_dir(m).into_iter().flatten().flatten())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("goset-sleep"))
+            .collect()
+    };
+    // Both take the same first name, goset-sleep: the one that makes it second must take
+    // goset-sleep-<pid> (it failed with "File exists" every round).
+    for round in 0..10 {
+        let runs: Vec<Child> = (0..2)
+            .map(|_| {
+                clean_command(goset_run_bin())
+                    .args(["-q", "-n", "1", "--sample", "0", "--share", "--cgroup", "--"])
+                    .args(["sleep", "0.3"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for run in runs {
+            let out = run.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(groups().is_empty(), "round {round}: left {:?}", groups());
+    }
+}

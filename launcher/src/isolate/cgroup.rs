@@ -138,22 +138,47 @@ pub struct Group {
     pub mems: String,
 }
 
-/// Picks the group's directory: `<mount>/<name>`, or `<mount>/<name>-<pid>` when the first is
-/// taken (by a live run, or left behind: never reused, never removed here).
-pub fn free_dir(h: &Hierarchy, name: &str) -> Result<PathBuf, String> {
-    let first = h.mount.join(name);
-    if !first.exists() {
-        return Ok(first);
-    }
-    let second = h.mount.join(format!("{name}-{}", std::process::id()));
-    if !second.exists() {
-        return Ok(second);
+/// The group's directories to try, in order: `<mount>/<name>`, then `<mount>/<name>-<pid>`
+/// (the first taken by a live run, or left behind: never reused, never removed here).
+fn candidates(h: &Hierarchy, name: &str) -> [PathBuf; 2] {
+    [
+        h.mount.join(name),
+        h.mount.join(format!("{name}-{}", std::process::id())),
+    ]
+}
+
+/// Makes the group at the first of [`candidates`] that can be created: a name another run
+/// creates between the look and the make (two runs of one command started together) is
+/// passed over for the next, as one that existed before.
+pub fn create_free(
+    h: &Hierarchy,
+    name: &str,
+    cpus: &str,
+    mems: &str,
+    journal: &mut Journal,
+) -> Result<Group, String> {
+    let [first, second] = candidates(h, name);
+    for dir in [&first, &second] {
+        match create(h, dir, cpus, mems, journal) {
+            Err(Creating::Taken) => continue,
+            Err(Creating::Failed(why)) => return Err(why),
+            Ok(group) => return Ok(group),
+        }
     }
     Err(format!(
         "--cgroup: {} and {} both exist (goset rm-cgroup removes a left-over group)",
         first.display(),
         second.display()
     ))
+}
+
+/// Why [`create`] made no group.
+#[derive(Debug)]
+pub enum Creating {
+    /// The group's directory exists already (nothing was made).
+    Taken,
+    /// A step failed, as the message says.
+    Failed(String),
 }
 
 /// Makes the group: each step in order, the journaled ones recorded first.
@@ -163,7 +188,7 @@ pub fn create(
     cpus: &str,
     mems: &str,
     journal: &mut Journal,
-) -> Result<Group, String> {
+) -> Result<Group, Creating> {
     let subtree =
         std::fs::read_to_string(h.mount.join("cgroup.subtree_control")).unwrap_or_default();
     let enabled = subtree.split_whitespace().any(|c| c == "cpuset");
@@ -182,20 +207,25 @@ pub fn create(
                 };
                 journal
                     .make(change, || std::fs::write(&file, "+cpuset"))
-                    .map_err(|e| failed(&file, e))?;
+                    .map_err(|e| Creating::Failed(failed(&file, e)))?;
             }
-            Step::Create { dir, parent } => {
+            Step::Create { dir: made, parent } => {
                 let change = Change::CgroupCreated {
-                    path: dir.clone(),
+                    path: made.clone(),
                     parent,
                 };
-                journal
-                    .make(change, || std::fs::create_dir(&dir))
-                    .map_err(|e| failed(&dir, e))?;
+                match journal.make(change, || std::fs::create_dir(&made)) {
+                    Ok(()) => {}
+                    Err(Failed::Change(e))
+                        if made == dir && e.kind() == std::io::ErrorKind::AlreadyExists =>
+                    {
+                        return Err(Creating::Taken)
+                    }
+                    Err(e) => return Err(Creating::Failed(failed(&made, e))),
+                }
             }
-            Step::Write { file, text } => {
-                std::fs::write(&file, &text).map_err(|e| fail(&file, e))?
-            }
+            Step::Write { file, text } => std::fs::write(&file, &text)
+                .map_err(|e| Creating::Failed(fail(&file, e)))?,
         }
     }
     Ok(Group {
@@ -321,7 +351,7 @@ mod tests {
         let cg = dir.path().join("sys/fs/cgroup");
         assert_eq!(h.version, Version::V2);
         let group = cg.join("goset-app");
-        assert_eq!(free_dir(h, "goset-app").unwrap(), group);
+        assert_eq!(candidates(h, "goset-app")[0], group);
         assert_eq!(
             steps(h, &group, "2-3", "0", false),
             vec![
@@ -358,11 +388,18 @@ mod tests {
         let changes = super::super::journal::read(&jdir.join("1-1.journal")).unwrap();
         assert!(matches!(changes[0], Change::ControllerEnabled { .. }));
         assert!(matches!(changes[1], Change::CgroupCreated { .. }));
-        // A second run of the same task gets the pid-suffixed name.
+        // A second run of the same task gets the pid-suffixed name: the first is taken (made
+        // by a run started together with it, after the look: the make itself tells).
+        let second = create_free(h, "goset-app", "2-3", "0", &mut journal).unwrap();
         assert_eq!(
-            free_dir(h, "goset-app").unwrap(),
+            second.path,
             cg.join(format!("goset-app-{}", std::process::id()))
         );
+        let e = create_free(h, "goset-app", "2-3", "0", &mut journal).unwrap_err();
+        assert!(e.contains("both exist"), "{e}");
+        for f in ["cpuset.cpus", "cpuset.mems"] {
+            std::fs::remove_file(second.path.join(f)).unwrap();
+        }
         // A real group has no files of its own to delete; the fake one does.
         for f in ["cpuset.cpus", "cpuset.mems"] {
             std::fs::remove_file(group.join(f)).unwrap();

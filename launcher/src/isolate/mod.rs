@@ -151,10 +151,9 @@ impl Isolation {
             iso.steering = Some(steering);
         }
         if let Some(h) = hierarchy.filter(|_| request.cgroup) {
-            let dir = cgroup::free_dir(h, &setup.group_name).map_err(Error::System)?;
-            let group = cgroup::create(
+            let group = cgroup::create_free(
                 h,
-                &dir,
+                &setup.group_name,
                 &setup.cpus.to_string(),
                 &setup.mems.to_string(),
                 journal,
