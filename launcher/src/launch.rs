@@ -578,7 +578,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     crate::signals::install();
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 && opts.fsroot.is_live() {
-        restore_dead_runs(opts.quiet);
+        restore_dead_runs(opts.quiet, opts.isolation != Default::default());
     }
     let hierarchy = if opts.dry_run {
         None
@@ -699,17 +699,21 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 }
 
 /// Undoes the journals of dead launchers before this run selects (their IRQs and cgroups
-/// would skew the noise and block the group's name), saying so unless `quiet`.
-fn restore_dead_runs(quiet: bool) {
+/// would skew the noise and block the group's name), saying so unless `quiet`. What could not
+/// be undone is this run's business only when it isolates itself (`isolating`): a plain run
+/// says nothing of other runs' leftovers (`goset restore` does).
+fn restore_dead_runs(quiet: bool, isolating: bool) {
     let (done, journals) = isolate::restore(&rundir::base_dir());
-    if journals > 0 && !quiet {
+    if done.restored > 0 && !quiet {
         output::to_stderr(&format!(
             "goset-run: undid {} change(s) left by {journals} run(s) whose launcher died\n",
             done.restored
         ));
     }
-    for why in &done.failed {
-        output::to_stderr(&format!("goset-run: restore: {why}\n"));
+    if isolating {
+        for why in &done.failed {
+            output::to_stderr(&format!("goset-run: restore: {why}\n"));
+        }
     }
 }
 

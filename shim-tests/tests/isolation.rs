@@ -718,7 +718,9 @@ fn two_cgroup_runs_of_one_command_started_together_both_run() {
         let runs: Vec<Child> = (0..2)
             .map(|_| {
                 clean_command(goset_run_bin())
-                    .args(["-q", "-n", "1", "--sample", "0", "--share", "--cgroup", "--"])
+                    .args([
+                        "-q", "-n", "1", "--sample", "0", "--share", "--cgroup", "--",
+                    ])
                     .args(["sleep", "0.3"])
                     .stdout(Stdio::null())
                     .stderr(Stdio::piped())
@@ -736,4 +738,40 @@ fn two_cgroup_runs_of_one_command_started_together_both_run() {
         }
         assert!(groups().is_empty(), "round {round}: left {:?}", groups());
     }
+}
+
+#[test]
+fn a_group_the_task_makes_inside_its_own_is_removed_with_it() {
+    if !need_root("--cgroup") {
+        return;
+    }
+    let Some(mount) = cpuset_mounts().into_iter().next() else {
+        missing("a cpuset cgroup hierarchy", "a kernel with cgroup cpuset");
+        return;
+    };
+    let _m = machine();
+    let m = mount.display();
+    // The task makes goset-sh/child (its cpus and mems copied, for cgroup v1) and moves itself
+    // in: the group was left busy (EBUSY) and every restore failed after it.
+    let script = format!(
+        "g=$(grep -E ':cpuset:|^0::' /proc/self/cgroup | head -1 | cut -d: -f3); \
+         d={m}$g/child; mkdir $d || exit 3; \
+         cat {m}$g/cpuset.cpus > $d/cpuset.cpus 2>/dev/null; \
+         cat {m}$g/cpuset.mems > $d/cpuset.mems 2>/dev/null; \
+         echo $$ > $d/cgroup.procs || exit 4; sleep 0.2"
+    );
+    let out = clean_command(goset_run_bin())
+        .args([
+            "-n", "1", "--sample", "0", "--share", "--cgroup", "--", "sh", "-c", &script,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("cannot remove"), "{err}");
+    let left: Vec<String> = (std::fs::read_dir(&mount).into_iter().flatten().flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("goset-sh"))
+        .collect();
+    assert!(left.is_empty(), "left {left:?}\n{err}");
 }

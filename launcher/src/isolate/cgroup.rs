@@ -224,8 +224,9 @@ pub fn create(
                     Err(e) => return Err(Creating::Failed(failed(&made, e))),
                 }
             }
-            Step::Write { file, text } => std::fs::write(&file, &text)
-                .map_err(|e| Creating::Failed(fail(&file, e)))?,
+            Step::Write { file, text } => {
+                std::fs::write(&file, &text).map_err(|e| Creating::Failed(fail(&file, e)))?
+            }
         }
     }
     Ok(Group {
@@ -258,6 +259,15 @@ pub fn empty_and_remove(dir: &Path, parent: &Path) -> Result<Vec<(i32, String)>,
         return Ok(Vec::new());
     }
     let mut moved = Vec::new();
+    // Groups the task made inside its own keep it busy (EBUSY): they go first, depth first,
+    // their processes to `parent` too.
+    let children: Vec<PathBuf> = (std::fs::read_dir(dir).into_iter().flatten().flatten())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    for child in children {
+        moved.extend(empty_and_remove(&child, parent)?);
+    }
     // A process may fork while it is moved: a few rounds catch its children.
     for _ in 0..10 {
         let left = procs(dir);

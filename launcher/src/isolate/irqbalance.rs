@@ -35,7 +35,8 @@ impl std::fmt::Display for Held {
     }
 }
 
-const UNIT: &str = "irqbalance.service";
+/// The systemd unit held.
+pub const UNIT: &str = "irqbalance.service";
 
 /// The running irqbalance processes: `(pid, start time, in its systemd unit)`.
 fn running(root: &FsRoot) -> Vec<(i32, u64, bool)> {

@@ -200,17 +200,27 @@ pub fn read(path: &Path) -> std::io::Result<Vec<Change>> {
 
 /// Undoes `changes`, newest first.
 pub fn undo(changes: &[Change]) -> Undone {
+    undo_keeping(changes).0
+}
+
+/// [`undo`], and the changes that could not be undone, oldest first: all a journal must keep
+/// (a change undone once is never undone again: its file may be a live run's since).
+fn undo_keeping(changes: &[Change]) -> (Undone, Vec<Change>) {
     let mut done = Undone::default();
+    let mut kept = Vec::new();
     for change in changes.iter().rev() {
         match undo_one(change) {
             Ok(outlived) => {
                 done.restored += 1;
                 done.outlived.extend(outlived);
             }
-            Err(why) => done.failed.push(why),
+            Err(why) => {
+                done.failed.push(why);
+                kept.insert(0, change.clone());
+            }
         }
     }
-    done
+    (done, kept)
 }
 
 fn undo_one(change: &Change) -> Result<Vec<(i32, String)>, String> {
@@ -259,8 +269,22 @@ pub struct Stale {
     pub path: PathBuf,
     /// Its launcher's pid.
     pub pid: u32,
-    /// Owned by another user: refused.
-    pub foreign_owner: Option<u32>,
+    /// Why it is refused: not a regular file, or owned by another user (its lines could name
+    /// any file).
+    pub refused: Option<String>,
+}
+
+/// Rewrites journal `path` with `kept` alone (complete, then renamed into place), so that the
+/// changes undone are never replayed.
+fn keep_only(path: &Path, kept: &[Change]) {
+    let text: String = (kept.iter())
+        .filter_map(|c| serde_json::to_string(c).ok())
+        .map(|l| l + "\n")
+        .collect();
+    let tmp = path.with_extension("journal.tmp");
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
 }
 
 /// The journals in `dir` whose launcher is not alive (by pid and start time).
@@ -280,10 +304,23 @@ pub fn stale(dir: &Path) -> Vec<Stale> {
                 return None;
             }
             let meta = std::fs::symlink_metadata(entry.path()).ok()?;
+            let kind = meta.file_type();
+            use std::os::unix::fs::FileTypeExt;
+            let refused = if kind.is_symlink() {
+                Some("a symbolic link, not a journal".to_string())
+            } else if kind.is_fifo() {
+                Some("a FIFO, not a journal".to_string())
+            } else if !kind.is_file() {
+                Some("not a regular file".to_string())
+            } else if meta.uid() != uid {
+                Some(format!("owned by uid {}, not by this user", meta.uid()))
+            } else {
+                None
+            };
             Some(Stale {
                 path: entry.path(),
                 pid,
-                foreign_owner: (!meta.is_file() || meta.uid() != uid).then_some(meta.uid()),
+                refused,
             })
         })
         .collect();
@@ -293,24 +330,33 @@ pub fn stale(dir: &Path) -> Vec<Stale> {
 
 /// Undoes every journal in `dir` whose launcher is dead, removing each that was undone whole.
 /// A journal owned by another user (or not a regular file) is refused: its lines could name
-/// any file. Returns what was done and one line per refusal or failure.
-pub fn restore_dead(dir: &Path) -> (Undone, usize) {
+/// any file. Each change must also pass `accept` (a change goset makes, on a file it makes it
+/// to); one that does not is refused, never undone, and does not keep the journal. Returns what
+/// was done and one line per refusal or failure.
+pub fn restore_dead(dir: &Path, accept: &dyn Fn(&Change) -> Result<(), String>) -> (Undone, usize) {
     let mut done = Undone::default();
     let mut journals = 0;
     for s in stale(dir) {
-        if let Some(uid) = s.foreign_owner {
-            done.failed.push(format!(
-                "{}: owned by uid {uid}, not by this user: refused",
-                s.path.display()
-            ));
+        if let Some(why) = &s.refused {
+            done.failed
+                .push(format!("{}: {why}: refused", s.path.display()));
             continue;
         }
         journals += 1;
         match read(&s.path) {
             Ok(changes) => {
-                let one = undo(&changes);
-                if one.failed.is_empty() {
+                let (changes, refused): (Vec<Change>, Vec<Change>) =
+                    changes.into_iter().partition(|c| accept(c).is_ok());
+                for c in &refused {
+                    let why = accept(c).err().unwrap_or_default();
+                    done.failed
+                        .push(format!("{}: {why}: refused", s.path.display()));
+                }
+                let (one, kept) = undo_keeping(&changes);
+                if kept.is_empty() {
                     let _ = std::fs::remove_file(&s.path);
+                } else {
+                    keep_only(&s.path, &kept);
                 }
                 done.merge(one);
             }
@@ -434,11 +480,48 @@ mod tests {
         j.record(change).unwrap();
         std::mem::forget(j);
         assert_eq!(stale(&dir).len(), 1);
-        let (done, journals) = restore_dead(&dir);
+        let (done, journals) = restore_dead(&dir, &|_| Ok(()));
         assert_eq!((done.restored, journals), (1, 1));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "0-1");
         assert!(stale(&dir).is_empty());
-        assert_eq!(restore_dead(&dir).1, 0, "idempotent: nothing left to do");
+        assert_eq!(
+            restore_dead(&dir, &|_| Ok(())).1,
+            0,
+            "idempotent: nothing left to do"
+        );
+    }
+
+    #[test]
+    fn a_change_undone_once_is_never_replayed() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = dir_in(base.path());
+        let (file, irq) = affinity(base.path(), "5", "0-1", "5");
+        // A group that cannot be removed (a plain directory with a file in it).
+        let stuck = base.path().join("goset-stuck");
+        std::fs::create_dir(&stuck).unwrap();
+        std::fs::write(stuck.join("x"), "").unwrap();
+        let group = Change::CgroupCreated {
+            path: stuck.clone(),
+            parent: base.path().to_path_buf(),
+        };
+        let mut j = Journal::create(&dir, "1-1").unwrap();
+        j.record(irq).unwrap();
+        j.record(group.clone()).unwrap();
+        std::mem::forget(j);
+        let (done, _) = restore_dead(&dir, &|_| Ok(()));
+        assert_eq!(
+            (done.restored, done.failed.len()),
+            (1, 1),
+            "{:?}",
+            done.failed
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "0-1");
+        // A live run writes the IRQ as this one did; the next replay leaves it alone.
+        std::fs::write(&file, "5").unwrap();
+        let (done, _) = restore_dead(&dir, &|_| Ok(()));
+        assert_eq!(done.restored, 0);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "5");
+        assert_eq!(read(&dir.join("1-1.journal")).unwrap(), vec![group]);
     }
 
     #[test]
@@ -453,7 +536,7 @@ mod tests {
         let journal = dir.path().join("1-1.journal");
         std::fs::write(&journal, serde_json::to_string(&change).unwrap() + "\n").unwrap();
         std::os::unix::fs::chown(&journal, Some(65534), Some(65534)).unwrap();
-        let (done, journals) = restore_dead(dir.path());
+        let (done, journals) = restore_dead(dir.path(), &|_| Ok(()));
         assert_eq!((done.restored, journals), (0, 0));
         assert!(done.failed[0].ends_with("owned by uid 65534, not by this user: refused"));
         assert_eq!(

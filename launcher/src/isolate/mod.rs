@@ -15,7 +15,7 @@ pub mod privilege;
 use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
 use goset_plan::CpuSet;
-use journal::{Journal, Undone};
+use journal::{Change, Journal, Undone};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -237,7 +237,58 @@ impl Drop for Isolation {
 /// Undoes the journals of launchers that are gone (`goset restore`, and each `goset-run` as
 /// root before it selects). Returns what was undone and how many journals.
 pub fn restore(base: &Path) -> (Undone, usize) {
-    journal::restore_dead(&journal::dir_in(base))
+    let root = FsRoot::default();
+    journal::restore_dead(&journal::dir_in(base), &|c| accepted(&root, c))
+}
+
+/// Whether a journal line names a change goset makes, where it makes it: an IRQ's
+/// `/proc/irq/<n>/smp_affinity_list`, the cpuset controller of a cpuset hierarchy's
+/// `cgroup.subtree_control`, a `goset-*` group at the top of such a hierarchy, the irqbalance
+/// unit, an irqbalance process. A journal only root can write says nothing else; a crafted
+/// one is refused line by line (`..` in a path, another file, another unit).
+pub fn accepted(root: &FsRoot, change: &Change) -> std::result::Result<(), String> {
+    use std::path::Component;
+    let plain = |p: &Path| {
+        p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+    };
+    let mounts: Vec<PathBuf> = (cgroup::cpuset_hierarchies(root).into_iter())
+        .map(|h| h.mount)
+        .collect();
+    let ok = match change {
+        Change::IrqAffinity { irq, file, .. } => {
+            *file == root.path(&format!("/proc/irq/{irq}/smp_affinity_list"))
+        }
+        Change::ControllerEnabled { file, controller } => {
+            controller == "cpuset"
+                && plain(file)
+                && file
+                    .file_name()
+                    .is_some_and(|n| n == "cgroup.subtree_control")
+                && file.parent().is_some_and(|d| mounts.iter().any(|m| m == d))
+        }
+        Change::CgroupCreated { path, parent } => {
+            plain(path)
+                && path.parent() == Some(parent.as_path())
+                && mounts.iter().any(|m| m == parent)
+                && (path.file_name().and_then(|n| n.to_str()))
+                    .is_some_and(|n| n.starts_with("goset-"))
+        }
+        Change::UnitStopped { unit } => unit == irqbalance::UNIT,
+        Change::ProcessStopped { pid, .. } => {
+            let comm = root
+                .read_opt(&format!("/proc/{pid}/comm"))
+                .unwrap_or_default();
+            // A process gone since has nothing left to continue.
+            comm.trim() == "irqbalance" || !root.exists(&format!("/proc/{pid}"))
+        }
+        Change::NotMade => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("not a change goset makes ({change:?})"))
+    }
 }
 
 #[cfg(test)]
@@ -260,6 +311,93 @@ mod tests {
         }
         let root = FsRoot::new(dir.path());
         (dir, root)
+    }
+
+    #[test]
+    fn a_journal_replays_only_changes_goset_makes() {
+        let (dir, root) = fake(true);
+        let cg = dir.path().join("sys/fs/cgroup");
+        let irq = |n: u32, file: PathBuf| Change::IrqAffinity {
+            irq: n,
+            file,
+            before: "0-3".into(),
+            after: "0".into(),
+        };
+        let good = [
+            irq(5, root.path("/proc/irq/5/smp_affinity_list")),
+            Change::CgroupCreated {
+                path: cg.join("goset-app"),
+                parent: cg.clone(),
+            },
+            Change::ControllerEnabled {
+                file: cg.join("cgroup.subtree_control"),
+                controller: "cpuset".into(),
+            },
+            Change::UnitStopped {
+                unit: "irqbalance.service".into(),
+            },
+        ];
+        for c in &good {
+            assert_eq!(accepted(&root, c), Ok(()), "{c:?}");
+        }
+        let hostname = root.path("/proc/irq/24/../../sys/kernel/hostname");
+        let bad = [
+            irq(24, hostname),
+            irq(5, root.path("/proc/irq/9/smp_affinity_list")),
+            irq(5, dir.path().join("victim")),
+            Change::CgroupCreated {
+                path: cg.join("goset-app/../../../../tmp"),
+                parent: cg.clone(),
+            },
+            Change::CgroupCreated {
+                path: dir.path().join("etc/goset-x"),
+                parent: dir.path().join("etc"),
+            },
+            Change::CgroupCreated {
+                path: cg.join("system.slice"),
+                parent: cg.clone(),
+            },
+            Change::ControllerEnabled {
+                file: cg.join("cgroup.subtree_control"),
+                controller: "memory".into(),
+            },
+            Change::UnitStopped {
+                unit: "sshd.service".into(),
+            },
+        ];
+        for c in &bad {
+            assert!(accepted(&root, c).is_err(), "{c:?}");
+        }
+        // A crafted journal of a dead launcher: its good line is undone, the bad ones refused
+        // and never touched.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "0").unwrap();
+        std::fs::write(root.path("/proc/irq/5/smp_affinity_list"), "0").unwrap();
+        let journals = dir.path().join("journals");
+        std::fs::create_dir_all(&journals).unwrap();
+        let lines: Vec<String> = [good[0].clone(), bad[2].clone()]
+            .iter()
+            .map(|c| serde_json::to_string(c).unwrap() + "\n")
+            .collect();
+        std::fs::write(journals.join("1-1.journal"), lines.concat()).unwrap();
+        let (done, count) = journal::restore_dead(&journals, &|c| accepted(&root, c));
+        assert_eq!((done.restored, count), (1, 1));
+        assert_eq!(done.failed.len(), 1, "{:?}", done.failed);
+        assert!(done.failed[0].contains("refused"), "{:?}", done.failed);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "0");
+        let irq5 = std::fs::read_to_string(root.path("/proc/irq/5/smp_affinity_list")).unwrap();
+        assert_eq!(irq5, "0-3");
+        // A FIFO in a journal's place is named as one.
+        let fifo = journals.join("1-2.journal");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let (done, _) = journal::restore_dead(&journals, &|c| accepted(&root, c));
+        assert!(
+            done.failed
+                .iter()
+                .any(|f| f.contains("a FIFO, not a journal")),
+            "{:?}",
+            done.failed
+        );
     }
 
     fn setup_in(dir: &Path) -> Setup {
