@@ -277,9 +277,10 @@ pub fn parse_name(name: &str) -> Option<(u32, u64)> {
 }
 
 /// Removes the run directories in `base` whose launcher is gone (killed with SIGKILL, or a
-/// crash): a directory of ours, by name and owner, whose pid is not alive with the start time
-/// the name holds. A live launcher's directory, another name, a link or another owner's entry
-/// stays. `remove_dir_all` does not follow links, so nothing outside the directory goes.
+/// crash): a directory of ours, by name and owner (in root's base, any owner: a sudo run's
+/// directory is its user's), whose pid is not alive with the start time the name holds. A
+/// live launcher's directory, another name, a link or another owner's entry stays.
+/// `remove_dir_all` does not follow links, so nothing outside the directory goes.
 fn sweep(base: &Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(base) else {
@@ -287,12 +288,14 @@ fn sweep(base: &Path) {
     };
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
+    // Root's base holds only root's launchers' directories, a sudo run's given to its user.
+    let roots_base = uid == 0 && std::fs::symlink_metadata(base).is_ok_and(|m| m.uid() == 0);
     for entry in entries.flatten() {
         let Some((pid, start)) = entry.file_name().to_str().and_then(parse_name) else {
             continue;
         };
-        let ours =
-            std::fs::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        let ours = std::fs::symlink_metadata(entry.path())
+            .is_ok_and(|m| m.is_dir() && (m.uid() == uid || roots_base));
         if ours && start_ticks(pid) != Some(start) {
             // Another launcher may be sweeping it too.
             let _ = std::fs::remove_dir_all(entry.path());
@@ -480,6 +483,30 @@ pub fn find_shim_for(exe: Option<&Path>) -> Result<Option<PathBuf>> {
 mod tests {
     use super::*;
     use std::os::unix::ffi::OsStrExt;
+
+    #[test]
+    fn root_sweeps_a_dead_sudo_runs_directory_given_to_its_user() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: chown to another user needs root (CI runs as root)");
+            return;
+        }
+        let base = tempfile::tempdir().unwrap();
+        // pid 1 did not start at tick 1: a dead launcher's, given to nobody (a sudo run's).
+        let dead = base.path().join("1-1");
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join("plan"), "").unwrap();
+        std::os::unix::fs::chown(&dead, Some(65534), Some(65534)).unwrap();
+        // A live launcher's stays, whoever owns it; so does a link.
+        let live = base.path().join(own_name().unwrap());
+        std::fs::create_dir(&live).unwrap();
+        std::os::unix::fs::chown(&live, Some(65534), Some(65534)).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), base.path().join("2-1")).unwrap();
+        sweep(base.path());
+        assert!(!dead.exists(), "swept");
+        assert!(live.exists() && elsewhere.path().exists());
+    }
 
     #[test]
     fn run_directory_names_are_pid_and_start_time_in_one_spelling() {

@@ -165,6 +165,9 @@ fn from_plan_dir(
     plan: &mut Plan,
     scratch: &mut Scratch,
 ) -> Result<&'static SlotTable, Disabled> {
+    if sys::geteuid() == 0 {
+        refuse_foreign_dir(dir, scratch)?;
+    }
     let Some(c_path) = path_in(&mut scratch.path, dir, PLAN_FILE) else {
         warn_once(format_args!(
             "GOSET_PLAN={} is too long; not placing threads",
@@ -223,6 +226,39 @@ fn from_plan_dir(
         }
     ));
     Err(Disabled)
+}
+
+/// As root, a plan directory root does not own is refused: another user could have written
+/// its plan, whose `log` line names a file root would create (goset-run refuses the same).
+fn refuse_foreign_dir(dir: &[u8], scratch: &mut Scratch) -> Result<(), Disabled> {
+    scratch.path.truncate(0);
+    let Some(c_dir) = scratch.path.push(dir).c_str() else {
+        return Err(Disabled);
+    };
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    let owner = sys::open(c_dir, flags, 0).ok().and_then(|fd| {
+        let st = sys::fstat(fd);
+        sys::close(fd);
+        st.map(|st| st.owned.uid)
+    });
+    match owner {
+        Some(0) => Ok(()),
+        Some(uid) => {
+            warn_once(format_args!(
+                "GOSET_PLAN={}: owned by uid {uid}, not root: a root process takes no plan \
+                 another user could write; not placing threads",
+                show(dir)
+            ));
+            Err(Disabled)
+        }
+        None => {
+            warn_once(format_args!(
+                "GOSET_PLAN={}: not a directory that can be opened; not placing threads",
+                show(dir)
+            ));
+            Err(Disabled)
+        }
+    }
 }
 
 /// The table named by `GOSET_SLOTS` (`handed`), when it is one made for `plan`.

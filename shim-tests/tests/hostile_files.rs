@@ -293,3 +293,35 @@ fn as_root_goset_log_does_not_follow_a_link_planted_where_others_can_write() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(text.matches("\"event\":\"init\"").count(), 2, "{text}");
 }
+
+#[test]
+fn as_root_a_plan_in_another_users_directory_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip_note("as_root_a_plan_in_...: the rule is root's (run as root to test it)");
+        return;
+    }
+    let Some(prog) = Program::c("pthreads.c") else {
+        return;
+    };
+    // nobody's directory, with a plan whose log line names a file root would create.
+    let dir = plan_dir();
+    let created = dir.path().join("created-by-root");
+    let cpu = own_allowed()[0];
+    std::fs::write(
+        dir.path().join("plan"),
+        format!("goset-plan 1\ncpus {cpu}\nlog {}\n", created.display()),
+    )
+    .unwrap();
+    give_away(dir.path());
+    warns(&prog, &[("GOSET_PLAN", dir.path())], "not root");
+    assert!(!created.exists(), "root created the file the plan names");
+    // root's own directory passes that rule (this one then lacks its slot table).
+    std::os::unix::fs::lchown(dir.path(), Some(0), Some(0)).unwrap();
+    let mut cmd = by_hand(prog.path(), "0");
+    cmd.arg("2").env("GOSET_PLAN", dir.path());
+    let outcome = run(cmd);
+    outcome.expect_code(0);
+    assert!(!outcome.stderr.contains("not root"), "{}", outcome.dump());
+    assert!(outcome.stderr.contains("slots"), "{}", outcome.dump());
+}
