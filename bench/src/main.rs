@@ -5,7 +5,7 @@ use goset_bench::analysis;
 use goset_bench::builtin::{self, Builtin, Sizes};
 use goset_bench::cli::{self, BenchCli, Target};
 use goset_bench::experiment::{self, Setup};
-use goset_bench::metrics::infer_better;
+use goset_bench::metrics::{self, infer_better};
 use goset_bench::noise::Noise;
 use goset_bench::output::{self, About};
 use goset_bench::schedule::{self, Planned};
@@ -248,6 +248,14 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         eprintln!(
             "goset-bench: run {round} ({}) discarded: {why}: {tail}",
             mode.name()
+        );
+    }
+    if runs.iter().any(|r| r.samples.len() == metrics::MAX_SAMPLES) {
+        eprintln!(
+            "goset-bench: warning: the command prints more than {} numbers a run: only the first \
+             {} of each run are kept and compared",
+            metrics::MAX_SAMPLES,
+            metrics::MAX_SAMPLES
         );
     }
     let warnings = analysis::drift_warnings(&runs);

@@ -11,6 +11,7 @@
 //! changes between runs drifts ([`drift`]).
 
 use crate::stats::Better;
+use goset::report::table::escape;
 use regex::Regex;
 use std::sync::OnceLock;
 
@@ -85,7 +86,10 @@ fn heading_of(line: &str, words: &[&str]) -> Option<(String, Option<String>)> {
 
 /// Every number of `text`, in order.
 pub fn extract(text: &str) -> Vec<Sample> {
+    // Bounded by MAX_SAMPLES: a command that prints a number a line (`seq 1000000`) would
+    // otherwise keep every one, in every run (85 MB a run).
     let mut out = Vec::new();
+
     let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
     // The heading the indented lines below it belong to, and the unit it names.
     let mut heading: Option<(String, Option<String>)> = None;
@@ -145,10 +149,17 @@ pub fn extract(text: &str) -> Vec<Sample> {
                 label.clone()
             };
             out.push(Sample { key, value, unit });
+            if out.len() == MAX_SAMPLES {
+                return out;
+            }
         }
     }
     out
 }
+
+/// The most numbers kept of one run's output; the rest are not read (the run's
+/// [`crate::experiment::Run::samples`] then holds exactly this many, and goset-bench says so).
+pub const MAX_SAMPLES: usize = 10_000;
 
 /// The direction of a metric from its unit and key, where obvious: times are lower-is-better,
 /// rates (anything per second) higher-is-better.
@@ -192,7 +203,9 @@ pub fn infer_better(key: &str, unit: Option<&str>) -> Better {
 pub fn drift(first: &[Sample], this: &[Sample]) -> Option<String> {
     for (i, (a, b)) in first.iter().zip(this).enumerate() {
         if a.key != b.key {
-            return Some(format!("number {i} is '{}', was '{}'", b.key, a.key));
+            // The keys are the command's own text: control characters are shown escaped.
+            let (now, was) = (escape(&b.key), escape(&a.key));
+            return Some(format!("number {i} is '{now}', was '{was}'"));
         }
     }
     (first.len() != this.len()).then(|| format!("{} numbers, were {}", this.len(), first.len()))
@@ -260,5 +273,15 @@ mod tests {
         assert!(drift(&a, &extract("x: 5\n"))
             .unwrap()
             .contains("1 numbers, were 2"));
+    }
+
+    #[test]
+    fn a_run_keeps_a_bounded_number_of_numbers_and_drift_is_printed_escaped() {
+        let many: String = (0..MAX_SAMPLES + 50).map(|i| format!("{i}\n")).collect();
+        assert_eq!(extract(&many).len(), MAX_SAMPLES);
+        let a = extract("x: 1\n");
+        let b = extract("\x1b[2Jx: 1\n");
+        let why = drift(&a, &b).unwrap();
+        assert!(!why.contains('\x1b') && why.contains("\\x1b"), "{why}");
     }
 }
