@@ -775,3 +775,79 @@ fn a_group_the_task_makes_inside_its_own_is_removed_with_it() {
         .collect();
     assert!(left.is_empty(), "left {left:?}\n{err}");
 }
+
+#[test]
+fn two_steer_runs_ended_in_either_order_leave_every_irq_as_found() {
+    if read_irqs().is_empty() {
+        return missing(
+            "/proc/irq/*/smp_affinity_list",
+            "a kernel with IRQ affinity (any x86 one)",
+        );
+    }
+    let Some(irqbalance) = ["/usr/sbin/irqbalance", "/sbin/irqbalance"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        return missing("irqbalance", "apt-get install irqbalance");
+    };
+    let Some(bench) = bench("--steer", false, false) else {
+        return;
+    };
+    let daemon = Irqbalance(
+        Command::new(irqbalance)
+            .arg("--foreground")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = daemon.0.id();
+    let deadline = Instant::now() + TIMEOUT;
+    while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map_or(true, |c| c.trim() != "irqbalance")
+    {
+        assert!(Instant::now() < deadline, "irqbalance did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let found = read_irqs();
+    for first_out in [0, 1] {
+        // Two runs on the two CPUs (--share: this machine has no third for a housekeeper).
+        let mut runs: Vec<Running> = (0..2)
+            .map(|_| {
+                let mut r = start(
+                    &["-n", "1", "--steer", "--share"],
+                    bench.probe.path(),
+                    &[],
+                    &[],
+                );
+                r.ready();
+                r
+            })
+            .collect();
+        assert_eq!(state_of(pid), Some('T'), "irqbalance held while both run");
+        let (code, _, stderr) = runs.remove(first_out).finish();
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(
+            state_of(pid),
+            Some('T'),
+            "irqbalance still held while the other steers\n{stderr}"
+        );
+        let (code, _, stderr) = runs.remove(0).finish();
+        assert_eq!(code, 0, "{stderr}");
+        assert!(
+            matches!(state_of(pid), Some('S' | 'R' | 'D')),
+            "irqbalance runs again after the last\n{stderr}"
+        );
+        // irqbalance itself may move IRQs once it runs again: compare before it does much.
+        let after = read_irqs();
+        let changed: Vec<(&String, &String, Option<&String>)> = (found.iter())
+            .filter(|(irq, aff)| after.get(*irq) != Some(*aff))
+            .map(|(irq, aff)| (irq, aff, after.get(irq)))
+            .collect();
+        assert!(
+            changed.is_empty(),
+            "first out: run {first_out}: IRQs not as found: {changed:?}"
+        );
+    }
+    drop(daemon);
+}

@@ -9,6 +9,8 @@ use super::journal::{Change, Failed, Journal};
 use crate::fsroot::FsRoot;
 use goset_plan::CpuSet;
 use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// What steering did, and the drift the housekeeper found while the task ran.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -71,34 +73,74 @@ fn errno_name(e: &std::io::Error) -> String {
     }
 }
 
-/// Moves every steerable IRQ whose affinity holds one of `away` onto the rest of its own
-/// affinity, or onto `onto` when nothing of it is left.
+/// Each IRQ's affinity before any steering run of the node changed it, and what the latest
+/// change wrote: from the node's shared journal (see [`super::steering`]).
+pub fn originals(node: &Journal) -> BTreeMap<u32, (PathBuf, String, String)> {
+    let mut out: BTreeMap<u32, (PathBuf, String, String)> = BTreeMap::new();
+    for c in node.changes() {
+        if let Change::IrqAffinity {
+            irq,
+            file,
+            before,
+            after,
+        } = c
+        {
+            let e = out
+                .entry(*irq)
+                .or_insert_with(|| (file.clone(), before.clone(), after.clone()));
+            e.2.clone_from(after);
+        }
+    }
+    out
+}
+
+/// Where an IRQ whose affinity was `original` goes while the node's steering runs keep
+/// `away` free: the rest of its own affinity, or `onto` when nothing of it is left.
+fn target(original: &CpuSet, away: &CpuSet, onto: &CpuSet) -> CpuSet {
+    let kept: CpuSet = original.iter().filter(|&c| !away.contains(c)).collect();
+    if kept.is_empty() {
+        *onto
+    } else {
+        kept
+    }
+}
+
+/// Steers every steerable IRQ off `away` (every steering run's CPUs), each from its original
+/// affinity (the node journal's, else its affinity now), journaling each write in `node`
+/// first. `mine` (this run's CPUs) is what the returned counts are about.
 pub fn steer(
     root: &FsRoot,
     away: &CpuSet,
     onto: &CpuSet,
-    journal: &mut Journal,
+    mine: &CpuSet,
+    node: &mut Journal,
 ) -> Result<Steering, String> {
     let mut s = Steering::default();
+    let known = originals(node);
     for irq in irqs(root) {
-        let Some(before) = affinity(root, irq) else {
+        let Some(now) = affinity(root, irq) else {
             continue;
         };
-        if before.iter().all(|c| !away.contains(c)) {
-            s.already_off += 1;
-            s.off.push(irq);
+        let original = known
+            .get(&irq)
+            .and_then(|(_, before, _)| parse(before))
+            .unwrap_or(now);
+        let target = target(&original, away, onto);
+        if target == now {
+            if now.iter().all(|c| !mine.contains(c)) {
+                s.already_off += 1;
+                s.off.push(irq);
+            }
             continue;
         }
-        let kept: CpuSet = before.iter().filter(|&c| !away.contains(c)).collect();
-        let target = if kept.is_empty() { *onto } else { kept };
         let file = root.path(&format!("/proc/irq/{irq}/smp_affinity_list"));
         let change = Change::IrqAffinity {
             irq,
             file: file.clone(),
-            before: before.to_string(),
+            before: original.to_string(),
             after: target.to_string(),
         };
-        match journal.make(change, || std::fs::write(&file, target.to_string())) {
+        match node.make(change, || std::fs::write(&file, target.to_string())) {
             Ok(()) => {
                 s.applied += 1;
                 s.off.push(irq);
@@ -109,8 +151,41 @@ pub fn steer(
             }
         }
     }
-    s.count_remaining(root, away);
+    s.count_remaining(root, mine);
     Ok(s)
+}
+
+/// After a steering run left: every IRQ the node's steering changed goes to its original
+/// affinity less what the runs left keep free (`away`), where it still reads what steering
+/// wrote (one changed since by someone else keeps their value). Returns the failures.
+pub fn follow(away: &CpuSet, onto: &CpuSet, node: &mut Journal) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (irq, (file, before, after)) in originals(node) {
+        let now = std::fs::read_to_string(&file).unwrap_or_default();
+        if now.trim() != after {
+            continue;
+        }
+        let (Some(original), Some(written)) = (parse(&before), parse(&after)) else {
+            continue;
+        };
+        let target = target(&original, away, onto);
+        if target == written {
+            continue;
+        }
+        let change = Change::IrqAffinity {
+            irq,
+            file: file.clone(),
+            before,
+            after: target.to_string(),
+        };
+        if let Err(e) = node.make(change, || std::fs::write(&file, target.to_string())) {
+            let e = match e {
+                Failed::Journal(e) | Failed::Change(e) => e,
+            };
+            failed.push(format!("irq {irq}: cannot set affinity {target}: {e}"));
+        }
+    }
+    failed
 }
 
 impl Steering {
@@ -181,7 +256,7 @@ mod tests {
         let away: CpuSet = [2, 3].into_iter().collect();
         let onto: CpuSet = [0, 1].into_iter().collect();
         let mut journal = Journal::create(&dir.path().join("j"), "1-1").unwrap();
-        let s = steer(&root, &away, &onto, &mut journal).unwrap();
+        let s = steer(&root, &away, &onto, &away, &mut journal).unwrap();
         // IRQ 2's (fake) effective affinity still says CPU 2: it is "remaining".
         assert_eq!((s.applied, s.already_off, s.remaining), (2, 1, 1));
         assert!(s.refused.is_empty());

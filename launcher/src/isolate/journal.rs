@@ -60,6 +60,16 @@ pub enum Change {
         /// Its start time (`stat` field 22).
         start: u64,
     },
+    /// The run joined the node's shared IRQ steering ([`super::steering`]) whose state is in
+    /// `dir`: undone by leaving it (the last run to leave puts the IRQs and irqbalance back).
+    SteerJoined {
+        /// The directory of journals holding the shared state.
+        dir: PathBuf,
+        /// The run's launcher.
+        pid: u32,
+        /// Its start time.
+        start: u64,
+    },
     /// The change on the line before was not made (its write failed): nothing to undo.
     NotMade,
 }
@@ -139,6 +149,31 @@ impl Journal {
             file,
             changes: Vec::new(),
         })
+    }
+
+    /// Opens journal `<dir>/<name>.journal` to append to it, its changes read, or creates it
+    /// empty (the node's shared steering state, kept across the runs that share it).
+    pub fn open(dir: &Path, name: &str) -> std::io::Result<Journal> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = dir.join(format!("{name}.journal"));
+        if !path.exists() {
+            return Journal::create(dir, name);
+        }
+        let changes = read(&path)?;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)?;
+        Ok(Journal {
+            path,
+            file,
+            changes,
+        })
+    }
+
+    /// The changes recorded, oldest first.
+    pub fn changes(&self) -> &[Change] {
+        &self.changes
     }
 
     /// Appends `change` and makes it durable; only then may the change be made.
@@ -257,6 +292,9 @@ fn undo_one(change: &Change) -> Result<Vec<(i32, String)>, String> {
         Change::ProcessStopped { pid, start } => {
             super::irqbalance::resume(*pid, *start);
             Ok(Vec::new())
+        }
+        Change::SteerJoined { dir, pid, start } => {
+            super::steering::leave(dir, *pid, *start).map(|()| Vec::new())
         }
         Change::NotMade => Ok(Vec::new()),
     }

@@ -11,6 +11,7 @@ pub mod irq;
 pub mod irqbalance;
 pub mod journal;
 pub mod privilege;
+pub mod steering;
 
 use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
@@ -144,11 +145,17 @@ impl Isolation {
         })?;
         let journal = iso.journal.insert(journal);
         if request.steer {
-            let held = irqbalance::hold(root, journal).map_err(Error::System)?;
+            let pid = std::process::id();
+            let me = steering::Member {
+                pid,
+                start: crate::rundir::start_ticks(pid).unwrap_or(0),
+                away: setup.away.to_string(),
+                onto: setup.onto.to_string(),
+            };
+            let (steered, held) =
+                steering::join(root, &setup.journals, me, journal).map_err(Error::System)?;
             iso.irqbalance = Some(held);
-            let steering =
-                irq::steer(root, &setup.away, &setup.onto, journal).map_err(Error::System)?;
-            iso.steering = Some(steering);
+            iso.steering = Some(steered);
         }
         if let Some(h) = hierarchy.filter(|_| request.cgroup) {
             let group = cgroup::create_free(
@@ -281,6 +288,9 @@ pub fn accepted(root: &FsRoot, change: &Change) -> std::result::Result<(), Strin
                 .unwrap_or_default();
             // A process gone since has nothing left to continue.
             comm.trim() == "irqbalance" || !root.exists(&format!("/proc/{pid}"))
+        }
+        Change::SteerJoined { dir, .. } => {
+            plain(dir) && dir.file_name().is_some_and(|n| n == "journals")
         }
         Change::NotMade => true,
     };
