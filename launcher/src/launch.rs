@@ -455,6 +455,9 @@ fn execute(
     let (table, table_fd) = slot_table(run_dir, &selection.task_cpus)?;
     let root = FsRoot::default();
     let mut hk = Housekeeper::new(&root, settings, table, run_dir.map(|d| d.log_path()));
+    if let Some((kept, true)) = run_dir.map(|d| d.log_kept()) {
+        hk.free_log_after(kept);
+    }
     let started = Instant::now();
     // Under the shim the main thread is born on its slot, which the shim adopts; with
     // --main-on-housekeeper the shim sends it to the housekeeper CPU instead, and a program the
@@ -499,7 +502,7 @@ fn execute(
     let outcome = hk.finish();
 
     let log = run_dir
-        .map(|d| placement::read(d.log_path()))
+        .map(|d| placement::read(d.log_path(), d.log_kept().0))
         .unwrap_or_default();
     let threads = outcome.thread_reports(&log);
     let seen_cpu_s = threads.iter().filter_map(|t| t.cpu_s).sum();

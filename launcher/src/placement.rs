@@ -133,6 +133,8 @@ pub struct Lines {
     pub bad_lines: usize,
     /// Lines longer than [`MAX_LINE`].
     pub long_lines: usize,
+    /// Lines that were records.
+    pub records: u64,
 }
 
 impl Lines {
@@ -195,7 +197,9 @@ impl Lines {
         if line.trim_ascii().is_empty() {
             return;
         }
-        if !each(line) {
+        if each(line) {
+            self.records += 1;
+        } else {
             self.bad_lines += 1;
         }
     }
@@ -311,11 +315,12 @@ impl Follower {
     }
 }
 
-/// Reads the log file's first [`MAX_BYTES`]; a missing file is an empty log.
-pub fn read(path: &Path) -> Log {
+/// Reads the log file's first `max` bytes (at most [`MAX_BYTES`]); a missing file is an empty
+/// log.
+pub fn read(path: &Path, max: u64) -> Log {
     let mut records = Vec::new();
     let mut follower = Follower::new(path.to_path_buf());
-    follower.poll(MAX_BYTES, |r| records.push(r));
+    follower.poll(max.min(MAX_BYTES), |r| records.push(r));
     follower.lines.finish(&mut |r| records.push(r));
     Log {
         records,
@@ -460,7 +465,7 @@ mod tests {
             let mut f = Follower::new(path.into());
             f.poll(MAX_BYTES, |_| panic!("a record from {path}"));
             assert_eq!(f.problem.as_deref(), Some("not a regular file"));
-            assert!(read(Path::new(path)).records.is_empty());
+            assert!(read(Path::new(path), MAX_BYTES).records.is_empty());
         }
     }
 

@@ -383,6 +383,21 @@ impl RunDir {
         &self.log
     }
 
+    /// How much of the placement log the report reads, and whether the rest may be freed once
+    /// the housekeeper has read it: the run directory's own log (not one the user keeps with
+    /// `--log`) keeps at most a quarter of its filesystem (a small `XDG_RUNTIME_DIR` tmpfs
+    /// must not fill), at most [`crate::placement::MAX_BYTES`].
+    pub fn log_kept(&self) -> (u64, bool) {
+        let max = crate::placement::MAX_BYTES;
+        if !self.log.starts_with(&self.dir) {
+            return (max, false);
+        }
+        let size = nix::sys::statvfs::statvfs(&self.dir)
+            .map(|v| v.blocks() as u64 * v.fragment_size() as u64)
+            .unwrap_or(u64::MAX);
+        ((size / 4).min(max), true)
+    }
+
     /// The shim's `LD_PRELOAD` entry (see [`preload_entry`]).
     pub fn preload(&self) -> &std::ffi::OsStr {
         &self.preload

@@ -12,6 +12,8 @@
 use crate::fsroot::ReadError;
 use crate::placement::{self, Follower, MAX_BYTES, MAX_LINE};
 use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 /// The most bytes one poll reads of the log: a few milliseconds of reading.
@@ -43,7 +45,17 @@ pub struct LogTail {
     pub exes: BTreeMap<i32, String>,
     /// Threads whose exit the last poll read.
     exited: Vec<i32>,
+    /// What the report reads of the log (its first bytes); past it, what the tail has read is
+    /// freed ([`LogTail::free_after`]), `None`: kept whole.
+    kept: Option<u64>,
+    /// Where the freed part of the log ends.
+    freed_to: u64,
+    /// Records read past `kept` (freed once read).
+    freed_records: u64,
 }
+
+/// How much read past the kept part accumulates before it is freed: a hole-punch each.
+const FREE_EVERY: u64 = 1 << 20;
 
 impl LogTail {
     /// Follows the log at `path` (which may not exist yet).
@@ -53,11 +65,58 @@ impl LogTail {
             shim: BTreeMap::new(),
             exes: BTreeMap::new(),
             exited: Vec::new(),
+            kept: None,
+            freed_to: 0,
+            freed_records: 0,
+        }
+    }
+
+    /// Past its first `kept` bytes (what the report reads), the log is freed as soon as the
+    /// tail has read it (`FALLOC_FL_PUNCH_HOLE`: the file keeps its size and the appends their
+    /// offsets, the filesystem gets the space back), so that a task that churns threads does
+    /// not fill the run directory's filesystem. Only for the run directory's own log: a log
+    /// the user keeps (`--log`) is theirs, whole.
+    pub fn free_after(&mut self, kept: u64) {
+        self.kept = Some(kept);
+        self.freed_to = kept;
+    }
+
+    /// Frees what was read past the kept part, in steps of [`FREE_EVERY`].
+    fn free_read(&mut self) {
+        let Some(kept) = self.kept else { return };
+        let to = self.follower.offset() & !4095;
+        let from = self.freed_to.max(kept).next_multiple_of(4096);
+        if to < from + FREE_EVERY {
+            return;
+        }
+        let Ok(file) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(self.follower.path())
+        else {
+            return;
+        };
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        // SAFETY: fallocate on a descriptor we own, within the bytes already read.
+        let rc =
+            unsafe { libc::fallocate(file.as_raw_fd(), mode, from as i64, (to - from) as i64) };
+        if rc == 0 {
+            self.freed_to = to;
         }
     }
 
     /// Reads what was appended since the last call.
     pub fn poll(&mut self) {
+        let past_kept = self.kept.is_some_and(|k| self.follower.offset() >= k);
+        let before = self.follower.lines.records;
+        self.read_appended();
+        if past_kept {
+            self.freed_records += self.follower.lines.records - before;
+        }
+        self.free_read();
+    }
+
+    fn read_appended(&mut self) {
         for tid in self.exited.drain(..) {
             if self.shim.get(&tid).is_some_and(|t| t.exited) {
                 self.shim.remove(&tid);
@@ -96,9 +155,17 @@ impl LogTail {
             reason,
         };
         let mut errors: Vec<ReadError> = self.follower.problem.iter().cloned().map(error).collect();
-        if self.follower.offset() > MAX_BYTES {
+        let kept = self.kept.unwrap_or(MAX_BYTES);
+        if self.follower.offset() > kept {
+            let freed = match self.freed_records {
+                0 => String::new(),
+                n => format!(
+                    "; about {n} records after them were read and freed as the run went, so that \
+                     the run directory's filesystem does not fill (--log FILE keeps every record)"
+                ),
+            };
             errors.push(error(format!(
-                "over {MAX_BYTES} bytes: the Threads table shows the records of the first {MAX_BYTES}"
+                "over {kept} bytes: the Threads table shows the records of the first {kept}{freed}"
             )));
         }
         let long = self.follower.lines.long_lines;
@@ -260,6 +327,47 @@ mod tests {
              \"event\":\"{event}\",\"call\":\"pthread_create\",\"requested\":\"0-3\",\"cpu\":{cpu},\
              \"slot\":null,\"role\":\"worker\",\"shared\":false,\"roams\":false,\"placed_by\":\"shim\"}}"
         )
+    }
+
+    #[test]
+    fn past_the_kept_part_the_log_is_freed_once_read() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join("log");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let mut tail = LogTail::new(path.clone());
+        tail.free_after(1 << 20);
+        // About 4 MiB of records, a poll after each 512 KiB, as a churning task writes them.
+        let mut tid = 100;
+        while f.metadata().unwrap().len() < 4 << 20 {
+            let mut chunk = String::new();
+            while chunk.len() < 512 << 10 {
+                chunk.push_str(&shim_line(tid, "w", "/x", "create", "1"));
+                chunk.push('\n');
+                tid += 1;
+            }
+            f.write_all(chunk.as_bytes()).unwrap();
+            tail.poll();
+        }
+        tail.poll();
+        let meta = std::fs::metadata(&path).unwrap();
+        let held = meta.blocks() * 512;
+        assert!(
+            held < meta.len() / 2,
+            "{held} bytes held of {}: the part read past 1 MiB was not freed",
+            meta.len()
+        );
+        // Every record was read (the housekeeper's view stays whole), and the report says so.
+        assert!(tail.shim.contains_key(&(tid - 1)));
+        assert!(tail.freed_records > 0);
+        let why = &tail.errors()[0].reason;
+        assert!(why.contains("read and freed"), "{why}");
+        // A log the user keeps is never freed.
+        let kept = dir.path().join("kept");
+        std::fs::copy(&path, &kept).unwrap();
+        let mut whole = LogTail::new(kept.clone());
+        whole.poll();
+        assert_eq!(whole.freed_records, 0);
     }
 
     #[test]

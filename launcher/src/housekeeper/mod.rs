@@ -815,6 +815,14 @@ impl Housekeeper {
         }
     }
 
+    /// Frees the placement log past its first `kept` bytes once read (see
+    /// [`LogTail::free_after`]).
+    pub fn free_log_after(&mut self, kept: u64) {
+        if let Some(log) = self.log.as_mut() {
+            log.free_after(kept);
+        }
+    }
+
     /// Ends the run: the closing CPU snapshot, slots given back, everything gathered.
     pub fn finish(mut self) -> Outcome {
         // The task was reaped after the last poll: whatever is gone now ended (a path walk per
