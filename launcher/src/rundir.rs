@@ -393,7 +393,7 @@ impl RunDir {
             return (max, false);
         }
         let size = nix::sys::statvfs::statvfs(&self.dir)
-            .map(|v| v.blocks() as u64 * v.fragment_size() as u64)
+            .map(|v| v.blocks() * v.fragment_size())
             .unwrap_or(u64::MAX);
         ((size / 4).min(max), true)
     }
