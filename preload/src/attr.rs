@@ -127,8 +127,14 @@ unsafe fn copy_fields(src: *const pthread_attr_t, dst: *mut pthread_attr_t) {
         if pthread_attr_getschedpolicy(src, &mut v) == 0 {
             pthread_attr_setschedpolicy(dst, v);
         }
+        // Only a priority other than the default is set: glibc checks one against the
+        // policy's range with two system calls, on every thread a program creates.
         let mut param: sched_param = core::mem::zeroed();
-        if pthread_attr_getschedparam(src, &mut param) == 0 {
+        let mut default: sched_param = core::mem::zeroed();
+        if pthread_attr_getschedparam(src, &mut param) == 0
+            && (pthread_attr_getschedparam(dst, &mut default) != 0
+                || param.sched_priority != default.sched_priority)
+        {
             pthread_attr_setschedparam(dst, &param);
         }
         if pthread_attr_getinheritsched(src, &mut v) == 0 {

@@ -119,9 +119,15 @@ pub unsafe fn create(
         None => affinity::own_view().and_then(View::get),
     };
     let p = decide(cfg, routine);
+    // A thread that roams like its creator is born with the creator's mask as it is: a mask
+    // in the attr makes glibc start the thread stopped and set it from the parent, a system
+    // call and a handshake on every thread a churning program creates.
+    let creator = process::recorded();
+    let inherits =
+        p.roams && creator.roams && creator.slot_now(cfg).is_none() && requested.is_none();
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
-    if start.is_null() || !copy.set_affinity(&p.birth_set(cfg)) {
+    if start.is_null() || (!inherits && !copy.set_affinity(&p.birth_set(cfg))) {
         placement::release(cfg, &p);
         // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
         unsafe {

@@ -191,7 +191,8 @@ pub fn claim(
 ) -> Placement {
     reap_if_full(cfg);
     let main = role == Role::Main;
-    let me = sys::getpid() as u32;
+    // The label is the pid (a main thread's) or its negative: no system call on this path.
+    let me = label.unsigned_abs();
     match cfg
         .table
         .claim_birth_within(label, creator, cfg.table.slot_count(), |s| {

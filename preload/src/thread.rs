@@ -104,6 +104,8 @@ const NO_CHUNK: AtomicPtr<Entry> = AtomicPtr::new(core::ptr::null_mut());
 static CHUNKS_MAPPED: [AtomicPtr<Entry>; CHUNKS] = [NO_CHUNK; CHUNKS];
 /// One past the highest entry ever used since start or the last fork: lookups stop there.
 static USED: AtomicUsize = AtomicUsize::new(0);
+/// Entries freed lately, `index + 1` (0: none), for [`register`] to take first.
+static FREED: [AtomicUsize; 16] = [const { AtomicUsize::new(0) }; 16];
 
 /// Chunk `i`, if it is mapped.
 fn chunk(i: usize) -> Option<&'static [Entry]> {
@@ -151,22 +153,37 @@ fn map_chunk(i: usize) -> Option<&'static [Entry]> {
 /// `CHUNK * CHUNKS` threads are alive), says so once: the thread keeps its own placement,
 /// but requests other threads make for it are clamped to the reservation instead.
 pub fn register(tid: i32, thread: libc::pthread_t, p: Placement) {
+    let take = |e: &Entry, index: usize| {
+        if e.tid.load(Ordering::Relaxed) != 0
+            || e.tid
+                .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        e.view.put(None);
+        e.thread.store(thread as usize, Ordering::Release);
+        e.placement.store(p.pack(), Ordering::Release);
+        USED.fetch_max(index + 1, Ordering::AcqRel);
+        let _ = ENTRY.try_with(|c| c.set(index));
+        true
+    };
+    // An entry a thread that ended freed lately: a program that churns threads beside
+    // thousands of live ones takes one back at once, not after scanning past theirs.
+    for hint in &FREED {
+        let freed = hint.swap(0, Ordering::AcqRel);
+        if let Some(index) = freed.checked_sub(1) {
+            if entry(index).is_some_and(|e| take(e, index)) {
+                return;
+            }
+        }
+    }
     for i in 0..CHUNKS {
         let Some(entries) = chunk(i).or_else(|| map_chunk(i)) else {
             break;
         };
         for (j, e) in entries.iter().enumerate() {
-            if e.tid.load(Ordering::Relaxed) == 0
-                && e.tid
-                    .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                e.view.put(None);
-                e.thread.store(thread as usize, Ordering::Release);
-                e.placement.store(p.pack(), Ordering::Release);
-                let index = i * CHUNK + j;
-                USED.fetch_max(index + 1, Ordering::AcqRel);
-                let _ = ENTRY.try_with(|c| c.set(index));
+            if take(e, i * CHUNK + j) {
                 return;
             }
         }
@@ -182,13 +199,22 @@ fn entry(index: usize) -> Option<&'static Entry> {
     chunk(index / CHUNK).map(|c| &c[index % CHUNK])
 }
 
-/// Removes a registry entry.
+/// Removes a registry entry, and offers it to the next [`register`].
 pub fn unregister(index: usize) {
     if let Some(e) = entry(index) {
         e.view.put(None);
         e.thread.store(0, Ordering::Relaxed);
         e.placement.store(0, Ordering::Relaxed);
         e.tid.store(0, Ordering::Release);
+        let offered = index + 1;
+        for hint in &FREED {
+            if hint
+                .compare_exchange(0, offered, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                break;
+            }
+        }
     }
 }
 
@@ -256,6 +282,9 @@ pub fn clear_registry() {
     for e in used() {
         e.view.put(None);
         e.tid.store(0, Ordering::Relaxed);
+    }
+    for hint in &FREED {
+        hint.store(0, Ordering::Relaxed);
     }
     USED.store(0, Ordering::Release);
 }
