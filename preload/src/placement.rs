@@ -193,11 +193,26 @@ pub fn claim(
     let main = role == Role::Main;
     // The label is the pid (a main thread's) or its negative: no system call on this path.
     let me = label.unsigned_abs();
-    match cfg
+    let born = cfg
         .table
         .claim_birth_within(label, creator, cfg.table.slot_count(), |s| {
             nearness(cfg, me, s, anchor, main)
-        }) {
+        });
+    match born {
+        Some(b) if b.roams && cfg.bound.is_some() => {
+            let roaming = Placement {
+                role,
+                cpu: None,
+                slot: Some(b.claim.slot),
+                record: b.claim.record,
+                shared: b.claim.shared,
+                roams: true,
+            };
+            own_free_slot(cfg, me, label, role, b.claim.slot).map_or(roaming, |pinned| {
+                cfg.table.release(&b.claim);
+                pinned
+            })
+        }
         Some(b) => Placement {
             role,
             cpu: cfg.cpu_of_slot(b.claim.slot).filter(|_| !b.roams),
@@ -208,6 +223,40 @@ pub fn claim(
         },
         None => Placement::unslotted(role, None),
     }
+}
+
+/// For a process that keeps to its own slots (a block, a binding) whose every slot looked
+/// busy: one of them that no thread of this process holds (`me`: its pid). What runs there
+/// is another process's (a shell the housekeeper placed before the block was taken), which
+/// the housekeeper moves out of the block; the new thread takes that slot rather than roam.
+/// Off the hot path: only when a birth would roam (`roaming`: the slot that birth counts on,
+/// whose record is the new thread's own).
+fn own_free_slot(
+    cfg: &Config,
+    me: u32,
+    label: i32,
+    role: Role,
+    roaming: usize,
+) -> Option<Placement> {
+    let table = cfg.table;
+    let mine = |s: usize| {
+        let held = (table.records())
+            .filter(|&(l, at)| at == s && l.unsigned_abs() == me)
+            .count();
+        held - usize::from(s == roaming).min(held)
+    };
+    let slot = (0..table.slot_count())
+        .filter(|&s| cfg.may_take(s) && mine(s) == 0)
+        .min_by_key(|&s| (table.live(s), s))?;
+    let claim = table.claim_at(label, slot)?;
+    Some(Placement {
+        role,
+        cpu: cfg.cpu_of_slot(slot),
+        slot: Some(slot),
+        record: claim.record,
+        shared: claim.shared,
+        roams: false,
+    })
 }
 
 /// Gives back a placement's slot.
@@ -412,6 +461,39 @@ mod tests {
         assert_eq!(Placement::unpack(0), Placement::UNKNOWN);
         let h = Placement::unslotted(Role::Helper, None);
         assert_eq!(Placement::unpack(h.pack()), h);
+    }
+
+    #[test]
+    fn in_its_block_a_thread_takes_a_slot_only_another_process_holds_rather_than_roam() {
+        use goset_plan::Plan;
+        let plan = Box::leak(Box::new(
+            Plan::new(&[0, 1, 2], None, [0, 1, 2].into_iter().collect()).unwrap(),
+        ));
+        let table = goset_plan::slots::map(None).unwrap();
+        table.init(3);
+        let cfg = Config {
+            plan,
+            table,
+            launcher: false,
+            wrapper: false,
+            root: false,
+            // The process keeps to slots 0 and 1 (its block).
+            bound: Some([0, 1].into_iter().collect()),
+            near: true,
+            carried: 0,
+        };
+        let me = 4242;
+        // Slot 0: a shell the housekeeper placed there (its tid as label) and that ran;
+        // slot 1: this process's main thread, running.
+        table.claim_at(77, 0).unwrap();
+        table.claim_at(me, 1).unwrap();
+        table.publish_running(&[1, 1, 0]);
+        let p = claim(&cfg, Role::Worker, -me, Some(1), Some(1));
+        assert_eq!((p.cpu, p.roams), (Some(0), false), "{p:?}");
+        // A second one: every slot of the block holds a thread of this process: it roams.
+        let q = claim(&cfg, Role::Worker, -me, Some(1), Some(1));
+        assert!(q.roams, "{q:?}");
+        assert_eq!(q.birth_set(&cfg), [0, 1].into_iter().collect());
     }
 
     #[test]

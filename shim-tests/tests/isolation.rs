@@ -517,6 +517,36 @@ fn after_kill_9_of_the_launcher_goset_restore_puts_the_machine_back() {
 /// A real irqbalance in the foreground, killed when dropped.
 struct Irqbalance(Child);
 
+/// The irqbalance program, where it is installed.
+fn irqbalance_program() -> Option<&'static str> {
+    ["/usr/sbin/irqbalance", "/sbin/irqbalance"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
+impl Irqbalance {
+    /// Starts irqbalance in the foreground and waits until it runs (its exec done).
+    fn start(program: &str) -> Irqbalance {
+        let daemon = Irqbalance(
+            Command::new(program)
+                .arg("--foreground")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let pid = daemon.0.id();
+        let deadline = Instant::now() + TIMEOUT;
+        while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map_or(true, |c| c.trim() != "irqbalance")
+        {
+            assert!(Instant::now() < deadline, "irqbalance did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        daemon
+    }
+}
+
 impl Drop for Irqbalance {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -531,33 +561,15 @@ fn state_of(pid: u32) -> Option<char> {
 
 #[test]
 fn irqbalance_is_stopped_for_the_run_and_running_again_after() {
-    let Some(irqbalance) = ["/usr/sbin/irqbalance", "/sbin/irqbalance"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
+    let Some(irqbalance) = irqbalance_program() else {
         return missing("irqbalance", "apt-get install irqbalance");
     };
     let Some(bench) = bench("--steer", false, false) else {
         return;
     };
     let probe = &bench.probe;
-    let daemon = Irqbalance(
-        Command::new(irqbalance)
-            .arg("--foreground")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let daemon = Irqbalance::start(irqbalance);
     let pid = daemon.0.id();
-    // It is running once its comm is irqbalance (exec done) and it is not stopped.
-    let deadline = Instant::now() + TIMEOUT;
-    while std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map_or(true, |c| c.trim() != "irqbalance")
-    {
-        assert!(Instant::now() < deadline, "irqbalance did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
     let mut run = start(&["-n", "1", "--steer"], probe.path(), &[], &[]);
     run.ready();
     let during = state_of(pid);
@@ -784,31 +796,14 @@ fn two_steer_runs_ended_in_either_order_leave_every_irq_as_found() {
             "a kernel with IRQ affinity (any x86 one)",
         );
     }
-    let Some(irqbalance) = ["/usr/sbin/irqbalance", "/sbin/irqbalance"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
+    let Some(irqbalance) = irqbalance_program() else {
         return missing("irqbalance", "apt-get install irqbalance");
     };
     let Some(bench) = bench("--steer", false, false) else {
         return;
     };
-    let daemon = Irqbalance(
-        Command::new(irqbalance)
-            .arg("--foreground")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let daemon = Irqbalance::start(irqbalance);
     let pid = daemon.0.id();
-    let deadline = Instant::now() + TIMEOUT;
-    while std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map_or(true, |c| c.trim() != "irqbalance")
-    {
-        assert!(Instant::now() < deadline, "irqbalance did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
     let found = read_irqs();
     for first_out in [0, 1] {
         // Two runs on the two CPUs (--share: this machine has no third for a housekeeper).

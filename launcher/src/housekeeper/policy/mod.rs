@@ -122,7 +122,40 @@ pub fn decide(
             .min_by_key(|&s| (load[s], sleepers(s, parked), s))
     };
     let mut actions = Vec::new();
+    // A thread on a slot that a process's block took since (it was placed before the block
+    // was: a shell of the task, a static program) leaves it for a slot of its own group, else
+    // the housekeeper CPU: no other process's thread stays in a block.
+    let mut evicted: Vec<i32> = Vec::new();
     for t in threads {
+        let Some(Spot::Slot(s)) = t.spot else {
+            continue;
+        };
+        if group_of(s) == t.group {
+            continue;
+        }
+        if let Some(l) = load.get_mut(s) {
+            *l = l.saturating_sub(1);
+        }
+        evicted.push(t.tid);
+        match least_loaded(&load, parked, t.group) {
+            Some(best) if t.demand >= policy.burn => {
+                load[best] += 1;
+                actions.push(Action::Claim {
+                    tid: t.tid,
+                    slot: best,
+                });
+            }
+            _ => {
+                parked += 1;
+                actions.push(Action::Demote { tid: t.tid });
+            }
+        }
+    }
+    let threads: Vec<&View> = threads
+        .iter()
+        .filter(|t| !evicted.contains(&t.tid))
+        .collect();
+    for &t in &threads {
         if let Some(Spot::Slot(s)) = t.spot {
             if t.idle_polls >= policy.demote_after && t.demand < policy.burn {
                 actions.push(Action::Demote { tid: t.tid });
@@ -133,13 +166,13 @@ pub fn decide(
             }
         }
     }
-    for t in threads {
+    for &t in &threads {
         if t.spot.is_none() && t.demand < policy.burn {
             actions.push(Action::Housekeeper { tid: t.tid });
             parked += 1;
         }
     }
-    let mut burners: Vec<&View> = (threads.iter())
+    let mut burners: Vec<&View> = (threads.iter().copied())
         .filter(|t| t.demand >= policy.burn)
         .filter(|t| t.spot != Some(Spot::Housekeeper) || t.busy_polls >= policy.promote_after)
         .collect();
@@ -403,6 +436,22 @@ mod tests {
             },
             group: 0,
         }
+    }
+
+    #[test]
+    fn a_thread_left_on_a_slot_a_block_took_leaves_it() {
+        let p = Policy::default();
+        // Slot 0 in process 7's block now; a sleeper and a burner of no block still on it.
+        let sleeper = v(5, 0.0, Some(Spot::Slot(0)), 0);
+        let burner = v(6, 0.9, Some(Spot::Slot(0)), 0);
+        let a = decide(&[sleeper, burner], &[2, 0], &[7, 0], None, &p);
+        assert_eq!(
+            a,
+            [Action::Demote { tid: 5 }, Action::Claim { tid: 6, slot: 1 }]
+        );
+        // With no slot outside blocks, the burner goes to the housekeeper CPU too.
+        let a = decide(&[burner], &[1, 0], &[7, 7], None, &p);
+        assert_eq!(a, [Action::Demote { tid: 6 }]);
     }
 
     #[test]
