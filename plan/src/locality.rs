@@ -132,10 +132,10 @@ pub fn partition(plan: &Plan, size: usize, out: &mut [u16]) -> usize {
 /// The block a new process takes among `count` blocks of `blocks` (from [`partition`]):
 /// the one holding `own` (the slot the process already runs on) if that block is free;
 /// else, of the free blocks (none of their slots `taken`: in another live process's block),
-/// the one with the fewest `busy` slots (holding threads of processes without a block: a
-/// static shell, the task's first process), then the one whose node has the most free slots,
-/// then its package, then its cache, then the one holding the earliest slot of the plan (the
-/// quietest CPU). `None`: no block is free.
+/// the one whose node has the most slots in no block, then its package, then its cache, then
+/// the one with the fewest `busy` slots (holding threads of processes without a block: the
+/// task's first process, a static shell the housekeeper placed for a moment), then the one
+/// holding the earliest slot of the plan (the quietest CPU). `None`: no block is free.
 pub fn choose_block(
     plan: &Plan,
     blocks: &[u16],
@@ -153,7 +153,7 @@ pub fn choose_block(
     }
     let free_at = |level: Level, group: u16| {
         (0..n)
-            .filter(|&s| plan.place(s)[level as usize] == group && !taken(s) && !busy(s))
+            .filter(|&s| plan.place(s)[level as usize] == group && !taken(s))
             .count()
     };
     (0..count.min(NO_BLOCK as usize) as u16)
@@ -164,7 +164,7 @@ pub fn choose_block(
             let room = [Level::Node, Level::Package, Level::Llc]
                 .map(|l| usize::MAX - free_at(l, place[l as usize]));
             let busy = (0..n).filter(|&s| blocks[s] == b && busy(s)).count();
-            Some((busy, room, first, b))
+            Some((room, busy, first, b))
         })
         .min()
         .map(|(_, _, _, b)| b)
@@ -289,6 +289,36 @@ mod tests {
         assert_eq!(
             choose_block(&plan, &blocks, count, None, all_but(four), on_4),
             Some(four)
+        );
+    }
+
+    #[test]
+    fn a_busy_slot_does_not_send_a_process_off_its_node() {
+        // Nodes of 1, 2 and 3 CPUs (0 | 1-2 | 3-5), no SMT; plan order 5 4 3 2 1 0.
+        let order = [5, 4, 3, 2, 1, 0];
+        let mut plan = Plan::new(&order, None, order.iter().copied().collect()).unwrap();
+        let node = |c: usize| match c {
+            0 => 0,
+            1 | 2 => 1,
+            _ => 2,
+        };
+        let places: Vec<Place> = (order.iter())
+            .map(|&c| [node(c), 0, 0, c as u16 + 10, c as u16 + 10])
+            .collect();
+        plan.set_places(&places);
+        let mut blocks = [0u16; 6];
+        let count = partition(&plan, 2, &mut blocks);
+        assert_eq!(count, 3, "1-2, 3-4 and what is left, 0 and 5");
+        let slot = |c: usize| order.iter().position(|&o| o == c).unwrap();
+        let first = blocks[slot(3)];
+        // A shell the housekeeper placed for a moment runs on CPU 1.
+        let taken = |s: usize| blocks[s] == first;
+        let busy = |s: usize| s == slot(1);
+        let b = choose_block(&plan, &blocks, count, None, taken, busy).unwrap();
+        assert_eq!(
+            cpus_of(&plan, &blocks, b),
+            [1, 2],
+            "the node with room, busy or not"
         );
     }
 
