@@ -27,6 +27,11 @@ static atomic_int single_cpu[MAX_THREADS]; /* the one allowed CPU, or -1 */
 static int tids[MAX_THREADS], processors[MAX_THREADS];
 static char allowed[MAX_THREADS][64];
 static atomic_int timed_out;
+/* Set by the first thread that saw the condition hold: the others stop at once too. A thread
+ * that ended on its own while another still watched would leave its CPU to the housekeeper,
+ * which may then move the other there, and the other would time out on the ended one's
+ * stale CPU. */
+static atomic_int done;
 
 static double now(void) {
     struct timespec ts;
@@ -95,11 +100,15 @@ static void *busy(void *arg) {
         /* About a millisecond of pure computation between reads: a CPU-bound thread. */
         for (int k = 0; k < 1000000; k++) x += k;
         atomic_store(&single_cpu[i], read_allowed(tid, allowed[i], sizeof allowed[i]));
+        if (atomic_load(&done)) break;
         if (!all_placed())
             since = -1;
         else if (since < 0)
             since = now();
-        if (since >= 0 && now() - since >= hold_s) break;
+        if (since >= 0 && now() - since >= hold_s) {
+            atomic_store(&done, 1);
+            break;
+        }
         if (now() > deadline) {
             atomic_store(&timed_out, 1);
             break;
