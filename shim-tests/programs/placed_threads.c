@@ -63,6 +63,16 @@ static int all_placed(void) {
     return 1;
 }
 
+/* Busy thread i reads the one CPU it is allowed now; thread 0 also the main thread's. */
+static void read_cpus(long i) {
+    atomic_store(&single_cpu[i], single_cpu_of("/proc/thread-self/status"));
+    if (i == 0 && watched > n) {
+        char main_status[64];
+        snprintf(main_status, sizeof main_status, "/proc/self/task/%d/status", (int)getpid());
+        atomic_store(&single_cpu[n], single_cpu_of(main_status));
+    }
+}
+
 static void *busy(void *arg) {
     long i = (long)arg;
     double deadline = now() + deadline_s, since = -1;
@@ -70,12 +80,7 @@ static void *busy(void *arg) {
     for (;;) {
         for (int k = 0; k < 1000000; k++)
             x += k;
-        atomic_store(&single_cpu[i], single_cpu_of("/proc/thread-self/status"));
-        if (i == 0 && watched > n) {
-            char main_status[64];
-            snprintf(main_status, sizeof main_status, "/proc/self/task/%d/status", (int)getpid());
-            atomic_store(&single_cpu[n], single_cpu_of(main_status));
-        }
+        read_cpus(i);
         if (!all_placed())
             since = -1;
         else if (since < 0)
@@ -89,11 +94,15 @@ static void *busy(void *arg) {
     }
     /* Nobody reports before every thread has stopped waiting: a report is not a placement.
      * The wait spins: a thread that slept here would be idle, and goset may then rightly move
-     * it to the housekeeper CPU, beside a thread still waiting for every CPU to differ. */
+     * it to the housekeeper CPU, beside a thread still waiting for every CPU to differ. It
+     * goes on reading its CPU (and thread 0 main's): goset may move it meanwhile, and the
+     * threads still waiting must see where it is, not where it was. */
     atomic_fetch_add(&finished, 1);
-    while (atomic_load(&finished) < n)
+    while (atomic_load(&finished) < n) {
         for (int k = 0; k < 100000; k++)
             x += k;
+        read_cpus(i);
+    }
     char held[32];
     snprintf(held, sizeof held, "held=%d", atomic_load(&single_cpu[i]));
     report_self("busy", i, held);

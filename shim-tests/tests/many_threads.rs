@@ -41,9 +41,13 @@ fn many_threads(mode: Mode) {
     let last = one(&reports, "last", THREADS as i64);
     let first_report = one(&reports, "thread", THREADS as i64 - 1);
     if first_report.roams(&run.plan) {
-        // Born while every slot ran a thread: the main thread's request must not pin it.
+        // Born while every slot ran a thread: the main thread's request must not pin it. Under
+        // goset-run the housekeeper may give it a CPU of its own meanwhile (a `move`).
+        let moved = (run.selection.iter())
+            .flat_map(|s| &s.moves)
+            .any(|m| m["tid"] == last.tid);
         assert!(
-            last.roams(&run.plan),
+            last.roams(&run.plan) || moved,
             "the main thread's request for thread {} must leave it roaming: {}",
             THREADS - 1,
             last.line
