@@ -466,22 +466,10 @@ mod tests {
     #[test]
     fn in_its_block_a_thread_takes_a_slot_only_another_process_holds_rather_than_roam() {
         use goset_plan::Plan;
-        let plan = Box::leak(Box::new(
-            Plan::new(&[0, 1, 2], None, [0, 1, 2].into_iter().collect()).unwrap(),
-        ));
-        let table = goset_plan::slots::map(None).unwrap();
-        table.init(3);
-        let cfg = Config {
-            plan,
-            table,
-            launcher: false,
-            wrapper: false,
-            root: false,
-            // The process keeps to slots 0 and 1 (its block).
-            bound: Some([0, 1].into_iter().collect()),
-            near: true,
-            carried: 0,
-        };
+        let plan = Plan::new(&[0, 1, 2], None, [0, 1, 2].into_iter().collect()).unwrap();
+        // The process keeps to slots 0 and 1 (its block).
+        let cfg = crate::settings::test_config(plan, Some([0, 1].into_iter().collect()));
+        let table = cfg.table;
         let me = 4242;
         // Slot 0: a shell the housekeeper placed there (its tid as label) and that ran;
         // slot 1: this process's main thread, running.

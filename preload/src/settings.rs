@@ -152,6 +152,24 @@ pub fn disable() {
     STATE.store(DISABLED, Ordering::Release);
 }
 
+/// A worker process's configuration for unit tests: `plan` (leaked), a fresh private slot table
+/// of its slots, the binding or block `bound`.
+#[cfg(test)]
+pub fn test_config(plan: Plan, bound: Option<CpuSet>) -> Config {
+    let table = goset_plan::slots::map(None).expect("an anonymous mapping");
+    table.init(plan.slot_count());
+    Config {
+        plan: Box::leak(Box::new(plan)),
+        table,
+        launcher: false,
+        wrapper: false,
+        root: false,
+        near: bound.is_some(),
+        bound,
+        carried: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,19 +177,8 @@ mod tests {
     #[test]
     fn a_moved_slot_is_followed_only_inside_the_reservation() {
         let reservation: CpuSet = [1, 2, 5].into_iter().collect();
-        let plan = Box::leak(Box::new(Plan::new(&[1, 2], Some(5), reservation).unwrap()));
-        let table = goset_plan::slots::map(None).unwrap();
-        table.init(2);
-        let cfg = Config {
-            plan,
-            table,
-            launcher: false,
-            wrapper: false,
-            root: false,
-            bound: None,
-            near: false,
-            carried: 0,
-        };
+        let cfg = test_config(Plan::new(&[1, 2], Some(5), reservation).unwrap(), None);
+        let table = cfg.table;
         assert_eq!(cfg.cpu_of_slot(0), Some(1));
         table.move_slot(0, 5);
         assert_eq!(

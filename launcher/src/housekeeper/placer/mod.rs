@@ -190,6 +190,9 @@ impl Placer {
             return;
         }
         let mut views = Vec::new();
+        // The slots' blocks, read once a poll, and each process's as it is first met.
+        let groups = self.groups();
+        let mut group_known: BTreeMap<i32, u32> = BTreeMap::new();
         // CPUs of the live threads someone answers for, and the threads nobody claims yet.
         let mut assigned = Vec::new();
         let mut unclaimed = Vec::new();
@@ -204,7 +207,7 @@ impl Placer {
                 unclaimed.push(t);
                 continue;
             }
-            let group = self.group_of(t.pid);
+            let group = self.group_of(t.pid, &groups, &mut group_known);
             if let Some(o) = self.owned.get_mut(&t.tid) {
                 // Idleness is counted in reads: a thread left unread is as it was.
                 // A runnable thread is never idle: starved is not asleep.
@@ -273,7 +276,7 @@ impl Placer {
                     spot: None,
                     idle_polls: 0,
                     busy_polls: 0,
-                    group: self.group_of(t.pid),
+                    group: self.group_of(t.pid, &groups, &mut group_known),
                 });
             } else {
                 pending.insert(t.tid, seen.mask);
@@ -282,7 +285,6 @@ impl Placer {
         self.pending = pending;
         let live_counts = self.live_counts();
         let by_tid: BTreeMap<i32, &Live> = live.iter().map(|t| (t.tid, t)).collect();
-        let groups = self.groups();
         for action in decide(&views, &live_counts, &groups, self.parked_slot, policy) {
             match action {
                 Action::Claim { tid, slot } => self.claim(by_tid[&tid], slot, comm_of),
@@ -313,16 +315,22 @@ impl Placer {
             .collect()
     }
 
-    /// The block process `pid` keeps to (see [`View::group`]): its own, else the one its main
-    /// thread's slot is in (a forked child's), else none (0).
-    fn group_of(&self, pid: i32) -> u32 {
-        let groups = self.groups();
-        if groups.contains(&(pid as u32)) {
-            return pid as u32;
+    /// The block process `pid` keeps to (see [`View::group`]), given the slots' `groups`: its
+    /// own, else the one its main thread's slot is in (a forked child's), else none (0).
+    /// Looked up once a poll for each process (`known`), and not at all while no slot is in a
+    /// block: the poll reads thousands of threads.
+    fn group_of(&self, pid: i32, groups: &[u32], known: &mut BTreeMap<i32, u32>) -> u32 {
+        if groups.iter().all(|&g| g == 0) {
+            return 0;
         }
-        (self.table.find(pid))
-            .and_then(|(_, slot)| groups.get(slot).copied())
-            .unwrap_or(0)
+        *known.entry(pid).or_insert_with(|| {
+            if groups.contains(&(pid as u32)) {
+                return pid as u32;
+            }
+            (self.table.find(pid))
+                .and_then(|(_, slot)| groups.get(slot).copied())
+                .unwrap_or(0)
+        })
     }
 
     /// The live count of each planned slot. The plan's slots, not the table's count: the task
