@@ -522,8 +522,9 @@ fn execute(
 
 /// Starts the copies of the task: without `--instances` one, as it is; with `--instances K`,
 /// K copies each with `GOSET_INSTANCE=i`, and for K > 1 each copy's output relayed with its
-/// index in front ([`instances`]) and its main thread left for the shim to place in the copy's
-/// block. A copy that cannot start ends the ones already started (SIGKILL, reaped) before the
+/// index in front ([`instances`]). Each copy's main thread is born on a slot claimed for it,
+/// as the one task's is (the housekeeper leaves it to the shim, which moves it into the copy's
+/// block if the slot is not in it). A copy that cannot start ends the ones already started (SIGKILL, reaped) before the
 /// error is returned.
 fn start_instances(
     instances: Option<usize>,
@@ -539,7 +540,6 @@ fn start_instances(
                 .push(("GOSET_INSTANCE".into(), i.to_string().into()));
         }
         let pipes = if count > 1 {
-            one.main_slot = None;
             let pipes = instances::Pipes::new()
                 .map_err(|e| Error::System(format!("cannot make the instances' pipes: {e}")))?;
             one.stdio = Some(pipes.write_ends());
