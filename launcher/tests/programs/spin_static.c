@@ -5,7 +5,8 @@
  * until every busy thread is allowed exactly one CPU and no two share one, and has been for
  * argv[3] seconds (default 0: a placement inherited by chance must not end the run before
  * the housekeeper saw it), or argv[2] seconds (default 30) pass; then each reads the CPU it
- * runs on (stat field 39) and main prints one line per thread (argv[1] threads, default 2):
+ * runs on (stat field 39), all end together, and main prints one line per thread (argv[1]
+ * threads, default 2):
  *   busy <i> tid <tid> allowed <cpulist> processor <cpu>
  * Exit status 0 when the condition was met, 3 on the deadline. */
 #define _GNU_SOURCE
@@ -32,6 +33,10 @@ static atomic_int timed_out;
  * which may then move the other there, and the other would time out on the ended one's
  * stale CPU. */
 static atomic_int done;
+/* Threads that read where they ended up. None ends before all did: an ended thread frees its
+ * CPU, and the housekeeper may move another there between its last two reads (seen: both
+ * reported on the freed CPU). */
+static atomic_int recorded;
 
 static double now(void) {
     struct timespec ts;
@@ -115,6 +120,8 @@ static void *busy(void *arg) {
         }
     }
     processors[i] = read_processor(tid);
+    atomic_fetch_add(&recorded, 1);
+    while (atomic_load(&recorded) < n) x++;
     return NULL;
 }
 
