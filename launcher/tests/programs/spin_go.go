@@ -6,7 +6,9 @@
 // Cpus_allowed_list, until every busy thread is allowed exactly one CPU and no two share one,
 // and has been for os.Args[3] seconds (default 0: a placement inherited by chance must not end
 // the run before the housekeeper saw it), or os.Args[2] seconds (default 30) pass; then it
-// reads the CPU it runs on (stat field 39). os.Args[1] is the number of busy goroutines
+// reads the CPU it runs on (stat field 39); all stop at the first that saw the condition hold,
+// and none ends before all read where they are (an ended thread frees its CPU, and the
+// housekeeper may move another there between its last reads). os.Args[1] is the number of busy goroutines
 // (default 2). main prints one line each:
 //
 //	busy <i> tid <tid> allowed <cpulist> processor <cpu>
@@ -89,7 +91,7 @@ func main() {
 	tids := make([]int, n)
 	allowed := make([]string, n)
 	procs := make([]int, n)
-	var timedOut int32
+	var timedOut, done, recorded int32
 	var wg sync.WaitGroup
 	end := time.Now().Add(deadline)
 	for i := 0; i < n; i++ {
@@ -113,12 +115,16 @@ func main() {
 					c = -1
 				}
 				atomic.StoreInt64(&single[i], int64(c))
+				if atomic.LoadInt32(&done) != 0 {
+					break
+				}
 				if !allPlaced() {
 					since = time.Time{}
 				} else if since.IsZero() {
 					since = time.Now()
 				}
 				if !since.IsZero() && time.Since(since) >= hold {
+					atomic.StoreInt32(&done, 1)
 					break
 				}
 				if time.Now().After(end) {
@@ -127,6 +133,10 @@ func main() {
 				}
 			}
 			procs[i] = processor(tid)
+			atomic.AddInt32(&recorded, 1)
+			for atomic.LoadInt32(&recorded) < int32(n) {
+				x++
+			}
 			_ = x
 		}(i)
 	}
