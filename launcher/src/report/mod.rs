@@ -122,6 +122,20 @@ fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.1}"))
 }
 
+/// The `sibl` cell of both tables: the SMT siblings of `cpu` other than itself, `-` when it
+/// has none. One rule for both tables, so that they agree.
+fn other_siblings(cpu: usize, siblings: &[usize]) -> String {
+    let others: Vec<String> = (siblings.iter())
+        .filter(|&&s| s != cpu)
+        .map(|s| s.to_string())
+        .collect();
+    if others.is_empty() {
+        "-".to_string()
+    } else {
+        others.join(",")
+    }
+}
+
 fn flag(b: bool) -> String {
     if b { "y" } else { "" }.to_string()
 }
@@ -148,15 +162,6 @@ pub fn render_selection(rep: &SelectionReport) -> String {
         ],
     );
     for r in &rep.cpus {
-        let sibl = if r.siblings.is_empty() {
-            "-".to_string()
-        } else {
-            r.siblings
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
         t.row(vec![
             r.cpu.to_string(),
             r.sel.clone(),
@@ -167,7 +172,7 @@ pub fn render_selection(rep: &SelectionReport) -> String {
             pct(r.busy_pct),
             pct(r.steal_pct),
             format!("{:.0}", r.core_cost),
-            sibl,
+            other_siblings(r.cpu, &r.siblings),
             r.node.map_or_else(|| "-".to_string(), |n| n.to_string()),
             flag(r.isolated),
             flag(r.nohz_full),
@@ -252,11 +257,7 @@ pub fn render_topology(topo: &Topology) -> String {
             flag(c.online),
             flag(c.allowed),
             id(c.core),
-            c.siblings
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
+            other_siblings(c.cpu, &c.siblings),
             id(c.package),
             c.node.map_or_else(|| "-".to_string(), |n| n.to_string()),
             flag(c.isolated),
