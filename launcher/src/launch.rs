@@ -32,9 +32,15 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
 use std::time::Instant;
 
-/// The JSON report (`--json FILE`).
+/// The version of the JSON report's layout, its top-level `schema`: raised when a key is
+/// removed, renamed or changes meaning, not when one is added (docs/report.md).
+pub const REPORT_SCHEMA: u32 = 1;
+
+/// The JSON report (`--json FILE`), described in docs/report.md.
 #[derive(Debug, Serialize)]
 pub struct JsonReport<'a> {
+    /// [`REPORT_SCHEMA`], first, so that a reader can check it before the rest.
+    pub schema: u32,
     /// The selection and its per-CPU rows.
     pub selection: &'a SelectionReport,
     /// How the threads were placed (`--placement`): `thread` (each on its own CPU) or `mask`
@@ -623,6 +629,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             ));
         }
         let report = JsonReport {
+            schema: REPORT_SCHEMA,
             selection: &sel_report,
             placement: opts.placement,
             run: None,
@@ -686,6 +693,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         ));
     }
     let report = JsonReport {
+        schema: REPORT_SCHEMA,
         selection: &sel_report,
         placement: opts.placement,
         run: Some(run.summary),

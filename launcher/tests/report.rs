@@ -1,8 +1,11 @@
-//! What the report shows a user: the Topology and Selection tables agree on a CPU's siblings.
+//! What the report shows a user: the Topology and Selection tables agree on a CPU's siblings,
+//! and the JSON report carries the schema version docs/report.md documents, with every
+//! top-level key listed there.
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::process::Command;
 
 /// Runs one of this package's programs, asserting success; (stdout, stderr).
@@ -79,6 +82,54 @@ fn topology_and_selection_tables_list_the_same_siblings() {
                 sibl.split(',').all(|s| s != c.to_string()),
                 "{fixture}: {sibl}"
             );
+        }
+    }
+}
+
+/// The schema version docs/report.md states (its `"schema": N`) and the top-level keys its
+/// table lists.
+fn documented() -> (u64, BTreeSet<String>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/report.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let version = doc
+        .split("\"schema\": ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .expect("docs/report.md states \"schema\": N");
+    let keys = (doc.lines())
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .map(str::to_string)
+        .collect();
+    (version, keys)
+}
+
+#[test]
+fn the_json_report_starts_with_the_documented_schema_and_keys() {
+    let (version, keys) = documented();
+    assert_eq!(u64::from(goset::launch::REPORT_SCHEMA), version);
+    let root = common::fixture_root("32intel64-2p8co2t+8ve");
+    let dry = [
+        "--dry-run",
+        "--fsroot",
+        root.to_str().unwrap(),
+        "--json",
+        "-",
+    ];
+    // A run of the live machine has the keys a dry run leaves out (telemetry).
+    let live = [
+        "-n", "1", "--sample", "0", "-q", "--json", "-", "--", "true",
+    ];
+    for args in [&dry[..], &live[..]] {
+        let (json, _) = run_ok("goset-run", args);
+        assert!(
+            json.starts_with(&format!("{{\n  \"schema\": {version},\n")),
+            "schema comes first: {json}"
+        );
+        let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let top = report.as_object().unwrap();
+        for key in top.keys() {
+            assert!(keys.contains(key), "{key} is not in docs/report.md's table");
         }
     }
 }
