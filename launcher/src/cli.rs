@@ -229,6 +229,13 @@ pub enum GosetCommand {
         /// The group's name, as bare goset lists it (goset-<task>).
         name: String,
     },
+    /// Print the shell completions of goset and goset-run, for `source <(goset completions
+    /// bash)` (make install installs them, goset-bench's too).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: crate::completions::Shell,
+    },
 }
 
 /// Rewrites the Go goset's spellings into clap's: `-include X` → `--include X`, and for flags
@@ -304,9 +311,14 @@ pub fn exit_on_clap_error(err: clap::Error, program: &str) -> ! {
         | ErrorKind::DisplayVersion
         | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
         _ => {
+            // clap's first paragraph as one line: a missing argument's name, or the values an
+            // option accepts, come on its second line.
             let rendered = err.render().to_string();
-            let first = rendered.lines().next().unwrap_or("bad arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
+            let first: Vec<&str> = (rendered.lines().map(str::trim))
+                .take_while(|l| !l.is_empty())
+                .collect();
+            let first = first.join(" ");
+            let first = first.strip_prefix("error: ").unwrap_or(&first);
             crate::output::to_stderr(&format!("{program}: {first} (see --help)\n"));
             std::process::exit(2)
         }

@@ -449,6 +449,10 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             }),
         Some(GosetCommand::Restore) => restore(),
         Some(GosetCommand::RmCgroup { name }) => rm_cgroup(name),
+        Some(GosetCommand::Completions { shell }) => {
+            crate::output::to_stdout(&crate::completions::goset_scripts(*shell))
+                .map_err(|e| Error::System(format!("cannot write the completions: {e}")))
+        }
         None if cli.run.command.is_empty() && !cli.run.dry_run => root_of(&cli.run.fsroot)
             .and_then(|root| gather(&root))
             .and_then(|d| match &cli.run.json {

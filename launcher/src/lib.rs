@@ -4,6 +4,7 @@
 pub mod booking;
 pub mod bounded;
 pub mod cli;
+pub mod completions;
 pub mod diag;
 pub mod elf;
 pub mod error;
