@@ -1,0 +1,35 @@
+# make install [PREFIX=/usr/local] [DESTDIR=...]: builds the release tree (when a source changed
+# since the last build) and installs goset under PREFIX; make uninstall removes it. What goes
+# where: docs/install.md. The work is goset-dist's (dist/); this file is the usual front door.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+CARGO ?= cargo
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
+
+RELEASE := $(TARGET_DIR)/release
+DIST := $(RELEASE)/goset-dist
+PACKAGES := -p goset -p goset-preload -p goset-bench -p goset-dist
+# A stamp rather than a program's time: cargo leaves untouched a program none of whose inputs
+# changed, and `sudo make install` after `make` must not run cargo as root.
+STAMP := $(RELEASE)/.make-install-stamp
+SOURCES := Cargo.toml Cargo.lock $(shell find plan preload launcher bench dist \
+	\( -path '*/src/*' -o -name Cargo.toml -o -name build.rs \) -type f)
+DIST_ARGS := --prefix "$(PREFIX)" $(if $(DESTDIR),--destdir "$(DESTDIR)")
+
+.PHONY: all install uninstall
+
+all: $(STAMP)
+
+# The stamp takes the time the build started: a source saved while cargo runs is newer.
+$(STAMP): $(SOURCES)
+	@mkdir -p $(RELEASE)
+	touch $@.new
+	$(CARGO) build --release $(PACKAGES)
+	mv $@.new $@
+
+install: $(STAMP)
+	$(DIST) install $(DIST_ARGS)
+
+uninstall: $(STAMP)
+	$(DIST) uninstall $(DIST_ARGS)

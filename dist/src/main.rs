@@ -1,0 +1,243 @@
+//! `goset-dist install --prefix DIR`: installs a built goset (`make install` runs it, see
+//! docs/install.md): the programs into `bin/`, `libgoset.so` into `lib/` (where goset-run looks
+//! for it: beside itself, then `../lib/`), and man pages and shell completions generated from
+//! the programs' own clap commands. `goset-dist uninstall` removes what install puts there.
+//!
+//! A crate of its own: it needs goset-bench's command, and goset-bench depends on the launcher.
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use goset::completions::{self, Shell};
+use goset::error::Error;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "goset-dist",
+    version,
+    about = "Install the built goset into a prefix, with man pages and shell completions"
+)]
+struct Cli {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Subcommand, Debug)]
+enum Action {
+    /// Install goset, goset-run, goset-bench, libgoset.so, their man pages and their bash, zsh
+    /// and fish completions.
+    Install {
+        #[command(flatten)]
+        place: Place,
+        /// The built programs and libgoset.so (default: the directory of this program, the
+        /// cargo profile directory it was built in).
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+    },
+    /// Remove every file install puts under the prefix (directories stay).
+    Uninstall {
+        #[command(flatten)]
+        place: Place,
+    },
+}
+
+/// Where the files go.
+#[derive(Args, Debug)]
+struct Place {
+    /// The installation prefix, an absolute path: PREFIX/bin, PREFIX/lib, PREFIX/share.
+    #[arg(long, value_name = "DIR", default_value = "/usr/local")]
+    prefix: PathBuf,
+    /// Stage the files under DIR/PREFIX instead (for a package build); the installed programs
+    /// still find each other by PREFIX's layout.
+    #[arg(long, value_name = "DIR")]
+    destdir: Option<PathBuf>,
+}
+
+impl Place {
+    /// The directory files are written under: PREFIX, or DESTDIR/PREFIX.
+    fn root(&self) -> Result<PathBuf, Error> {
+        let Ok(relative) = self.prefix.strip_prefix("/") else {
+            return Err(Error::Usage(format!(
+                "--prefix {}: must be an absolute path",
+                self.prefix.display()
+            )));
+        };
+        Ok(match &self.destdir {
+            Some(dest) => dest.join(relative),
+            None => self.prefix.clone(),
+        })
+    }
+}
+
+/// The programs, each with its clap command (for its man page and completions).
+fn programs() -> [clap::Command; 3] {
+    [
+        goset::cli::GosetCli::command(),
+        goset::cli::RunCli::command(),
+        goset_bench::cli::BenchCli::command(),
+    ]
+}
+
+/// Where a program's completions for `shell` go under the prefix: the directories that
+/// bash-completion, zsh (its default fpath under /usr/local and /usr) and fish load from.
+fn completion_path(shell: Shell, program: &str) -> PathBuf {
+    match shell {
+        Shell::Bash => format!("share/bash-completion/completions/{program}"),
+        Shell::Zsh => format!("share/zsh/site-functions/_{program}"),
+        Shell::Fish => format!("share/fish/vendor_completions.d/{program}.fish"),
+    }
+    .into()
+}
+
+/// What a file holds.
+enum Content {
+    /// A file of the built tree, by name.
+    Built(String),
+    /// Text generated here.
+    Text(Vec<u8>),
+}
+
+/// A file install writes.
+struct Item {
+    /// Its path under the prefix.
+    path: PathBuf,
+    /// Its permission bits.
+    mode: u32,
+    content: Content,
+}
+
+/// Every file install writes, the generated ones rendered.
+fn items() -> Result<Vec<Item>, Error> {
+    let mut items = Vec::new();
+    for cmd in programs() {
+        let name = cmd.get_name().to_string();
+        items.push(Item {
+            path: Path::new("bin").join(&name),
+            mode: 0o755,
+            content: Content::Built(name.clone()),
+        });
+        for &shell in Shell::value_variants() {
+            items.push(Item {
+                path: completion_path(shell, &name),
+                mode: 0o644,
+                content: Content::Text(completions::script(shell, cmd.clone()).into_bytes()),
+            });
+        }
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut page)
+            .map_err(|e| Error::System(format!("cannot render the man page of {name}: {e}")))?;
+        items.push(Item {
+            path: Path::new("share/man/man1").join(format!("{name}.1")),
+            mode: 0o644,
+            content: Content::Text(page),
+        });
+    }
+    items.push(Item {
+        path: "lib/libgoset.so".into(),
+        mode: 0o644,
+        content: Content::Built("libgoset.so".into()),
+    });
+    Ok(items)
+}
+
+/// Writes `bytes` to `path` through a temporary file renamed over it: a program being run
+/// from `path` keeps its old file (writing into it would fail with ETXTBSY), and a reader
+/// never sees half a file.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.goset-dist-{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            // The umask must not take bits off an installed program.
+            f.set_permissions(std::fs::Permissions::from_mode(mode))
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+fn install(place: &Place, from: Option<PathBuf>) -> Result<String, Error> {
+    let root = place.root()?;
+    let from = match from {
+        Some(dir) => dir,
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.to_path_buf()))
+            .ok_or_else(|| {
+                Error::System("cannot tell where this program is: give --from DIR".into())
+            })?,
+    };
+    // Every built file is read before anything is written: a tree half built installs nothing.
+    let mut files = Vec::new();
+    for item in items()? {
+        let bytes = match item.content {
+            Content::Text(text) => text,
+            Content::Built(name) => {
+                let built = from.join(name);
+                std::fs::read(&built).map_err(|e| {
+                    Error::Usage(format!(
+                        "{}: {e}: build first (cargo build --release --workspace), or give \
+                         --from the directory that holds goset's programs and libgoset.so",
+                        built.display()
+                    ))
+                })?
+            }
+        };
+        files.push((root.join(item.path), item.mode, bytes));
+    }
+    for (path, mode, bytes) in &files {
+        write_file(path, bytes, *mode)
+            .map_err(|e| Error::System(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(format!(
+        "installed {} files under {}",
+        files.len(),
+        root.display()
+    ))
+}
+
+fn uninstall(place: &Place) -> Result<String, Error> {
+    let root = place.root()?;
+    let mut removed = 0;
+    for item in items()? {
+        let path = root.join(&item.path);
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(Error::System(format!(
+                    "cannot remove {}: {e}",
+                    path.display()
+                )))
+            }
+        }
+    }
+    Ok(format!("removed {removed} files under {}", root.display()))
+}
+
+fn main() {
+    let cli = Cli::try_parse().unwrap_or_else(|e| goset::cli::exit_on_clap_error(e, "goset-dist"));
+    let result = match cli.action {
+        Action::Install { place, from } => install(&place, from),
+        Action::Uninstall { place } => uninstall(&place),
+    };
+    match result {
+        Ok(said) => println!("goset-dist: {said}"),
+        Err(e) => {
+            eprintln!("goset-dist: {e}");
+            std::process::exit(e.exit_code());
+        }
+    }
+}

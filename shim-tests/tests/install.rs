@@ -1,0 +1,232 @@
+//! `goset-dist install` (what `make install` runs after building) into a temporary prefix, from
+//! the built tree: the installed goset-run finds the installed libgoset.so and places a task
+//! with it, each man page renders with `man -l`, the installed bash completion completes
+//! `goset-run --sm` to `--smt`, and `goset completions SHELL` prints what was installed. Then
+//! `goset-dist uninstall` leaves no file behind. Bad input to either is one line and exit 2.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn goset_dist_bin() -> PathBuf {
+    goset_run_bin().with_file_name("goset-dist")
+}
+
+const PROGRAMS: [&str; 3] = ["goset", "goset-run", "goset-bench"];
+
+/// Every file under `dir`, relative to it.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                files.push(path.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Runs the installed goset-run on `args` (`-n 1 --sample 0` and the task after `--`).
+fn installed_goset_run(prefix: &Path, extra: &[&str], task: &[&str]) -> Outcome {
+    let mut cmd = clean_command(prefix.join("bin/goset-run"));
+    // --share: a run of another test binary that booked the CPUs must not fail this one.
+    cmd.args(["-n", "1", "--sample", "0", "-q", "--share"])
+        .args(extra)
+        .arg("--")
+        .args(task);
+    let _serial = launcher_lock();
+    run(cmd)
+}
+
+/// The installed goset-run runs `true` placed by the shim, and that shim is the installed
+/// `PREFIX/lib/libgoset.so` (what the task maps), not the build tree's.
+fn check_placement(prefix: &Path) {
+    let report = prefix.join("report.json");
+    installed_goset_run(prefix, &["--json", report.to_str().unwrap()], &["true"]).expect_code(0);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["run"]["shim"], true, "{report}");
+    let threads = report["threads"].as_array().unwrap();
+    assert!(!threads.is_empty(), "{report}");
+    for t in threads {
+        assert_eq!(t["placed_by"], "shim", "{report}");
+    }
+    let maps = installed_goset_run(prefix, &[], &["cat", "/proc/self/maps"]);
+    maps.expect_code(0);
+    let mapped: Vec<&str> = (maps.stdout.lines())
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| p.ends_with("/libgoset.so"))
+        .collect();
+    let installed = prefix.join("lib/libgoset.so");
+    assert!(!mapped.is_empty(), "no libgoset.so mapped\n{}", maps.dump());
+    for path in mapped {
+        assert_eq!(Path::new(path), installed, "{}", maps.dump());
+    }
+}
+
+/// `man -l` renders each page with its program's name and flags, and troff says nothing.
+fn check_man_pages(prefix: &Path) {
+    if Command::new("man").arg("--version").output().is_err() {
+        missing("man", "apt-get install -y man-db");
+        return;
+    }
+    for (program, flag) in [
+        ("goset", "completions"),
+        ("goset-run", "--smt"),
+        ("goset-bench", "--runs"),
+    ] {
+        let page = prefix.join(format!("share/man/man1/{program}.1"));
+        let mut cmd = Command::new("man");
+        cmd.arg("-l")
+            .arg(&page)
+            .env("MANPAGER", "cat")
+            .env("PAGER", "cat")
+            .env("MANWIDTH", "80");
+        let out = run(cmd);
+        out.expect_code(0);
+        // Justified: words apart by any number of spaces.
+        let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            text.contains(&format!("NAME {program} - ")) && text.contains(flag),
+            "{program}.1\n{}",
+            out.dump()
+        );
+        assert!(!out.stderr.contains("troff"), "{program}.1\n{}", out.dump());
+    }
+}
+
+/// Bash, with the installed completion of goset-run sourced, completes `goset-run --sm` to
+/// `--smt`: the function `complete -p` names is called as bash would call it.
+fn check_bash_completion(prefix: &Path) {
+    let script = r#"
+        source "$1" || exit 3
+        spec=$(complete -p goset-run) || exit 4
+        fn=${spec#*-F }
+        fn=${fn%% *}
+        COMP_WORDS=(goset-run --sm)
+        COMP_CWORD=1
+        COMP_LINE="goset-run --sm"
+        COMP_POINT=${#COMP_LINE}
+        "$fn" goset-run --sm goset-run
+        printf '%s\n' "${COMPREPLY[@]}"
+    "#;
+    let mut cmd = Command::new("bash");
+    cmd.args(["--norc", "--noprofile", "-c", script, "bash"])
+        .arg(prefix.join("share/bash-completion/completions/goset-run"));
+    let out = run(cmd);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "--smt\n", "{}", out.dump());
+}
+
+/// `goset completions SHELL` prints goset's and goset-run's installed scripts.
+fn check_completions_command(prefix: &Path) {
+    for (shell, path) in [
+        ("bash", "share/bash-completion/completions/{}"),
+        ("zsh", "share/zsh/site-functions/_{}"),
+        ("fish", "share/fish/vendor_completions.d/{}.fish"),
+    ] {
+        let installed: String = ["goset", "goset-run"]
+            .map(|p| std::fs::read_to_string(prefix.join(path.replace("{}", p))).unwrap())
+            .concat();
+        let mut cmd = clean_command(prefix.join("bin/goset"));
+        cmd.args(["completions", shell]);
+        let out = run(cmd);
+        out.expect_code(0);
+        assert!(out.stdout == installed, "goset completions {shell}");
+    }
+}
+
+#[test]
+fn installs_into_a_prefix_that_runs_renders_and_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Canonical: the paths the kernel shows in /proc/self/maps are.
+    let prefix = dir.path().canonicalize().unwrap().join("prefix");
+    let mut cmd = clean_command(goset_dist_bin());
+    cmd.args(["install", "--prefix"]).arg(&prefix);
+    run(cmd).expect_code(0);
+    let mut want: Vec<PathBuf> = vec!["lib/libgoset.so".into()];
+    for p in PROGRAMS {
+        want.extend(
+            [
+                format!("bin/{p}"),
+                format!("share/man/man1/{p}.1"),
+                format!("share/bash-completion/completions/{p}"),
+                format!("share/zsh/site-functions/_{p}"),
+                format!("share/fish/vendor_completions.d/{p}.fish"),
+            ]
+            .map(PathBuf::from),
+        );
+    }
+    want.sort();
+    assert_eq!(files_under(&prefix), want);
+
+    check_placement(&prefix);
+    check_man_pages(&prefix);
+    check_bash_completion(&prefix);
+    check_completions_command(&prefix);
+
+    std::fs::remove_file(prefix.join("report.json")).unwrap();
+    let mut cmd = clean_command(goset_dist_bin());
+    cmd.args(["uninstall", "--prefix"]).arg(&prefix);
+    run(cmd).expect_code(0);
+    assert_eq!(files_under(&prefix), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("prefix");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let goset = goset_run_bin().with_file_name("goset");
+    let missing_build = format!(
+        "goset-dist: {}: No such file",
+        empty.join("goset").display()
+    );
+    let cases: [(PathBuf, Vec<&std::ffi::OsStr>, &str); 4] = [
+        (
+            goset.clone(),
+            vec!["completions".as_ref(), "tcsh".as_ref()],
+            "goset: invalid value 'tcsh' for '<SHELL>' [possible values: bash, zsh, fish]",
+        ),
+        (
+            goset,
+            vec!["completions".as_ref()],
+            "goset: the following required arguments were not provided: <SHELL>",
+        ),
+        (
+            goset_dist_bin(),
+            vec!["install".as_ref(), "--prefix".as_ref(), "relative".as_ref()],
+            "goset-dist: --prefix relative: must be an absolute path",
+        ),
+        (
+            goset_dist_bin(),
+            vec![
+                "install".as_ref(),
+                "--prefix".as_ref(),
+                prefix.as_os_str(),
+                "--from".as_ref(),
+                empty.as_os_str(),
+            ],
+            &missing_build,
+        ),
+    ];
+    for (program, args, says) in cases {
+        let mut cmd = clean_command(&program);
+        cmd.args(&args);
+        let out = run(cmd);
+        out.expect_code(2);
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}\n{}", out.dump());
+        assert!(out.stderr.starts_with(says), "{args:?}\n{}", out.dump());
+    }
+    // A tree not built installs nothing.
+    assert!(!prefix.exists());
+}
