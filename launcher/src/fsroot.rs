@@ -95,6 +95,15 @@ impl FsRoot {
         self.read(abs).ok().map(|s| s.trim().to_string())
     }
 
+    /// Where `abs` leads with every link followed, as a path under this root
+    /// (`/sys/class/net/eth0` → `/sys/devices/.../net/eth0`); `None` when it is missing or
+    /// leads out of the root (a dump's absolute link would name this machine's files).
+    pub fn canonical(&self, abs: &str) -> Option<String> {
+        let real = std::fs::canonicalize(self.path(abs)).ok()?;
+        let base = std::fs::canonicalize(&self.0).ok()?;
+        Some(format!("/{}", real.strip_prefix(base).ok()?.to_str()?))
+    }
+
     /// Whether `abs` exists.
     pub fn exists(&self, abs: &str) -> bool {
         self.path(abs).exists()
@@ -137,6 +146,32 @@ mod tests {
         assert!(e(cpufreq, "not read (kernel 5.10) on cpus 1: it would IPI").is_machine_fact());
         assert!(!e(cpufreq, "permission denied on cpus 1").is_machine_fact());
         assert!(!e("/proc/interrupts", "missing").is_machine_fact());
+    }
+
+    #[test]
+    fn links_are_followed_inside_the_root_and_never_out_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let devices = dir.path().join("sys/devices/pci0000:00/0000:00:03.0");
+        std::fs::create_dir_all(&devices).unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/class/net")).unwrap();
+        let class = |name: &str, target: &str| {
+            std::os::unix::fs::symlink(target, dir.path().join("sys/class/net").join(name)).unwrap()
+        };
+        class("eth0", "../../devices/pci0000:00/0000:00:03.0");
+        class("out", "/etc");
+        class("up", "../../../..");
+        let root = FsRoot::new(dir.path());
+        assert_eq!(
+            root.canonical("/sys/class/net/eth0").as_deref(),
+            Some("/sys/devices/pci0000:00/0000:00:03.0")
+        );
+        assert_eq!(root.canonical("/sys/class/net/out"), None);
+        assert_eq!(root.canonical("/sys/class/net/up"), None);
+        assert_eq!(root.canonical("/sys/class/net/missing"), None);
+        assert_eq!(
+            FsRoot::default().canonical("/proc/self/..").as_deref(),
+            Some("/proc")
+        );
     }
 
     #[test]

@@ -41,15 +41,26 @@
 //! - `sysfs.rs`: the file reader and the sysfs steps (possible, per-CPU ids, online, nodes);
 //! - `group.rs`: packages and cores, from what `sysfs.rs` read;
 //! - `allowed.rs`: the allowed CPUs; `isolation.rs`: the isolation settings;
+//! - `expr.rs`: CPU lists and likwid-pin expressions (`S0:0-3`, `E:N:4:1:2`), resolved on a
+//!   topology already read;
+//! - `device.rs`: `--near`'s device and its locality (NUMA node, local CPUs) in sysfs;
+//! - `synthetic.rs` (tests only): made-up machines for the unit tests of code that takes a
+//!   topology;
 //! - this file: the types and [`Topology::read`], which runs the steps and puts each CPU
 //!   together. Must not: read a file itself.
 
 mod allowed;
+mod device;
+mod expr;
 mod group;
 mod isolation;
 mod parse;
+#[cfg(test)]
+pub(crate) mod synthetic;
 mod sysfs;
 
+pub use device::{Device, DeviceError, DeviceKind};
+pub use expr::{CpuExpr, Domain, ExprError};
 pub use parse::{
     cgroup_cpuset_path, cmdline_param, cpuset_mount, parse_cmdline, parse_cpulist, parse_id,
     parse_mask, parse_nohz_full, parse_param_cpulist, split_isolcpus, status_allowed_list,
