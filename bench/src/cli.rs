@@ -257,7 +257,12 @@ pub fn check_goset_args(
             })
         };
         let cli = goset::cli::RunCli::try_parse_from(&all).map_err(|e| refused(&e))?;
-        include = cli.run.validate().map_err(|e| refused(&e))?.select.include;
+        let opts = cli.run.validate().map_err(|e| refused(&e))?;
+        // A likwid expression names CPUs by their place on the machine, --near a device on it.
+        let topo = goset::topology::Topology::read(&opts.fsroot).map_err(|e| refused(&e))?;
+        include = (goset::launch::machine_options(&opts, &topo))
+            .map_err(|e| refused(&e))?
+            .include;
     }
     let fixed = crate::schedule::fixed_cpus(&include, n);
     let named = crate::schedule::distinct(&include).len();
@@ -438,6 +443,17 @@ mod tests {
             refused(&["--include", "0-2"], &all),
             "--include names 3 CPUs but -n is 2: name -n of them to fix every mode's CPUs"
         );
+        // likwid expressions and --near are looked up on this machine before any run.
+        assert_eq!(
+            check_goset_args(&args(&["--include=N:0"]), &all, 2).unwrap(),
+            None
+        );
+        assert!(refused(&["--include=S99:0"], &[Mode::Goset]).starts_with(
+            "goset-run refuses its flags: --include 'S99:0': S99: no socket 99 with CPUs \
+             goset-run may use (sockets: "
+        ));
+        assert!(refused(&["--near", "no-such-nic"], &[Mode::Goset])
+            .starts_with("goset-run refuses its flags: --near no-such-nic: no such network"));
         assert_eq!(
             refused(&["--spare=1"], &[Mode::Baseline, Mode::Mask]),
             "--modes mask: goset-run --placement mask refuses its flags: --spare with \

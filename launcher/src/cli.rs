@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::select::{NumaChoice, Options as SelectOptions, SmtPolicy};
+use crate::topology::CpuExpr;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -51,21 +52,24 @@ pub struct RunArgs {
     /// SMT policy: spread = one thread per physical core first; pack = fill a core's siblings first.
     #[arg(long, value_enum, default_value_t = SmtArg::Spread)]
     pub smt: SmtArg,
-    /// CPUs to take first, in order (cpulist: 1,3-5 or 0-10:2).
+    /// CPUs to take first, in order: a cpulist (1,3-5 or 0-10:2) or likwid-pin expressions
+    /// (S0:0-3, M1:0-1, C0:0-3, N:0-3, E:S0:4:1:2, joined with @).
     #[arg(long, value_name = "LIST")]
     pub include: Option<String>,
-    /// CPUs never to use, for the task or the housekeeper (cpulist).
+    /// CPUs never to use, for the task or the housekeeper (cpulist or likwid-pin expressions).
     #[arg(long, value_name = "LIST")]
     pub exclude: Option<String>,
     /// Keep task CPUs and memory on one NUMA node: a node number, auto (the node with the most
-    /// candidates) or off; the Go goset's -1 (auto) and -2 (off) are accepted.
-    #[arg(
-        long,
-        value_name = "N|auto|off",
-        default_value = "off",
-        allow_hyphen_values = true
-    )]
-    pub numa: String,
+    /// candidates; with --near, the device's node) or off; the Go goset's -1 (auto) and -2
+    /// (off) are accepted. Default: off; with --near, the device's node (off if it has none).
+    #[arg(long, value_name = "N|auto|off", allow_hyphen_values = true)]
+    pub numa: Option<String>,
+    /// Keep the task CPUs near a device: a network interface (eth0), a block device
+    /// (nvme0n1), a PCI address (0000:3b:00.0 or 3b:00.0) or gpuN (the N-th GPU in PCI bus
+    /// order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them); its local CPUs and, by default,
+    /// its NUMA node for memory.
+    #[arg(long, value_name = "DEVICE")]
+    pub near: Option<String>,
     /// Housekeeper poll interval in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub interval: u64,
@@ -340,8 +344,15 @@ pub fn fsroot(dir: Option<&std::path::Path>) -> Result<crate::fsroot::FsRoot> {
 /// Validated options of a pinned run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Selection policy.
+    /// Selection policy; `include`, `exclude` and `near` are left empty here and filled in
+    /// once the machine is read, from the fields of the same names below.
     pub select: SelectOptions,
+    /// `--include`, parsed: resolved on the topology (likwid expressions name CPUs by place).
+    pub include: CpuExpr,
+    /// `--exclude`, parsed.
+    pub exclude: CpuExpr,
+    /// `--near`'s device, as named; looked up in sysfs under `fsroot`.
+    pub near: Option<String>,
     /// Noise sampling window.
     pub sample: Duration,
     /// Housekeeper poll interval.
@@ -396,14 +407,11 @@ pub enum NoiseMoves {
     Unused,
 }
 
-fn cpulist_arg(flag: &str, value: &Option<String>) -> Result<Vec<usize>> {
+fn cpulist_arg(flag: &str, value: &Option<String>) -> Result<CpuExpr> {
     let Some(text) = value else {
-        return Ok(Vec::new());
+        return Ok(CpuExpr::default());
     };
-    let mut cpus = Vec::new();
-    goset_plan::cpulist::parse(text.as_bytes(), &mut |c| cpus.push(c))
-        .map_err(|e| Error::Usage(format!("--{flag} '{text}': {e}")))?;
-    Ok(cpus)
+    CpuExpr::parse(text).map_err(|e| Error::Usage(format!("--{flag} '{text}': {e}")))
 }
 
 fn numa_arg(text: &str) -> Result<NumaChoice> {
@@ -541,12 +549,18 @@ impl RunArgs {
                     SmtArg::Spread => SmtPolicy::Spread,
                     SmtArg::Pack => SmtPolicy::Pack,
                 },
-                include: cpulist_arg("include", &self.include)?,
-                exclude: cpulist_arg("exclude", &self.exclude)?,
-                numa: numa_arg(&self.numa)?,
+                numa: match (&self.numa, &self.near) {
+                    (Some(numa), _) => numa_arg(numa)?,
+                    (None, Some(_)) => NumaChoice::Near,
+                    (None, None) => NumaChoice::Off,
+                },
                 fence: self.fence,
                 spare: self.spare,
+                ..SelectOptions::default()
             },
+            include: cpulist_arg("include", &self.include)?,
+            exclude: cpulist_arg("exclude", &self.exclude)?,
+            near: self.near.clone(),
             sample: Duration::from_millis(self.sample),
             interval: Duration::from_millis(self.interval),
             skip: skip_arg(&self.skip)?,
@@ -650,7 +664,8 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(o.select.numa, NumaChoice::Auto);
-        assert_eq!(o.select.exclude, vec![0, 2, 4]);
+        let plain = crate::topology::Topology::default();
+        assert_eq!(o.exclude.resolve(&plain).unwrap(), vec![0, 2, 4]);
         assert_eq!(
             parse(&["goset-run", "--numa", "-2", "--dry-run"])
                 .unwrap()
@@ -715,6 +730,36 @@ mod tests {
     }
 
     #[test]
+    fn near_binds_its_node_by_default_and_expressions_are_checked_before_the_machine() {
+        let numa = |args: &[&str]| parse(args).unwrap().select.numa;
+        assert_eq!(numa(&["goset-run", "--dry-run"]), NumaChoice::Off);
+        assert_eq!(
+            numa(&["goset-run", "--near", "gpu0", "--dry-run"]),
+            NumaChoice::Near
+        );
+        assert_eq!(
+            numa(&["goset-run", "--near", "gpu0", "--numa", "auto", "--dry-run"]),
+            NumaChoice::Auto
+        );
+        assert_eq!(
+            numa(&["goset-run", "--near", "eth0", "--numa", "off", "--dry-run"]),
+            NumaChoice::Off
+        );
+        assert_eq!(
+            numa(&["goset-run", "--near=eth0", "-numa", "1", "--dry-run"]),
+            NumaChoice::Node(1)
+        );
+        let o = parse(&["goset-run", "--near", "eth0", "--dry-run"]).unwrap();
+        assert_eq!(o.near.as_deref(), Some("eth0"));
+        let e = parse(&["goset-run", "--exclude", "S0:0@T1:0", "--dry-run"]).unwrap_err();
+        assert!(
+            e.starts_with("--exclude 'S0:0@T1:0': 'T1:0': expected a cpu list (0,2-4 or 0-10:2) or a likwid expression"),
+            "{e}"
+        );
+        assert!(parse(&["goset-run", "--include", "E:S0:4:1:2@N:0", "--dry-run"]).is_ok());
+    }
+
+    #[test]
     fn placement_mask_keeps_selection_and_isolation_but_refuses_thread_moves() {
         assert_eq!(
             parse(&["goset-run", "--", "x"]).unwrap().placement,
@@ -738,8 +783,11 @@ mod tests {
         .unwrap();
         assert_eq!(o.placement, Placement::Mask);
         assert_eq!(
-            (o.select.include.as_slice(), o.isolation.fence),
-            (&[1][..], true)
+            (
+                o.include.resolve(&Default::default()).unwrap(),
+                o.isolation.fence
+            ),
+            (vec![1], true)
         );
         assert_eq!(
             parse(&["goset-run", "--placement=thread", "--dry-run"])

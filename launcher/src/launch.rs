@@ -84,6 +84,7 @@ fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     let root = &opts.fsroot;
     let topo = Topology::read(root)
         .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
+    let machine_select = machine_options(opts, &topo)?;
     let noise = noise::sample(root, opts.sample);
     let scores: BTreeMap<usize, f64> = noise
         .cpus
@@ -123,7 +124,7 @@ fn select_cpus(opts: &RunOptions) -> Result<Selected> {
             None => None,
         };
         let bookings = registry.as_ref().map(|r| r.live(true)).unwrap_or_default();
-        let mut select_opts = opts.select.clone();
+        let mut select_opts = machine_select.clone();
         if !opts.share {
             select_opts.exclude.extend(booking::booked_cpus(&bookings));
         }
@@ -143,7 +144,7 @@ fn select_cpus(opts: &RunOptions) -> Result<Selected> {
                 });
             }
             // Without the other runs' CPUs it would work: they are what is missing.
-            Err(e) if select::plan(&topo, &scores, &opts.select).is_ok() => e,
+            Err(e) if select::plan(&topo, &scores, &machine_select).is_ok() => e,
             Err(e) => return Err(e.into()),
         };
         drop(locked);
@@ -172,6 +173,38 @@ fn select_cpus(opts: &RunOptions) -> Result<Selected> {
             held.join(", ")
         )));
     }
+}
+
+/// The selection options with what needs the machine: `--include` and `--exclude` resolved
+/// on `topo` (a likwid expression names CPUs by their place in it), `--near`'s device found
+/// under the fsroot. Each failure is a usage error, before the noise is sampled; a device that
+/// is near every CPU alike is a warning (unless `--quiet`).
+pub fn machine_options(opts: &RunOptions, topo: &Topology) -> Result<select::Options> {
+    let resolve = |flag: &str, expr: &crate::topology::CpuExpr| {
+        (expr.resolve(topo)).map_err(|e| Error::Usage(format!("--{flag} '{expr}': {e}")))
+    };
+    let near = match &opts.near {
+        Some(name) => {
+            let device = crate::topology::Device::find(&opts.fsroot, name)
+                .map_err(|e| Error::Usage(format!("--near {name}: {e}")))?;
+            if !opts.quiet && !device.has_locality(&topo.online()) {
+                output::to_stderr(&format!(
+                    "goset-run: warning: --near {name}: {} has no NUMA node and every CPU is \
+                     local to it (a VM, or firmware that does not say): the CPUs are not \
+                     restricted, and memory is bound only as --numa says\n",
+                    device.bus_id
+                ));
+            }
+            Some(device)
+        }
+        None => None,
+    };
+    Ok(select::Options {
+        include: resolve("include", &opts.include)?,
+        exclude: resolve("exclude", &opts.exclude)?,
+        near,
+        ..opts.select.clone()
+    })
 }
 
 /// Books `selection` for this launcher.
@@ -883,6 +916,7 @@ mod tests {
             spares: vec![4],
             core_cost: Default::default(),
             ranking: vec![2, 3, 4, 5, 7, 0, 1],
+            near: None,
         };
         let set = |v: &[usize]| v.iter().copied().collect::<CpuSet>();
         // --spare 1: the spare is reserved like a task CPU.

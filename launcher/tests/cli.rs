@@ -173,6 +173,51 @@ fn bad_input_is_refused_before_the_task_runs() {
 }
 
 #[test]
+fn a_bad_cpu_expression_or_device_is_one_line_and_exit_2_before_the_task_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let accepted = "expected a cpu list (0,2-4 or 0-10:2) or a likwid expression: \
+         DOMAIN:INDICES with DOMAIN N, S<i>, D<i>, M<i> or C<i> (S0:0-3), L:DOMAIN:INDICES, or \
+         E:DOMAIN:COUNT[:CHUNK:STRIDE] (E:S0:4:1:2), joined with @";
+    for (args, want) in [
+        (
+            ["--include", "S0:0@Q1"],
+            format!("goset-run: --include 'S0:0@Q1': 'Q1': {accepted}\n"),
+        ),
+        (
+            ["-exclude", "E:N:4:2:1"],
+            "goset-run: --exclude 'E:N:4:2:1': 'E:N:4:2:1': STRIDE must be at least CHUNK, or \
+             chunks would overlap (E:DOMAIN:COUNT[:CHUNK:STRIDE])\n"
+                .to_string(),
+        ),
+        // Well formed, but no machine has a 1000th NUMA domain.
+        (
+            ["--include", "M999:0"],
+            "goset-run: --include 'M999:0': M999: no NUMA domain 999 with CPUs goset-run may use"
+                .to_string(),
+        ),
+        (
+            ["--near", "no-such-nic"],
+            "goset-run: --near no-such-nic: no such network interface, block device or PCI \
+             device; --near takes"
+                .to_string(),
+        ),
+    ] {
+        let out = Command::new(common::bin("goset-run"))
+            .args(["--sample", "0"])
+            .args(args)
+            .args(["--", "touch", marker.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(&want), "{args:?}: {err}");
+        assert!(!marker.exists(), "{args:?} ran the task");
+    }
+}
+
+#[test]
 fn an_endless_sample_and_an_empty_command_are_refused() {
     let out = run("goset-run", &["--sample", "99999999", "--", "true"]);
     assert_eq!(out.status.code(), Some(2));

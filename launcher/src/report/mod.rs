@@ -199,6 +199,17 @@ pub fn render_selection(rep: &SelectionReport) -> String {
             "  siblings not fenced: {cpus} (one CPU must stay free for the housekeeper)\n"
         ));
     }
+    if let Some(d) = &sel.near {
+        let cpus: Option<goset_plan::CpuSet> =
+            (d.local_cpus.as_ref()).map(|l| l.iter().copied().collect());
+        out.push_str(&format!(
+            "  near {}: {}, node {}, local cpus {}\n",
+            d.name,
+            d.bus_id,
+            d.node.map_or_else(|| "-".to_string(), |n| n.to_string()),
+            cpus.map_or_else(|| "-".to_string(), |c| c.to_string()),
+        ));
+    }
     if rep.sample_ms == 0 {
         out.push_str("  ranked by topology alone (--sample 0)\n");
     }

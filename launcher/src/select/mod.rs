@@ -2,7 +2,11 @@
 //!
 //! A pure function of the topology, the per-CPU noise scores and the options: no I/O, no
 //! printing, deterministic on ties. Policy in one place:
-//! - candidates are online ∩ allowed − `exclude`, restricted to one NUMA node with `--numa`;
+//! - candidates are online ∩ allowed − `exclude`, restricted to `--near`'s device's local CPUs
+//!   (its `local_cpulist`, else its node's CPUs) and to one NUMA node with `--numa`;
+//! - with `--near`, `--numa`'s default and `auto` are the device's node; where the device has
+//!   none, the default is off and `auto` as without `--near`; `--numa N` must be the device's
+//!   node; `--numa off` binds no memory (the CPUs stay near the device);
 //! - a core's cost is the noise of all its online SMT threads, so a quiet CPU whose sibling is
 //!   noisy ranks below a quiet CPU on a quiet core;
 //! - cores are ranked by cost, then cores without CPU 0 first (CPU 0 takes most kernel
@@ -19,7 +23,7 @@
 //!   CPU stays free for the housekeeper: siblings are given back from the last slot's core
 //!   when none would be, and with no CPU outside the task at all, fencing is refused.
 
-use crate::topology::Topology;
+use crate::topology::{Device, Topology};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -46,6 +50,9 @@ pub enum NumaChoice {
     Auto,
     /// This node only.
     Node(usize),
+    /// `--numa`'s default with `--near`: the device's node, off when it has none (a device
+    /// near every CPU alike must not narrow a task that would span nodes without it).
+    Near,
 }
 
 /// What the user asked for.
@@ -65,6 +72,8 @@ pub struct Options {
     pub fence: bool,
     /// Quiet CPUs to book idle for moves off a CPU that turns noisy (`--spare`).
     pub spare: usize,
+    /// Keep near this device (`--near`).
+    pub near: Option<Device>,
 }
 
 /// The decision.
@@ -88,6 +97,9 @@ pub struct Selection {
     pub core_cost: BTreeMap<usize, f64>,
     /// Every candidate CPU in the order the policy would hand them out.
     pub ranking: Vec<usize>,
+    /// The device the task CPUs are near (`--near`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub near: Option<Device>,
 }
 
 /// Why no selection is possible. Every variant is a usage error (exit 2).
@@ -124,6 +136,20 @@ pub enum SelectError {
         spare: usize,
         left: usize,
     },
+    /// `--near`: fewer than `-n` candidates are local to the device.
+    TooFewNear {
+        device: String,
+        holds: usize,
+        requested: usize,
+    },
+    /// `--near` with `--numa N` where the device is on another node.
+    NearOtherNode {
+        device: String,
+        device_node: usize,
+        numa: usize,
+    },
+    /// `--include` names candidates that are not local to `--near`'s device.
+    IncludeNotNear { cpus: Vec<usize>, device: String },
 }
 
 fn list(cpus: &[usize]) -> String {
@@ -171,6 +197,19 @@ impl fmt::Display for SelectError {
                 f,
                 "--spare {spare}: -n {requested} leaves {left} candidate CPUs outside the task; use --spare {left} or less"
             ),
+            SelectError::TooFewNear { device, holds, requested } => write!(
+                f,
+                "--near {device}: {holds} candidate CPUs are local to it, fewer than -n {requested}"
+            ),
+            SelectError::NearOtherNode { device, device_node, numa } => write!(
+                f,
+                "--numa {numa} with --near {device}: the device is on node {device_node}; give --numa {device_node}, auto or off"
+            ),
+            SelectError::IncludeNotNear { cpus, device } => write!(
+                f,
+                "--include {}: not local to --near {device}",
+                list(cpus)
+            ),
         }
     }
 }
@@ -200,7 +239,9 @@ pub fn plan(
     if usable.is_empty() {
         return Err(SelectError::NoCandidates);
     }
-    let (node, candidates) = restrict_to_node(topo, &usable, opts)?;
+    // The housekeeper may use a CPU away from the device, as it may one off the node.
+    let (near, numa) = keep_near(topo, &usable, opts)?;
+    let (node, candidates) = restrict_to_node(topo, &near, numa, opts)?;
     // A kernel without NUMA has nothing to bind memory to: its one node only restricts CPUs.
     let node = node.filter(|&n| !topo.node(n).is_some_and(|info| info.synthetic));
 
@@ -312,7 +353,67 @@ pub fn plan(
         spares,
         core_cost,
         ranking,
+        near: opts.near.clone(),
     })
+}
+
+/// `--near`: the usable CPUs local to the device, and the NUMA choice it makes of `--numa`.
+fn keep_near(
+    topo: &Topology,
+    usable: &[usize],
+    opts: &Options,
+) -> Result<(Vec<usize>, NumaChoice), SelectError> {
+    let Some(device) = &opts.near else {
+        let numa = match opts.numa {
+            NumaChoice::Near => NumaChoice::Off,
+            choice => choice,
+        };
+        return Ok((usable.to_vec(), numa));
+    };
+    // A device without local_cpulist is near its node's CPUs; one without either, near all.
+    let local = (device.local_cpus.clone()).or_else(|| {
+        device
+            .node
+            .and_then(|n| topo.node(n))
+            .map(|n| n.cpus.clone())
+    });
+    let near: Vec<usize> = match &local {
+        Some(local) => usable
+            .iter()
+            .copied()
+            .filter(|c| local.contains(c))
+            .collect(),
+        None => usable.to_vec(),
+    };
+    let far: Vec<usize> = (opts.include.iter().copied())
+        .filter(|c| usable.contains(c) && !near.contains(c))
+        .collect();
+    if !far.is_empty() {
+        return Err(SelectError::IncludeNotNear {
+            cpus: far,
+            device: device.name.clone(),
+        });
+    }
+    if near.len() < opts.count {
+        return Err(SelectError::TooFewNear {
+            device: device.name.clone(),
+            holds: near.len(),
+            requested: opts.count,
+        });
+    }
+    let numa = match (opts.numa, device.node) {
+        (NumaChoice::Auto | NumaChoice::Near, Some(n)) => NumaChoice::Node(n),
+        (NumaChoice::Near, None) => NumaChoice::Off,
+        (NumaChoice::Node(numa), Some(n)) if numa != n => {
+            return Err(SelectError::NearOtherNode {
+                device: device.name.clone(),
+                device_node: n,
+                numa,
+            })
+        }
+        (choice, _) => choice,
+    };
+    Ok((near, numa))
 }
 
 /// The siblings to fence and those given back: every online usable sibling of a task CPU that
@@ -349,6 +450,7 @@ fn fence(
 fn restrict_to_node(
     topo: &Topology,
     usable: &[usize],
+    numa: NumaChoice,
     opts: &Options,
 ) -> Result<(Option<usize>, Vec<usize>), SelectError> {
     let in_node = |node: usize| -> Vec<usize> {
@@ -364,8 +466,8 @@ fn restrict_to_node(
         .filter(|n| !n.cpus.is_empty())
         .map(|n| n.id)
         .collect();
-    match opts.numa {
-        NumaChoice::Off => Ok((None, usable.to_vec())),
+    match numa {
+        NumaChoice::Off | NumaChoice::Near => Ok((None, usable.to_vec())),
         NumaChoice::Node(node) => {
             if !known.contains(&node) {
                 return Err(SelectError::UnknownNode { node, known });

@@ -2,47 +2,8 @@
 //! housekeeper, NUMA.
 
 use super::*;
-use crate::topology::{CpuInfo, NodeInfo, Topology};
-
-/// A machine of `cores` cores with `smt` threads each, numbered like Linux on x86 (thread t of
-/// core c is CPU t*cores + c), split evenly over `nodes` nodes.
-fn machine(cores: usize, smt: usize, nodes: usize) -> Topology {
-    let n = cores * smt;
-    let node_of = |cpu: usize| (cpu % cores) * nodes / cores;
-    let cpus = (0..n)
-        .map(|cpu| CpuInfo {
-            cpu,
-            online: true,
-            allowed: true,
-            siblings: (0..smt).map(|t| t * cores + cpu % cores).collect(),
-            core: Some((cpu % cores) as i64),
-            package: Some(0),
-            node: Some(node_of(cpu)),
-            die: None,
-            cluster: None,
-            llc: None,
-            l2: None,
-            package_index: Some(0),
-            present: true,
-            isolated: false,
-            nohz_full: false,
-            rcu_nocbs: false,
-        })
-        .collect();
-    let nodes = (0..nodes)
-        .map(|id| NodeInfo {
-            id,
-            online: true,
-            cpus: (0..n).filter(|&c| node_of(c) == id).collect(),
-            synthetic: false,
-        })
-        .collect();
-    Topology {
-        cpus,
-        nodes,
-        ..Default::default()
-    }
-}
+use crate::topology::synthetic::machine;
+use crate::topology::Device;
 
 fn opts(count: usize) -> Options {
     Options {
@@ -374,5 +335,101 @@ fn spares_are_the_next_quietest_cpus_and_the_housekeeper_avoids_them() {
     assert_eq!(
         e.to_string(),
         "--spare 2: -n 3 leaves 1 candidate CPUs outside the task; use --spare 1 or less"
+    );
+}
+
+fn device(node: Option<usize>, local_cpus: Option<Vec<usize>>) -> Device {
+    Device {
+        name: "gpu1".into(),
+        kind: crate::topology::DeviceKind::Gpu,
+        sysfs: "/sys/devices/pci0000:85/0000:85:00.0/0000:86:00.0".into(),
+        bus_id: "0000:86:00.0".into(),
+        node,
+        local_cpus,
+    }
+}
+
+#[test]
+fn near_keeps_to_the_devices_cpus_and_auto_is_its_node() {
+    // Node 0: CPUs 0,1,4,5; node 1: 2,3,6,7 (cores 2 and 3 with their siblings).
+    let topo = machine(4, 2, 2);
+    let near = |numa, count, gpu: Device| {
+        let o = Options {
+            numa,
+            near: Some(gpu),
+            ..opts(count)
+        };
+        plan(&topo, &quiet(), &o)
+    };
+    let gpu1 = || device(Some(1), Some(vec![2, 3, 6, 7]));
+    let sel = near(NumaChoice::Near, 4, gpu1()).unwrap();
+    assert_eq!(sel.task_cpus, [2, 3, 6, 7]);
+    assert_eq!(sel.node, Some(1), "the default is the device's node");
+    assert_eq!(
+        near(NumaChoice::Auto, 4, gpu1()).unwrap().node,
+        Some(1),
+        "and auto"
+    );
+    assert_eq!(sel.near, Some(gpu1()), "the report names it");
+    assert!(
+        !sel.housekeeper_shared && [0, 1, 4, 5].contains(&sel.housekeeper),
+        "the housekeeper may sit away from the device, as it may off the node"
+    );
+    let off = near(NumaChoice::Off, 2, gpu1()).unwrap();
+    assert_eq!((off.task_cpus, off.node), (vec![2, 3], None));
+    assert_eq!(near(NumaChoice::Node(1), 2, gpu1()).unwrap().node, Some(1));
+    assert_eq!(
+        near(NumaChoice::Node(0), 2, gpu1())
+            .unwrap_err()
+            .to_string(),
+        "--numa 0 with --near gpu1: the device is on node 1; give --numa 1, auto or off"
+    );
+    assert_eq!(
+        near(NumaChoice::Auto, 5, gpu1()).unwrap_err().to_string(),
+        "--near gpu1: 4 candidate CPUs are local to it, fewer than -n 5"
+    );
+    let with_include = Options {
+        include: vec![2, 0],
+        near: Some(gpu1()),
+        ..opts(2)
+    };
+    assert_eq!(
+        plan(&topo, &quiet(), &with_include)
+            .unwrap_err()
+            .to_string(),
+        "--include 0: not local to --near gpu1"
+    );
+    // No local_cpulist: the node's CPUs.
+    let node_only = near(NumaChoice::Auto, 4, device(Some(1), None)).unwrap();
+    assert_eq!(node_only.task_cpus, [2, 3, 6, 7]);
+    // No locality: every CPU; by default no node, and auto as without --near (the biggest
+    // node, the lowest on ties).
+    let nowhere = || device(None, Some((0..8).collect()));
+    let unbound = near(NumaChoice::Near, 8, nowhere()).unwrap();
+    assert_eq!((unbound.task_cpus.len(), unbound.node), (8, None));
+    let auto = near(NumaChoice::Auto, 2, nowhere()).unwrap();
+    assert_eq!((auto.task_cpus, auto.node), (vec![1, 0], Some(0)));
+    assert_eq!(
+        plan(
+            &topo,
+            &quiet(),
+            &Options {
+                numa: NumaChoice::Near,
+                ..opts(8)
+            }
+        )
+        .unwrap()
+        .node,
+        None,
+        "the default without a device is off"
+    );
+    let excluded = Options {
+        exclude: vec![2, 3],
+        near: Some(gpu1()),
+        ..opts(3)
+    };
+    assert_eq!(
+        plan(&topo, &quiet(), &excluded).unwrap_err().to_string(),
+        "--near gpu1: 2 candidate CPUs are local to it, fewer than -n 3"
     );
 }
