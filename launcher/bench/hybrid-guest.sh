@@ -63,5 +63,5 @@ timeout -k 10 1200 qemu-system-x86_64 -accel tcg,thread=multi -cpu max,vendor=Ge
     -append "console=ttyS0 mitigations=off panic=-1 quiet" \
     -nographic -no-reboot -display none </dev/null 2>&1 |
     tr -d '\r' >"$work/console"
-sed -n '/^== BEGIN/,/^== END/p' "$work/console" | sed '1d;$d'
+sed -n '/== BEGIN$/,/^== END/p' "$work/console" | sed '1d;$d'
 grep -q '^== END' "$work/console" || { echo "hybrid-guest: the guest did not finish; it printed:" >&2; tail -20 "$work/console" >&2; exit 1; }
