@@ -1,6 +1,8 @@
 # make install [PREFIX=/usr/local] [DESTDIR=...]: builds the release tree (when a source changed
-# since the last build) and installs goset under PREFIX; make uninstall removes it. What goes
-# where: docs/install.md. The work is goset-dist's (dist/); this file is the usual front door.
+# since the last build) and installs goset under PREFIX; make uninstall removes it; make deb
+# builds the Debian package target/debian/goset_VERSION_ARCH.deb of the same files under /usr.
+# What goes where: docs/install.md. The work is goset-dist's (dist/); this file is the usual
+# front door.
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -15,9 +17,10 @@ PACKAGES := -p goset -p goset-preload -p goset-bench -p goset-dist
 STAMP := $(RELEASE)/.make-install-stamp
 SOURCES := Cargo.toml Cargo.lock $(shell find plan preload launcher bench dist \
 	\( -path '*/src/*' -o -name Cargo.toml -o -name build.rs \) -type f)
+DEB_DIR ?= $(TARGET_DIR)/debian
 DIST_ARGS := --prefix "$(PREFIX)" $(if $(DESTDIR),--destdir "$(DESTDIR)")
 
-.PHONY: all install uninstall
+.PHONY: all install uninstall deb
 
 all: $(STAMP)
 
@@ -33,3 +36,6 @@ install: $(STAMP)
 
 uninstall: $(STAMP)
 	$(DIST) uninstall $(DIST_ARGS)
+
+deb: $(STAMP)
+	$(DIST) deb --out "$(DEB_DIR)"

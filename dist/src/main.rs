@@ -2,6 +2,7 @@
 //! docs/install.md): the programs into `bin/`, `libgoset.so` into `lib/` (where goset-run looks
 //! for it: beside itself, then `../lib/`), and man pages and shell completions generated from
 //! the programs' own clap commands. `goset-dist uninstall` removes what install puts there.
+//! `goset-dist deb` builds a Debian package of the same files (`make deb`; deb.rs).
 //!
 //! A crate of its own: it needs goset-bench's command, and goset-bench depends on the launcher.
 
@@ -11,6 +12,8 @@ use goset::error::Error;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+mod deb;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -39,6 +42,27 @@ enum Action {
     Uninstall {
         #[command(flatten)]
         place: Place,
+    },
+    /// Build a Debian package of what install puts under /usr, with dpkg-deb:
+    /// OUT/goset_VERSION_ARCH.deb.
+    Deb {
+        /// The built programs and libgoset.so (default: the directory of this program).
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+        /// Where the package is written (created if missing).
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        out: PathBuf,
+        /// The package's Maintainer field.
+        #[arg(
+            long,
+            value_name = "NAME <EMAIL>",
+            default_value = "goset maintainers <maintainers@goset.invalid>"
+        )]
+        maintainer: String,
+        /// Compute Depends from the programs' ELF files (their libraries and symbol versions)
+        /// even where dpkg-shlibdeps is installed; without it, that is what is done.
+        #[arg(long)]
+        no_shlibdeps: bool,
     },
 }
 
@@ -232,6 +256,17 @@ fn main() {
     let result = match cli.action {
         Action::Install { place, from } => install(&place, from),
         Action::Uninstall { place } => uninstall(&place),
+        Action::Deb {
+            from,
+            out,
+            maintainer,
+            no_shlibdeps,
+        } => deb::deb(deb::Deb {
+            from,
+            out,
+            maintainer,
+            no_shlibdeps,
+        }),
     };
     match result {
         Ok(said) => println!("goset-dist: {said}"),

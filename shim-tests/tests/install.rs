@@ -2,7 +2,10 @@
 //! the built tree: the installed goset-run finds the installed libgoset.so and places a task
 //! with it, each man page renders with `man -l`, the installed bash completion completes
 //! `goset-run --sm` to `--smt`, and `goset completions SHELL` prints what was installed. Then
-//! `goset-dist uninstall` leaves no file behind. Bad input to either is one line and exit 2.
+//! `goset-dist uninstall` leaves no file behind. `goset-dist deb` (what `make deb` runs) builds
+//! a Debian package of the same files under /usr: dpkg-deb reads its fields and files, and the
+//! goset-run extracted from it (never installed) places a task with the extracted shim. Bad
+//! input to any of them is one line and exit 2.
 
 mod common;
 
@@ -72,8 +75,9 @@ fn check_placement(prefix: &Path) {
     }
 }
 
-/// `man -l` renders each page with its program's name and flags, and troff says nothing.
-fn check_man_pages(prefix: &Path) {
+/// `man -l` renders each page (`share/man/man1/PROGRAM.1` and `suffix`: `.gz` in the package)
+/// with its program's name and flags, and troff says nothing.
+fn check_man_pages(prefix: &Path, suffix: &str) {
     if Command::new("man").arg("--version").output().is_err() {
         missing("man", "apt-get install -y man-db");
         return;
@@ -83,7 +87,7 @@ fn check_man_pages(prefix: &Path) {
         ("goset-run", "--smt"),
         ("goset-bench", "--runs"),
     ] {
-        let page = prefix.join(format!("share/man/man1/{program}.1"));
+        let page = prefix.join(format!("share/man/man1/{program}.1{suffix}"));
         let mut cmd = Command::new("man");
         cmd.arg("-l")
             .arg(&page)
@@ -175,7 +179,7 @@ fn installs_into_a_prefix_that_runs_renders_and_completes() {
     assert_eq!(files_under(&prefix), want);
 
     check_placement(&prefix);
-    check_man_pages(&prefix);
+    check_man_pages(&prefix, "");
     check_bash_completion(&prefix);
     check_completions_command(&prefix);
 
@@ -184,6 +188,129 @@ fn installs_into_a_prefix_that_runs_renders_and_completes() {
     cmd.args(["uninstall", "--prefix"]).arg(&prefix);
     run(cmd).expect_code(0);
     assert_eq!(files_under(&prefix), Vec::<PathBuf>::new());
+}
+
+/// Runs `goset-dist deb --out OUT [extra]` and returns the Depends it says it wrote.
+fn build_deb(out: &Path, extra: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = clean_command(goset_dist_bin());
+    cmd.args(["deb", "--out"]).arg(out).args(extra);
+    cmd.envs(env.iter().copied());
+    let built = run(cmd);
+    built.expect_code(0);
+    let depends = (built.stdout.split_once("(Depends: "))
+        .and_then(|(_, rest)| rest.trim_end().strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no Depends said\n{}", built.dump()));
+    depends.to_string()
+}
+
+/// The output of `dpkg-deb ARGS`.
+fn dpkg_deb(args: &[&std::ffi::OsStr]) -> String {
+    let mut cmd = Command::new("dpkg-deb");
+    cmd.args(args);
+    let out = run(cmd);
+    out.expect_code(0);
+    out.stdout
+}
+
+#[test]
+fn builds_a_debian_package_whose_extracted_files_run() {
+    if Command::new("dpkg-deb").arg("--version").output().is_err() {
+        missing("dpkg-deb", "apt-get install -y dpkg");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Canonical: the paths the kernel shows in /proc/self/maps are.
+    let dir_path = dir.path().canonicalize().unwrap();
+    let out = dir_path.join("out");
+    let depends = build_deb(&out, &[], &[]);
+    let arch = Command::new("dpkg")
+        .arg("--print-architecture")
+        .output()
+        .unwrap();
+    let arch = String::from_utf8(arch.stdout).unwrap().trim().to_string();
+    let version = env!("CARGO_PKG_VERSION").replace('-', "~");
+    let name = format!("goset_{version}_{arch}.deb");
+    // The package alone: the staging tree is gone.
+    assert_eq!(files_under(&out), vec![PathBuf::from(&name)]);
+    let deb = out.join(&name);
+
+    let info = dpkg_deb(&["--info".as_ref(), deb.as_os_str()]);
+    let field = |name: &str| -> String {
+        (info.lines())
+            .find_map(|l| l.strip_prefix(&format!(" {name}: ")))
+            .unwrap_or_else(|| panic!("no {name}\n{info}"))
+            .to_string()
+    };
+    assert_eq!(field("Package"), "goset", "{info}");
+    assert_eq!(field("Version"), version, "{info}");
+    assert_eq!(field("Architecture"), arch, "{info}");
+    assert!(field("Maintainer").ends_with('>'), "{info}");
+    assert_eq!(field("Depends"), depends, "{info}");
+    assert!(depends.starts_with("libc6 (>= 2."), "{info}");
+    assert!(
+        field("Installed-Size").parse::<u64>().unwrap() > 0,
+        "{info}"
+    );
+    assert_eq!(field("Description"), "noise-aware CPU pinning", "{info}");
+
+    // `-rwxr-xr-x root/root 8317008 2024-01-01 12:00 ./usr/bin/goset`
+    let contents = dpkg_deb(&["--contents".as_ref(), deb.as_os_str()]);
+    let mut files = Vec::new();
+    for line in contents.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields[1], "root/root", "{contents}");
+        let path = fields[5].trim_start_matches("./");
+        if fields[0].starts_with('-') {
+            let program = path.starts_with("usr/bin/");
+            let mode = if program { "-rwxr-xr-x" } else { "-rw-r--r--" };
+            assert_eq!(fields[0], mode, "{path}\n{contents}");
+            files.push(PathBuf::from(path));
+        } else {
+            assert_eq!(fields[0], "drwxr-xr-x", "{path}\n{contents}");
+        }
+    }
+    files.sort();
+    let mut want: Vec<PathBuf> = vec![
+        "usr/lib/libgoset.so".into(),
+        "usr/share/doc/goset/copyright".into(),
+    ];
+    for p in PROGRAMS {
+        want.extend(
+            [
+                format!("usr/bin/{p}"),
+                format!("usr/share/man/man1/{p}.1.gz"),
+                format!("usr/share/bash-completion/completions/{p}"),
+                format!("usr/share/zsh/site-functions/_{p}"),
+                format!("usr/share/fish/vendor_completions.d/{p}.fish"),
+            ]
+            .map(PathBuf::from),
+        );
+    }
+    want.sort();
+    assert_eq!(files, want, "{contents}");
+
+    // Without dpkg-shlibdeps, Depends comes from the programs' ELF files: the same answer.
+    // Uncompressed (dpkg >= 1.21.10 reads the variable): only Depends is looked at.
+    if Command::new("dpkg-shlibdeps")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        let fallback = build_deb(
+            &dir_path.join("out-elf"),
+            &["--no-shlibdeps"],
+            &[("DPKG_DEB_COMPRESSOR_TYPE", "none")],
+        );
+        assert_eq!(fallback, depends, "--no-shlibdeps vs dpkg-shlibdeps");
+    } else {
+        skip_note("dpkg-shlibdeps is missing: Depends came from the ELF files alone");
+    }
+
+    // Extracted, not installed: usr/bin/goset-run finds usr/lib/libgoset.so.
+    let root = dir_path.join("root");
+    dpkg_deb(&["-x".as_ref(), deb.as_os_str(), root.as_os_str()]);
+    check_placement(&root.join("usr"));
+    check_man_pages(&root.join("usr"), ".gz");
 }
 
 #[test]
@@ -197,7 +324,8 @@ fn bad_input_is_one_line_and_exit_2() {
         "goset-dist: {}: No such file",
         empty.join("goset").display()
     );
-    let cases: [(PathBuf, Vec<&std::ffi::OsStr>, &str); 4] = [
+    let deb_out = dir.path().join("deb");
+    let cases: [(PathBuf, Vec<&std::ffi::OsStr>, &str); 5] = [
         (
             goset.clone(),
             vec!["completions".as_ref(), "tcsh".as_ref()],
@@ -224,6 +352,17 @@ fn bad_input_is_one_line_and_exit_2() {
             ],
             &missing_build,
         ),
+        (
+            goset_dist_bin(),
+            vec![
+                "deb".as_ref(),
+                "--out".as_ref(),
+                deb_out.as_os_str(),
+                "--maintainer".as_ref(),
+                "nobody".as_ref(),
+            ],
+            "goset-dist: --maintainer \"nobody\": must be 'Full Name <email@address>'",
+        ),
     ];
     for (program, args, says) in cases {
         let mut cmd = clean_command(&program);
@@ -233,6 +372,7 @@ fn bad_input_is_one_line_and_exit_2() {
         assert_eq!(out.stderr.lines().count(), 1, "{args:?}\n{}", out.dump());
         assert!(out.stderr.starts_with(says), "{args:?}\n{}", out.dump());
     }
-    // A tree not built installs nothing.
+    // A tree not built installs nothing; a bad Maintainer builds nothing.
     assert!(!prefix.exists());
+    assert!(!deb_out.exists());
 }
