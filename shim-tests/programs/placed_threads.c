@@ -5,14 +5,16 @@
  * /proc/thread-self/status, until every one of the N is allowed exactly one CPU, no two the
  * same, and has been for HOLD_S seconds (default 0.2: a mask inherited by chance must not end
  * the run before goset's housekeeper saw the thread), or until DEADLINE_S seconds (default 30)
- * pass. Then each spins on until all are done, and reports (report.h) as role=busy id=<i>
- * held=<the one CPU it was last seen allowed while it waited, -1 for none>, and main exits 0, or 3 at the deadline. The shim places such threads at birth; in a program it cannot reach (musl, static)
- * only the housekeeper can, and without goset they never are: the program times out.
+ * pass. The first thread to see the hold complete copies every thread's CPU at that moment;
+ * all then stop and report (report.h) as role=busy id=<i> held=<its CPU in that copy, -1 when
+ * the deadline came first>, and main exits 0, or 3 at the deadline. The shim places such
+ * threads at birth; in a program it cannot reach (musl, static) only the housekeeper can, and
+ * without goset they never are: the program times out.
  *
  * ALSO is a list of further reports made after the busy threads':
  * - "main": the main thread, which waits in pthread_join all along, is watched too (thread 0
  *   reads its mask): it must be allowed one CPU that no busy thread has. It reports as
- *   role=main id=0 held=<that CPU> (its mask may change once the busy threads stop);
+ *   role=main id=0 held=<its CPU in the copy> (its mask may change once the busy threads stop);
  * - "parent": every thread of the parent process (e.g. goset-run's housekeeper), as
  *   role=parent id=<i> cpu=-1;
  * - "warm": the main thread first burns half a second of CPU, as a runtime's main thread does
@@ -33,7 +35,11 @@ static int watched; /* n, and the main thread as number n when ALSO has "main" *
 static double deadline_s = 30, hold_s = 0.2;
 static atomic_int single_cpu[MAX_THREADS + 1]; /* the one CPU thread i is allowed, or -1 */
 static atomic_int timed_out;
-static atomic_int finished; /* busy threads done waiting to be placed */
+/* Every thread's CPU when the hold first completed. The values a thread reads later may come
+ * from after goset moved some (e.g. swapped a busy thread with the idle main thread): one
+ * copy taken at one moment is what "they all differed" means. */
+static int held[MAX_THREADS + 1];
+static atomic_int copied; /* 0 none, 1 being taken, 2 held[] is final */
 
 static double now(void) {
     struct timespec ts;
@@ -73,11 +79,31 @@ static void read_cpus(long i) {
     }
 }
 
+/* Copies every thread's CPU into held[] when they all differ now; 1 when it did (or another
+ * thread already had). */
+static int copy_held(void) {
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&copied, &none, 1))
+        return 1;
+    for (int i = 0; i < watched; i++)
+        held[i] = atomic_load(&single_cpu[i]);
+    for (int i = 0; i < watched; i++)
+        for (int j = 0; j < i; j++)
+            if (held[i] < 0 || held[i] == held[j]) {
+                atomic_store(&copied, 0);
+                return 0;
+            }
+    atomic_store(&copied, 2);
+    return 1;
+}
+
 static void *busy(void *arg) {
     long i = (long)arg;
     double deadline = now() + deadline_s, since = -1;
     volatile unsigned long x = 0;
-    for (;;) {
+    /* Every thread spins until the copy is final (none sleeps or ends before: an idle or
+     * ended thread frees a CPU, and goset may rightly move another there meanwhile). */
+    while (atomic_load(&copied) != 2) {
         for (int k = 0; k < 1000000; k++)
             x += k;
         read_cpus(i);
@@ -85,27 +111,16 @@ static void *busy(void *arg) {
             since = -1;
         else if (since < 0)
             since = now();
-        if (since >= 0 && now() - since >= hold_s)
-            break;
+        if (since >= 0 && now() - since >= hold_s && !copy_held())
+            since = -1;
         if (now() > deadline) {
             atomic_store(&timed_out, 1);
             break;
         }
     }
-    /* Nobody reports before every thread has stopped waiting: a report is not a placement.
-     * The wait spins: a thread that slept here would be idle, and goset may then rightly move
-     * it to the housekeeper CPU, beside a thread still waiting for every CPU to differ. It
-     * goes on reading its CPU (and thread 0 main's): goset may move it meanwhile, and the
-     * threads still waiting must see where it is, not where it was. */
-    atomic_fetch_add(&finished, 1);
-    while (atomic_load(&finished) < n) {
-        for (int k = 0; k < 100000; k++)
-            x += k;
-        read_cpus(i);
-    }
-    char held[32];
-    snprintf(held, sizeof held, "held=%d", atomic_load(&single_cpu[i]));
-    report_self("busy", i, held);
+    char line[32];
+    snprintf(line, sizeof line, "held=%d", atomic_load(&copied) == 2 ? held[i] : -1);
+    report_self("busy", i, line);
     return NULL;
 }
 
@@ -177,9 +192,9 @@ int main(int argc, char **argv) {
         pthread_join(logger, NULL);
     }
     if (watched > n) {
-        char held[32];
-        snprintf(held, sizeof held, "held=%d", atomic_load(&single_cpu[n]));
-        report_self("main", 0, held);
+        char line[32];
+        snprintf(line, sizeof line, "held=%d", atomic_load(&copied) == 2 ? held[n] : -1);
+        report_self("main", 0, line);
     }
     if (strstr(also, "parent"))
         report_parent();
