@@ -16,6 +16,8 @@ pub mod launch;
 pub mod noise;
 pub mod output;
 pub mod placement;
+pub mod privilege;
+pub mod procfs;
 pub mod report;
 pub mod rundir;
 pub mod select;

@@ -32,7 +32,7 @@ pub struct Hierarchy {
 /// The hierarchies with a cpuset controller, the unified one first.
 pub fn cpuset_hierarchies(root: &FsRoot) -> Vec<Hierarchy> {
     let mounts = root.read("/proc/mounts").unwrap_or_default();
-    let mut found: Vec<Hierarchy> = crate::diag::parse_cgroup_mounts(&mounts)
+    let mut found: Vec<Hierarchy> = crate::procfs::mounts::cgroup_mounts(&mounts)
         .into_iter()
         .filter_map(|m| {
             let version = if m.version == 2 {

@@ -10,6 +10,8 @@
 //! twice is the same as once. Must not: decide what to change.
 
 use super::cgroup;
+use crate::fsroot::FsRoot;
+use crate::procfs::ProcessId;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::Write;
@@ -338,7 +340,7 @@ pub fn stale(dir: &Path) -> Vec<Stale> {
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
             let (pid, start) = crate::rundir::parse_name(name.strip_suffix(".journal")?)?;
-            if crate::rundir::start_ticks(pid) == Some(start) {
+            if (ProcessId { pid, start }).is_alive(&FsRoot::default()) {
                 return None;
             }
             let meta = std::fs::symlink_metadata(entry.path()).ok()?;
@@ -589,7 +591,8 @@ mod tests {
     fn a_live_launchers_journal_is_not_stale() {
         let dir = tempfile::tempdir().unwrap();
         let me = std::process::id();
-        let start = crate::rundir::start_ticks(me).unwrap();
+        let start =
+            crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), me).unwrap();
         std::fs::write(dir.path().join(format!("{me}-{start}.journal")), "").unwrap();
         assert!(stale(dir.path()).is_empty());
     }

@@ -10,11 +10,11 @@ pub mod cgroup;
 pub mod irq;
 pub mod irqbalance;
 pub mod journal;
-pub mod privilege;
 pub mod steering;
 
 use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
+use crate::privilege;
 use goset_plan::CpuSet;
 use journal::{Change, Journal, Undone};
 use serde::Serialize;
@@ -148,7 +148,8 @@ impl Isolation {
             let pid = std::process::id();
             let me = steering::Member {
                 pid,
-                start: crate::rundir::start_ticks(pid).unwrap_or(0),
+                start: crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid)
+                    .unwrap_or(0),
                 away: setup.away.to_string(),
                 onto: setup.onto.to_string(),
             };
