@@ -11,15 +11,17 @@ pub mod irq;
 pub mod irqbalance;
 pub mod journal;
 pub mod steering;
+pub mod undo;
 
 use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
 use crate::privilege;
 use goset_plan::CpuSet;
-use journal::{Change, Journal, Undone};
+use journal::{Change, Journal};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use undo::Undone;
 
 /// The isolation flags of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -246,7 +248,7 @@ impl Drop for Isolation {
 /// root before it selects). Returns what was undone and how many journals.
 pub fn restore(base: &Path) -> (Undone, usize) {
     let root = FsRoot::default();
-    journal::restore_dead(&journal::dir_in(base), &|c| accepted(&root, c))
+    undo::restore_dead(&journal::dir_in(base), &|c| accepted(&root, c))
 }
 
 /// Whether a journal line names a change goset makes, where it makes it: an IRQ's
@@ -391,7 +393,7 @@ mod tests {
             .map(|c| serde_json::to_string(c).unwrap() + "\n")
             .collect();
         std::fs::write(journals.join("1-1.journal"), lines.concat()).unwrap();
-        let (done, count) = journal::restore_dead(&journals, &|c| accepted(&root, c));
+        let (done, count) = undo::restore_dead(&journals, &|c| accepted(&root, c));
         assert_eq!((done.restored, count), (1, 1));
         assert_eq!(done.failed.len(), 1, "{:?}", done.failed);
         assert!(done.failed[0].contains("refused"), "{:?}", done.failed);
@@ -401,7 +403,7 @@ mod tests {
         // A FIFO in a journal's place is named as one.
         let fifo = journals.join("1-2.journal");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        let (done, _) = journal::restore_dead(&journals, &|c| accepted(&root, c));
+        let (done, _) = undo::restore_dead(&journals, &|c| accepted(&root, c));
         assert!(
             done.failed
                 .iter()
