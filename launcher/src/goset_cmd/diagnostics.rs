@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
-use crate::procfs::mounts::{cgroup_mounts, CgroupMount};
+use crate::procfs::mounts::CgroupMount;
 use crate::report::table::Table;
 use crate::topology::Topology;
 use serde::Serialize;
@@ -93,11 +93,10 @@ pub struct Diagnostics {
 }
 
 fn cgroups(root: &FsRoot, errors: &mut Vec<ReadError>) -> Cgroups {
-    let mounts_text = root.read("/proc/mounts").unwrap_or_else(|e| {
+    let mut mounts = crate::procfs::mounts::read(root).unwrap_or_else(|e| {
         errors.push(e);
-        String::new()
+        Vec::new()
     });
-    let mut mounts = cgroup_mounts(&mounts_text);
     for m in mounts.iter_mut().filter(|m| m.version == 2) {
         if let Some(list) = root.read_opt(&format!("{}/cgroup.controllers", m.path)) {
             m.controllers = list.split_whitespace().map(str::to_string).collect();
@@ -326,7 +325,10 @@ mod tests {
         assert!(d.summary.online >= 1);
         assert_eq!(d.cpus.len(), d.summary.possible);
         let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-        assert_eq!(d.cgroups.mounts.len(), cgroup_mounts(&mounts).len());
+        assert_eq!(
+            d.cgroups.mounts.len(),
+            crate::procfs::mounts::cgroup_mounts(&mounts).len()
+        );
         assert!(render(&d).contains("Cgroups\n"));
     }
 }

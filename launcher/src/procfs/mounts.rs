@@ -4,6 +4,7 @@
 //! tab, newline or backslash in a mount point. Must not: read the hierarchies themselves (v2's
 //! `cgroup.controllers` is the caller's, which knows its root).
 
+use crate::fsroot::{FsRoot, ReadError};
 use serde::Serialize;
 
 /// The v1 mount options that name a controller (the rest are mount flags or `name=`).
@@ -32,6 +33,11 @@ pub struct CgroupMount {
     pub path: String,
     /// Controllers: the v1 mount options that name controllers, or v2's `cgroup.controllers`.
     pub controllers: Vec<String>,
+}
+
+/// The cgroup hierarchies `/proc/mounts` under `root` lists.
+pub fn read(root: &FsRoot) -> Result<Vec<CgroupMount>, ReadError> {
+    root.read("/proc/mounts").map(|text| cgroup_mounts(&text))
 }
 
 /// Cgroup hierarchies from `/proc/mounts` text; v2 controllers are filled in by the caller.
