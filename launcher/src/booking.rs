@@ -383,8 +383,7 @@ fn holder_of(locks: &str, ino: u64) -> Option<u32> {
 /// Whether `pid` is a live goset launcher (`goset-run`, or `goset` running a task) that
 /// started at `start`.
 fn is_launcher(pid: u32, start: u64) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    crate::housekeeper::threads::parse_stat(&stat).is_some_and(|s| {
+    crate::procfs::stat::read(&crate::fsroot::FsRoot::default(), pid).is_some_and(|s| {
         s.start_ticks == start
             && goset_plan::plan::is_goset_program(s.comm.as_bytes())
             && !matches!(s.state, 'Z' | 'X')
@@ -409,8 +408,7 @@ fn random_u64() -> u64 {
 fn ancestry() -> Vec<u32> {
     let mut pids = vec![std::process::id()];
     while let Some(&pid) = pids.last().filter(|&&p| p > 1 && pids.len() < 4096) {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        match crate::housekeeper::threads::parse_stat(&stat).map(|s| s.ppid) {
+        match crate::procfs::stat::read(&crate::fsroot::FsRoot::default(), pid).map(|s| s.ppid) {
             Some(ppid) if ppid > 0 => pids.push(ppid as u32),
             _ => break,
         }
@@ -485,7 +483,8 @@ mod tests {
         // time is live; with another start time it is a dead launcher whose pid was reused.
         let mut other = fake_launcher(bin.path());
         let pid = other.id();
-        let start = crate::rundir::start_ticks(pid).unwrap();
+        let start =
+            crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid).unwrap();
         let live = reg.book(&booking(pid, start, &[2, 3])).unwrap();
         std::mem::forget(reg.book(&booking(pid, start + 1, &[4])).unwrap());
         std::fs::write(dir.path().join("junk.booking"), "x").unwrap();
@@ -516,7 +515,12 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let at = |pid: u32| (pid, crate::rundir::start_ticks(pid).unwrap());
+        let at = |pid: u32| {
+            (
+                pid,
+                crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid).unwrap(),
+            )
+        };
         // A live process that is no launcher, and a file that claims a uid it is not owned by.
         let (pid, start) = at(sleeper.id());
         let not_a_launcher = reg.book(&booking(pid, start, &[1])).unwrap();

@@ -2,6 +2,7 @@
 //! validated options the rest of the launcher works with. Nothing here touches the machine.
 
 use crate::error::{Error, Result};
+use crate::instances::MAX_INSTANCES;
 use crate::select::{NumaChoice, Options as SelectOptions, SmtPolicy};
 use crate::topology::CpuExpr;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -185,6 +186,17 @@ impl Placement {
     }
 }
 
+/// A shell goset writes completions for (`goset completions SHELL`).
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    /// GNU bash, with or without the bash-completion package.
+    Bash,
+    /// zsh's completion system (compinit).
+    Zsh,
+    /// fish (3.0 or later).
+    Fish,
+}
+
 /// `goset-run`: pin a task to the quietest CPUs.
 #[derive(Parser, Debug)]
 #[command(
@@ -238,7 +250,7 @@ pub enum GosetCommand {
     Completions {
         /// The shell.
         #[arg(value_enum)]
-        shell: crate::completions::Shell,
+        shell: Shell,
     },
 }
 
@@ -438,9 +450,6 @@ fn skip_arg(value: &Option<String>) -> Result<u64> {
         ))
     })
 }
-
-/// Most instances one goset-run starts.
-pub const MAX_INSTANCES: usize = 256;
 
 impl RunArgs {
     /// The threads of each process: `--per-process`, else with `--instances K` the `N/K` each

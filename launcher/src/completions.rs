@@ -3,24 +3,15 @@
 
 use clap::CommandFactory;
 
-/// A shell goset writes completions for.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shell {
-    /// GNU bash, with or without the bash-completion package.
-    Bash,
-    /// zsh's completion system (compinit).
-    Zsh,
-    /// fish (3.0 or later).
-    Fish,
-}
+// The shell is an argument of `goset completions`, so the command line owns its type; this
+// module, above the command line, turns it into clap_complete's.
+pub use crate::cli::Shell;
 
-impl Shell {
-    fn generator(self) -> clap_complete::Shell {
-        match self {
-            Shell::Bash => clap_complete::Shell::Bash,
-            Shell::Zsh => clap_complete::Shell::Zsh,
-            Shell::Fish => clap_complete::Shell::Fish,
-        }
+fn generator(shell: Shell) -> clap_complete::Shell {
+    match shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
     }
 }
 
@@ -28,7 +19,7 @@ impl Shell {
 pub fn script(shell: Shell, mut cmd: clap::Command) -> String {
     let name = cmd.get_name().to_string();
     let mut out = Vec::new();
-    clap_complete::generate(shell.generator(), &mut cmd, name, &mut out);
+    clap_complete::generate(generator(shell), &mut cmd, name, &mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
 

@@ -12,6 +12,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Most instances one goset-run starts: `--instances` is checked against it, and the signal
+/// forwarding table has a slot for each.
+pub const MAX_INSTANCES: usize = 256;
+
 /// How long the relays may take to drain once every copy has ended.
 const DRAIN: Duration = Duration::from_secs(2);
 

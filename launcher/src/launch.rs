@@ -11,11 +11,11 @@ use crate::housekeeper::noise_rule::NoiseRule;
 use crate::housekeeper::outcome::TelemetryReport;
 use crate::housekeeper::{policy::Policy, Housekeeper, Settings, ThreadReport};
 use crate::instances;
-use crate::isolate::privilege::User;
 use crate::isolate::{self, Isolation, IsolationReport};
 use crate::noise::{self, Noise};
 use crate::output;
 use crate::placement;
+use crate::privilege::User;
 use crate::report::processes::ProcessReport;
 use crate::report::{self, SelectionReport};
 use crate::rundir::{self, RunDir};
@@ -216,7 +216,7 @@ fn book(
     let pid = std::process::id();
     let booking = Booking {
         pid,
-        start: rundir::start_ticks(pid)
+        start: crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid)
             .ok_or_else(|| Error::System("no start time in /proc/self/stat".into()))?,
         // SAFETY: getuid cannot fail.
         uid: unsafe { libc::getuid() },
@@ -627,7 +627,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     } else {
         isolate::preflight(&opts.fsroot, opts.isolation)?
     };
-    let user = isolate::privilege::invoking_user(|k| std::env::var(k).ok(), opts.keep_root)?;
+    let user = crate::privilege::invoking_user(|k| std::env::var(k).ok(), opts.keep_root)?;
     let Selected {
         topo,
         noise,

@@ -1,14 +1,14 @@
 //! The goset launcher: topology, noise sampling, CPU selection, the pinned run and its report.
-//! The binaries `goset-run` and `goset` are thin wrappers over [`launch`] and [`diag`].
+//! The binaries `goset-run` and `goset` are thin wrappers over [`launch`] and [`goset_cmd`].
 
 pub mod booking;
 pub mod bounded;
 pub mod cli;
 pub mod completions;
-pub mod diag;
 pub mod elf;
 pub mod error;
 pub mod fsroot;
+pub mod goset_cmd;
 pub mod housekeeper;
 pub mod instances;
 pub mod isolate;
@@ -16,6 +16,8 @@ pub mod launch;
 pub mod noise;
 pub mod output;
 pub mod placement;
+pub mod privilege;
+pub mod procfs;
 pub mod report;
 pub mod rundir;
 pub mod select;

@@ -16,7 +16,9 @@
 //! makes up that is not in the list), the task gets the shim's own path, as before.
 
 use crate::error::{Error, Result};
-use crate::isolate::privilege::{give, User};
+use crate::fsroot::FsRoot;
+use crate::privilege::{give, User};
+use crate::procfs::ProcessId;
 use goset_plan::plan::{Plan, LOG_FILE, PLAN_FILE, SLOTS_FILE};
 use goset_plan::slots;
 use std::path::{Path, PathBuf};
@@ -257,15 +259,9 @@ fn kept_log(plan: &mut Plan, log: &Path) -> Result<PathBuf> {
 /// field 22 of `/proc/<pid>/stat`) telling this process from an earlier one with the same pid.
 pub fn own_name() -> std::io::Result<String> {
     let pid = std::process::id();
-    let start = start_ticks(pid)
+    let me = ProcessId::of(&FsRoot::default(), pid)
         .ok_or_else(|| std::io::Error::other(format!("no start time in /proc/{pid}/stat")))?;
-    Ok(format!("{pid}-{start}"))
-}
-
-/// The start time of process `pid`, if it is alive.
-pub fn start_ticks(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    crate::housekeeper::threads::parse_stat(&text).map(|s| s.start_ticks)
+    Ok(format!("{}-{}", me.pid, me.start))
 }
 
 /// The pid and start time a run directory's name holds, if it has the shape [`own_name`]
@@ -296,7 +292,7 @@ fn sweep(base: &Path) {
         };
         let ours = std::fs::symlink_metadata(entry.path())
             .is_ok_and(|m| m.is_dir() && (m.uid() == uid || roots_base));
-        if ours && start_ticks(pid) != Some(start) {
+        if ours && !(ProcessId { pid, start }).is_alive(&FsRoot::default()) {
             // Another launcher may be sweeping it too.
             let _ = std::fs::remove_dir_all(entry.path());
         }
@@ -428,7 +424,7 @@ impl Holder {
         if pid == 0 {
             // SAFETY: system calls only, safe after fork; the child never returns.
             unsafe {
-                let ok = crate::isolate::privilege::become_user(user).is_ok()
+                let ok = crate::privilege::become_user(user).is_ok()
                     && libc::prctl(libc::PR_SET_DUMPABLE, 1) == 0
                     && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == 0
                     && libc::getppid() == launcher;
@@ -535,7 +531,7 @@ mod tests {
         let (pid, start) = parse_name(&own).unwrap();
         assert_eq!(pid, std::process::id());
         assert_eq!(
-            start_ticks(pid),
+            crate::procfs::stat::start_ticks(&FsRoot::default(), pid),
             Some(start),
             "this process is its own live launcher"
         );

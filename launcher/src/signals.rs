@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 const HANDLED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP];
 
 /// Most tasks running at once (`--instances`).
-pub const MAX_TASKS: usize = crate::cli::MAX_INSTANCES;
+pub const MAX_TASKS: usize = crate::instances::MAX_INSTANCES;
 /// The pid of each task while it runs, else 0.
 static TASKS: [AtomicI32; MAX_TASKS] = [const { AtomicI32::new(0) }; MAX_TASKS];
 /// The first handled signal that arrived while there was no task, else 0.

@@ -33,7 +33,7 @@ pub struct Launch {
     /// The task's cgroup: it joins before anything of it runs.
     pub cgroup: Option<CgroupJoin>,
     /// The identity the task takes before exec (the sudo user).
-    pub user: Option<crate::isolate::privilege::User>,
+    pub user: Option<crate::privilege::User>,
     /// Launcher descriptors the task inherits (close-on-exec cleared in the child): the slot
     /// table's and the log's, which `GOSET_SLOTS` and `GOSET_LOG_FD` name.
     pub inherit: Vec<RawFd>,
@@ -240,7 +240,7 @@ struct ChildSetup {
     main_slot: Option<MainSlot>,
     cpus: CpuSet,
     node: Option<usize>,
-    user: Option<crate::isolate::privilege::User>,
+    user: Option<crate::privilege::User>,
     inherit: Vec<RawFd>,
     stdio: Option<(RawFd, RawFd)>,
     die_with_launcher: bool,
@@ -287,7 +287,7 @@ impl ChildSetup {
         }
         // A change of credentials clears the parent-death signal: it is set after.
         if let Some(user) = &self.user {
-            crate::isolate::privilege::become_user(user)?;
+            crate::privilege::become_user(user)?;
         }
         if self.die_with_launcher {
             die_with(self.launcher)?;

@@ -2,7 +2,7 @@
 //! `goset [OPTIONS] -- CMD` exactly as goset-run does.
 
 fn main() {
-    std::process::exit(goset::diag::main_with_args(std::env::args_os()))
+    std::process::exit(goset::goset_cmd::main_with_args(std::env::args_os()))
 }
 
 /// Runs before Rust's runtime replaces closed standard descriptors with `/dev/null`.

@@ -67,7 +67,7 @@ pub struct NoiseWatch {
     task_ns: BTreeMap<usize, u64>,
     /// All of `task_ns`, and the time of threads whose CPU is unknown.
     read_ns: u64,
-    /// Each task process's `stat` and its CPU time (see [`threads::parse_process_ticks`]) at
+    /// Each task process's `stat` and its CPU time (see [`crate::procfs::stat::parse_process_ticks`]) at
     /// the start of the window, ns.
     process_ns: HashMap<i32, (Handle, u64)>,
     /// The launcher's CPU time at the start of the window.
@@ -178,7 +178,7 @@ impl NoiseWatch {
                 .entry(pid)
                 .or_insert_with(|| (Handle::new(root.path(&format!("/proc/{pid}/stat"))), 0));
             let ticks = match handle.read() {
-                threads::Read::Text(text) => threads::parse_process_ticks(&text),
+                threads::Read::Text(text) => crate::procfs::stat::parse_process_ticks(&text),
                 _ => None,
             };
             if let Some(ticks) = ticks {

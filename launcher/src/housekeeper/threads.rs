@@ -22,66 +22,6 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// What `/proc/<pid>/task/<tid>/stat` says (field numbers as in proc(5)).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stat {
-    /// Field 2, without the parentheses.
-    pub comm: String,
-    /// Field 3: `R`, `S`, `D`, `Z`, ...
-    pub state: char,
-    /// Field 4: the parent's process id.
-    pub ppid: i32,
-    /// Fields 14 + 15: user and system time in clock ticks (`USER_HZ`).
-    pub cpu_ticks: u64,
-    /// Field 22: start time in clock ticks after boot.
-    pub start_ticks: u64,
-    /// Field 39: the CPU the thread last ran on.
-    pub processor: Option<usize>,
-}
-
-/// Parses a `stat` line. The name may hold spaces and parentheses, so the fields are counted
-/// from the last `)`.
-pub fn parse_stat(text: &str) -> Option<Stat> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_string();
-    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
-    // rest[0] is field 3.
-    let field = |n: usize| rest.get(n - 3).copied();
-    let num = |n: usize| field(n).and_then(|v| v.parse::<u64>().ok());
-    Some(Stat {
-        comm,
-        state: field(3)?.chars().next()?,
-        ppid: field(4)?.parse().ok()?,
-        cpu_ticks: num(14)?.saturating_add(num(15)?),
-        start_ticks: num(22)?,
-        processor: num(39).map(|c| c as usize),
-    })
-}
-
-/// Fields 14-17 of a process's `/proc/<pid>/stat`, in clock ticks: the user and system time
-/// of all its threads, the ended ones too, and of the children it reaped.
-pub fn parse_process_ticks(text: &str) -> Option<u64> {
-    let close = text.rfind(')')?;
-    let fields: Vec<u64> = (text.get(close + 1..)?.split_whitespace())
-        .skip(14 - 3)
-        .take(4)
-        .map(|v| v.parse().ok())
-        .collect::<Option<_>>()?;
-    (fields.len() == 4).then(|| fields.iter().fold(0u64, |a, &b| a.saturating_add(b)))
-}
-
-/// Field 20 of a process's `stat`: how many threads it has.
-pub fn parse_num_threads(text: &str) -> Option<usize> {
-    let close = text.rfind(')')?;
-    // The first field after the name is field 3.
-    text.get(close + 1..)?
-        .split_whitespace()
-        .nth(20 - 3)?
-        .parse()
-        .ok()
-}
-
 /// `/proc/<pid>/task/<tid>/schedstat`: three numbers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SchedStat {
@@ -343,41 +283,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_thread_count_of_a_process() {
-        let line = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 64 0 777 0 0";
-        assert_eq!(parse_num_threads(line), Some(64));
-        assert_eq!(parse_num_threads("42 (x) S 1"), None);
-        assert_eq!(parse_process_ticks(line), Some(11));
-        assert_eq!(
-            parse_process_ticks("42 (a) b) S 1 1 1 0 -1 0 0 0 0 0 7 3 20 1 20"),
-            Some(31)
-        );
-        assert_eq!(
-            parse_process_ticks("42 (x) S 1 1 1 0 -1 0 0 0 0 0 7 3 20"),
-            None
-        );
-        let own = std::fs::read_to_string("/proc/self/stat").unwrap();
-        assert!(parse_num_threads(&own).is_some_and(|n| n >= 1));
-    }
-
-    // Captured on this machine (kernel 6.18) from a busy thread.
-    const STAT: &str = "4242 (we ird) (x)) R 4200 4242 4200 34816 4242 4194304 105 0 0 0 \
-        250 17 0 0 20 0 2 0 101234 5726208 344 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 \
-        17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
-
-    #[test]
-    fn parses_stat_with_a_hostile_name() {
-        let s = parse_stat(STAT).unwrap();
-        assert_eq!(s.comm, "we ird) (x)");
-        assert_eq!((s.state, s.ppid), ('R', 4200));
-        assert_eq!(
-            (s.cpu_ticks, s.start_ticks, s.processor),
-            (267, 101234, Some(1))
-        );
-        assert!(parse_stat("12 (x) R").is_none());
-    }
-
-    #[test]
     fn parses_schedstat_sched_status_children() {
         assert_eq!(
             parse_schedstat("108453 110485 2\n"),
@@ -446,7 +351,7 @@ mod tests {
                 panic!("stat")
             };
             assert_eq!(
-                parse_stat(&t).unwrap().ppid,
+                crate::procfs::stat::parse_stat(&t).unwrap().ppid,
                 nix::unistd::getppid().as_raw()
             );
             assert!(matches!(f.schedstat.read(), Read::Text(_)));

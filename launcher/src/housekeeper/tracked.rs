@@ -7,9 +7,10 @@
 //! files: a thread that sleeps is read less often, never forgotten.
 
 use super::policy::Activity;
-use super::threads::{self, Read, SchedStat, Stat, Switches, ThreadFiles};
+use super::threads::{self, Read, SchedStat, Switches, ThreadFiles};
 use crate::fsroot::FsRoot;
 use crate::noise::USER_HZ;
+use crate::procfs::stat::{self, Stat};
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -182,7 +183,7 @@ impl Tracked {
             Some(st) if !scheduled && st.state != 'R' => st.clone(),
             _ => {
                 let stat = match files.stat.read() {
-                    Read::Text(s) => threads::parse_stat(&s),
+                    Read::Text(s) => stat::parse_stat(&s),
                     _ => None,
                 };
                 let Some(stat) = stat.filter(|s| !matches!(s.state, 'Z' | 'X')) else {

@@ -31,8 +31,8 @@ pub struct Hierarchy {
 
 /// The hierarchies with a cpuset controller, the unified one first.
 pub fn cpuset_hierarchies(root: &FsRoot) -> Vec<Hierarchy> {
-    let mounts = root.read("/proc/mounts").unwrap_or_default();
-    let mut found: Vec<Hierarchy> = crate::diag::parse_cgroup_mounts(&mounts)
+    let mut found: Vec<Hierarchy> = crate::procfs::mounts::read(root)
+        .unwrap_or_default()
         .into_iter()
         .filter_map(|m| {
             let version = if m.version == 2 {

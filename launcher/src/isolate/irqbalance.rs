@@ -8,6 +8,7 @@
 
 use super::journal::{Change, Failed, Journal};
 use crate::fsroot::FsRoot;
+use crate::procfs::{stat, ProcessId};
 use serde::Serialize;
 
 /// What was done with irqbalance.
@@ -45,8 +46,7 @@ fn running(root: &FsRoot) -> Vec<(i32, u64, bool)> {
         .filter_map(|p| p.parse::<i32>().ok())
         .filter(|pid| root.read_opt(&format!("/proc/{pid}/comm")).as_deref() == Some("irqbalance"))
         .filter_map(|pid| {
-            let stat = root.read(&format!("/proc/{pid}/stat")).ok()?;
-            let start = crate::housekeeper::threads::parse_stat(&stat)?.start_ticks;
+            let start = stat::start_ticks(root, pid as u32)?;
             let unit = (root.read_opt(&format!("/proc/{pid}/cgroup")))
                 .is_some_and(|c| c.lines().any(|l| l.ends_with(&format!("/{UNIT}"))));
             Some((pid, start, unit))
@@ -55,8 +55,7 @@ fn running(root: &FsRoot) -> Vec<(i32, u64, bool)> {
 }
 
 fn state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    crate::housekeeper::threads::parse_stat(&stat).map(|s| s.state)
+    stat::read(&FsRoot::default(), pid as u32).map(|s| s.state)
 }
 
 fn systemctl(verb: &str, unit: &str) -> Result<(), String> {
@@ -137,7 +136,13 @@ pub fn start_unit(unit: &str) -> Result<Vec<(i32, String)>, String> {
 
 /// Continues a process stopped by [`hold`], if `pid` is still that process.
 pub fn resume(pid: i32, start: u64) {
-    if pid > 0 && crate::rundir::start_ticks(pid as u32) == Some(start) {
+    if pid > 0
+        && (ProcessId {
+            pid: pid as u32,
+            start,
+        })
+        .is_alive(&FsRoot::default())
+    {
         // SAFETY: kill takes a pid and a signal.
         unsafe { libc::kill(pid, libc::SIGCONT) };
     }

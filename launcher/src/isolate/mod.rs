@@ -10,16 +10,18 @@ pub mod cgroup;
 pub mod irq;
 pub mod irqbalance;
 pub mod journal;
-pub mod privilege;
 pub mod steering;
+pub mod undo;
 
 use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
+use crate::privilege;
 use goset_plan::CpuSet;
-use journal::{Change, Journal, Undone};
+use journal::{Change, Journal};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use undo::Undone;
 
 /// The isolation flags of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -148,7 +150,8 @@ impl Isolation {
             let pid = std::process::id();
             let me = steering::Member {
                 pid,
-                start: crate::rundir::start_ticks(pid).unwrap_or(0),
+                start: crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid)
+                    .unwrap_or(0),
                 away: setup.away.to_string(),
                 onto: setup.onto.to_string(),
             };
@@ -245,7 +248,7 @@ impl Drop for Isolation {
 /// root before it selects). Returns what was undone and how many journals.
 pub fn restore(base: &Path) -> (Undone, usize) {
     let root = FsRoot::default();
-    journal::restore_dead(&journal::dir_in(base), &|c| accepted(&root, c))
+    undo::restore_dead(&journal::dir_in(base), &|c| accepted(&root, c))
 }
 
 /// Whether a journal line names a change goset makes, where it makes it: an IRQ's
@@ -390,7 +393,7 @@ mod tests {
             .map(|c| serde_json::to_string(c).unwrap() + "\n")
             .collect();
         std::fs::write(journals.join("1-1.journal"), lines.concat()).unwrap();
-        let (done, count) = journal::restore_dead(&journals, &|c| accepted(&root, c));
+        let (done, count) = undo::restore_dead(&journals, &|c| accepted(&root, c));
         assert_eq!((done.restored, count), (1, 1));
         assert_eq!(done.failed.len(), 1, "{:?}", done.failed);
         assert!(done.failed[0].contains("refused"), "{:?}", done.failed);
@@ -400,7 +403,7 @@ mod tests {
         // A FIFO in a journal's place is named as one.
         let fifo = journals.join("1-2.journal");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        let (done, _) = journal::restore_dead(&journals, &|c| accepted(&root, c));
+        let (done, _) = undo::restore_dead(&journals, &|c| accepted(&root, c));
         assert!(
             done.failed
                 .iter()

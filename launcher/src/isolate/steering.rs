@@ -15,6 +15,7 @@ use super::irq::{self, Steering};
 use super::irqbalance::{self, Held};
 use super::journal::{Change, Journal};
 use crate::fsroot::FsRoot;
+use crate::procfs::ProcessId;
 use goset_plan::CpuSet;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -41,7 +42,11 @@ pub struct Member {
 
 impl Member {
     fn alive(&self) -> bool {
-        crate::rundir::start_ticks(self.pid) == Some(self.start)
+        ProcessId {
+            pid: self.pid,
+            start: self.start,
+        }
+        .is_alive(&FsRoot::default())
     }
 }
 
@@ -237,7 +242,8 @@ mod tests {
         let pid = child.id();
         Member {
             pid,
-            start: crate::rundir::start_ticks(pid).unwrap(),
+            start: crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid)
+                .unwrap(),
             away: away.into(),
             onto: onto.into(),
         }

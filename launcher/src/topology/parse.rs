@@ -181,39 +181,14 @@ pub fn status_allowed_list(status: &str) -> Option<&str> {
 /// `v2_has_cpuset` says its root lists the controller.
 pub fn cpuset_mount(mounts: &str, v2_has_cpuset: &dyn Fn(&str) -> bool) -> Option<(String, bool)> {
     let mut v2 = None;
-    for line in mounts.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 4 {
-            continue;
-        }
-        let dir = unescape_mount(f[1]);
-        match f[2] {
-            "cgroup" if f[3].split(',').any(|o| o == "cpuset") => return Some((dir, false)),
-            "cgroup2" if v2.is_none() && v2_has_cpuset(&dir) => v2 = Some((dir, true)),
+    for m in crate::procfs::mounts::cgroup_mounts(mounts) {
+        match m.version {
+            1 if m.controllers.iter().any(|c| c == "cpuset") => return Some((m.path, false)),
+            2 if v2.is_none() && v2_has_cpuset(&m.path) => v2 = Some((m.path, true)),
             _ => {}
         }
     }
     v2
-}
-
-/// Decodes the octal escapes (`\040` for a space) of a `/proc/mounts` field.
-fn unescape_mount(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The cgroup path of the cpuset controller from `/proc/self/cgroup`: the v1 line naming

@@ -4,6 +4,10 @@
 //! user's supplementary groups), so that root is kept only by the launcher, for setup,
 //! restore and steering. The identity is resolved before fork: `getgrouplist` reads
 //! `/etc/group` and is not safe between fork and exec.
+//!
+//! Owns: the invoking user, dropping to it, and the writability checks. Must not: import
+//! `isolate`, `rundir` or `task`, which all use it (it sits below them, so that the run
+//! directory and the task's child can drop privileges without importing isolation).
 
 use crate::error::{Error, Result};
 use std::path::Path;

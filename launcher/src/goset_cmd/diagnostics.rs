@@ -1,18 +1,17 @@
 //! `goset` without a command: what the machine looks like to a pinning tool.
 //!
-//! Owns the diagnostics report (topology summary, per-CPU state, isolation parameters, cgroup
-//! controllers and goset cgroups, irqbalance) and `goset topology`. Reads only under an
-//! [`FsRoot`]; with `-- CMD` it hands over to [`crate::launch`].
+//! Owns the diagnostics report: topology summary, per-CPU state, isolation parameters, cgroup
+//! controllers and goset cgroups, irqbalance, live bookings and stale journals. Reads only
+//! under an [`FsRoot`]. Must not: change the machine, or print (the caller decides where the
+//! report goes).
 
-use crate::cli::{GosetCli, GosetCommand};
 use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
+use crate::procfs::mounts::CgroupMount;
 use crate::report::table::Table;
 use crate::topology::Topology;
 use serde::Serialize;
 use std::collections::BTreeSet;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 
 /// Frequency state of one CPU.
 #[derive(Debug, Clone, Serialize)]
@@ -31,17 +30,6 @@ pub struct CpuState {
     pub governor: Option<String>,
     /// Current frequency in kHz (`scaling_cur_freq`), where cpufreq exists.
     pub cur_freq_khz: Option<u64>,
-}
-
-/// One mounted cgroup hierarchy.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct CgroupMount {
-    /// 1 or 2.
-    pub version: u8,
-    /// Mount point.
-    pub path: String,
-    /// Controllers: the v1 mount options that name controllers, or v2's `cgroup.controllers`.
-    pub controllers: Vec<String>,
 }
 
 /// What the machine offers for containing a task.
@@ -104,58 +92,11 @@ pub struct Diagnostics {
     pub errors: Vec<ReadError>,
 }
 
-const V1_CONTROLLERS: &[&str] = &[
-    "cpuset",
-    "cpu",
-    "cpuacct",
-    "memory",
-    "devices",
-    "freezer",
-    "blkio",
-    "pids",
-    "net_cls",
-    "perf_event",
-    "hugetlb",
-    "rdma",
-    "misc",
-];
-
-/// Cgroup hierarchies from `/proc/mounts` text; v2 controllers are filled in by the caller.
-pub fn parse_cgroup_mounts(mounts: &str) -> Vec<CgroupMount> {
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let (path, fstype, options) = (f.get(1)?, f.get(2)?, f.get(3).unwrap_or(&""));
-            let version = match *fstype {
-                "cgroup" => 1,
-                "cgroup2" => 2,
-                _ => return None,
-            };
-            let controllers = if version == 1 {
-                options
-                    .split(',')
-                    .filter(|o| V1_CONTROLLERS.contains(o))
-                    .map(str::to_string)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            Some(CgroupMount {
-                version,
-                path: path.to_string(),
-                controllers,
-            })
-        })
-        .collect()
-}
-
 fn cgroups(root: &FsRoot, errors: &mut Vec<ReadError>) -> Cgroups {
-    let mounts_text = root.read("/proc/mounts").unwrap_or_else(|e| {
+    let mut mounts = crate::procfs::mounts::read(root).unwrap_or_else(|e| {
         errors.push(e);
-        String::new()
+        Vec::new()
     });
-    let mut mounts = parse_cgroup_mounts(&mounts_text);
     for m in mounts.iter_mut().filter(|m| m.version == 2) {
         if let Some(list) = root.read_opt(&format!("{}/cgroup.controllers", m.path)) {
             m.controllers = list.split_whitespace().map(str::to_string).collect();
@@ -374,127 +315,9 @@ pub fn render(d: &Diagnostics) -> String {
     out
 }
 
-fn root_of(fsroot: &Option<PathBuf>) -> Result<FsRoot> {
-    crate::cli::fsroot(fsroot.as_deref())
-}
-
-fn print_json(value: &impl Serialize, dest: Option<&Path>) -> Result<()> {
-    let text = serde_json::to_string_pretty(value).expect("report serialises") + "\n";
-    match dest {
-        Some(path) if path.as_os_str() != "-" => std::fs::write(path, text)
-            .map_err(|e| Error::System(format!("cannot write {}: {e}", path.display()))),
-        _ => crate::output::to_stdout(&text)
-            .map_err(|e| Error::System(format!("cannot write to stdout: {e}"))),
-    }
-}
-
-/// `goset restore`: undoes the journals of dead launchers, saying what it did.
-fn restore() -> Result<()> {
-    let (done, journals) = crate::isolate::restore(&crate::rundir::base_dir());
-    for (pid, comm) in &done.outlived {
-        crate::output::to_stderr(&format!(
-            "goset: pid {pid} ({comm}) was still in a goset cgroup: moved to its parent\n"
-        ));
-    }
-    crate::output::to_stderr(&format!(
-        "goset: restore: {} change(s) undone from {journals} journal(s) of dead runs\n",
-        done.restored
-    ));
-    for why in &done.failed {
-        crate::output::to_stderr(&format!("goset: restore: {why}\n"));
-    }
-    if done.failed.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::System(format!(
-            "restore: {} change(s) could not be undone (above); their journals are kept",
-            done.failed.len()
-        )))
-    }
-}
-
-/// `goset rm-cgroup NAME`.
-fn rm_cgroup(name: &str) -> Result<()> {
-    for (dir, moved) in crate::isolate::cgroup::remove_named(&FsRoot::default(), name)? {
-        for (pid, comm) in moved {
-            crate::output::to_stderr(&format!(
-                "goset: pid {pid} ({comm}) moved out of {} to its parent\n",
-                dir.display()
-            ));
-        }
-        crate::output::to_stderr(&format!("goset: removed {}\n", dir.display()));
-    }
-    Ok(())
-}
-
-/// The whole of `goset`; returns the exit code.
-pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
-    use clap::Parser;
-    crate::cli::ignore_empty_env();
-    let args = crate::cli::normalize_args(args);
-    let cli = GosetCli::try_parse_from(args)
-        .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, "goset"));
-    let result = match &cli.command {
-        Some(GosetCommand::Topology { json, fsroot }) => root_of(fsroot)
-            .and_then(|root| {
-                Topology::read(&root)
-                    .map_err(|e| Error::System(format!("cannot read the topology: {e}")))
-            })
-            .and_then(|t| {
-                if *json {
-                    return print_json(&t, None);
-                }
-                crate::output::to_stderr(&crate::report::render_topology(&t));
-                Ok(())
-            }),
-        Some(GosetCommand::Restore) => restore(),
-        Some(GosetCommand::RmCgroup { name }) => rm_cgroup(name),
-        Some(GosetCommand::Completions { shell }) => {
-            crate::output::to_stdout(&crate::completions::goset_scripts(*shell))
-                .map_err(|e| Error::System(format!("cannot write the completions: {e}")))
-        }
-        None if cli.run.command.is_empty() && !cli.run.dry_run => root_of(&cli.run.fsroot)
-            .and_then(|root| gather(&root))
-            .and_then(|d| match &cli.run.json {
-                Some(path) => print_json(&d, Some(path)),
-                None => {
-                    crate::output::to_stderr(&render(&d));
-                    Ok(())
-                }
-            }),
-        None => return crate::launch::run_args("goset", &cli.run),
-    };
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            crate::output::to_stderr(&format!("goset: {e}\n"));
-            e.exit_code()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_cgroup_hierarchies_from_mounts() {
-        let mounts = "tmpfs /sys/fs/cgroup tmpfs rw 0 0\n\
-            cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n\
-            cgroup /sys/fs/cgroup/systemd cgroup rw,relatime,name=systemd 0 0\n\
-            cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
-        let m = parse_cgroup_mounts(mounts);
-        assert_eq!(m.len(), 3);
-        assert_eq!(
-            (m[0].version, m[0].controllers.clone()),
-            (1, vec!["cpuset".to_string()])
-        );
-        assert!(m[1].controllers.is_empty());
-        assert_eq!(
-            (m[2].version, m[2].path.as_str()),
-            (2, "/sys/fs/cgroup/unified")
-        );
-    }
 
     #[test]
     fn the_live_machine_reports_its_cgroups_and_cpus() {
@@ -502,7 +325,10 @@ mod tests {
         assert!(d.summary.online >= 1);
         assert_eq!(d.cpus.len(), d.summary.possible);
         let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-        assert_eq!(d.cgroups.mounts.len(), parse_cgroup_mounts(&mounts).len());
+        assert_eq!(
+            d.cgroups.mounts.len(),
+            crate::procfs::mounts::cgroup_mounts(&mounts).len()
+        );
         assert!(render(&d).contains("Cgroups\n"));
     }
 }
