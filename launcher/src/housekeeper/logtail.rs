@@ -11,6 +11,7 @@
 
 use crate::fsroot::ReadError;
 use crate::placement::{self, Follower, MAX_BYTES, MAX_LINE};
+use goset_plan::log::{Event, PlacedBy};
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -131,8 +132,8 @@ impl LogTail {
             let Some(r) = placement::parse_line(line) else {
                 return false;
             };
-            if r.placed_by.as_deref() != Some("housekeeper") {
-                let exit = r.event == "exit";
+            if !r.by_housekeeper() {
+                let exit = r.is(Event::Exit);
                 let brief = Brief {
                     pid: r.pid,
                     tid: r.tid,
@@ -242,14 +243,15 @@ fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
     let (_, rest) = plain_string(rest.strip_prefix(b",\"role\":\"")?)?;
     let (_, rest) = boolean(rest.strip_prefix(b",\"shared\":")?)?;
     let (roams, rest) = boolean(rest.strip_prefix(b",\"roams\":")?)?;
-    if rest != b",\"placed_by\":\"shim\"}" {
+    let rest = rest.strip_prefix(b",\"placed_by\":\"")?;
+    if rest.strip_suffix(b"\"}")? != PlacedBy::Shim.as_str().as_bytes() {
         return None;
     }
     Some(Brief {
         pid: i32::try_from(pid).ok()?,
         tid: i32::try_from(tid).ok()?,
         exe: std::str::from_utf8(exe).ok()?,
-        exit: event == b"exit",
+        exit: event == Event::Exit.as_str().as_bytes(),
         cpu: match cpu {
             Some(c) => Some(usize::try_from(c).ok()?),
             None => None,
