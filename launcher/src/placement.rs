@@ -9,6 +9,7 @@
 //! read takes at most as many bytes as its caller allows (the report's, [`MAX_BYTES`]); and
 //! only a regular file is read at all.
 
+use goset_plan::log::{Event, PlacedBy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -22,15 +23,6 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// The most bytes of the log read for the report (about 200,000 records, each kept in memory
 /// until the report is written).
 pub const MAX_BYTES: u64 = 64 << 20;
-
-/// The event (and role) of the housekeeper's record of a thread whose mask someone else (the
-/// program, another tool, the kernel) changed after the housekeeper placed it; `cpu` is the one
-/// CPU it is then allowed, if one, and it holds no slot.
-pub const MOVED: &str = "moved";
-
-/// The event of the housekeeper's record of a busy thread it moved off a crowded slot to a
-/// slot with no busy thread (`reason` says why, `slot` and `cpu` where to).
-pub const MOVE: &str = "move";
 
 /// One decision of the shim (or of the housekeeper).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -74,12 +66,26 @@ pub struct Record {
     /// `shim` or `housekeeper`.
     #[serde(default)]
     pub placed_by: Option<String>,
-    /// The CPU a [`MOVE`] record's thread left.
+    /// The CPU an [`Event::Move`] record's thread left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_cpu: Option<usize>,
-    /// Why the housekeeper moved a thread (a [`MOVE`] record), with the figures.
+    /// Why the housekeeper moved a thread (an [`Event::Move`] record), with the figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+impl Record {
+    /// Whether its `event` is `event`; one a future or foreign writer names otherwise is
+    /// none of goset's [`Event`]s.
+    pub fn is(&self, event: Event) -> bool {
+        self.event == event.as_str()
+    }
+
+    /// Whether the housekeeper wrote it (the shim writes `shim`; an older or foreign writer
+    /// may leave the field out, which reads as the shim's).
+    pub fn by_housekeeper(&self) -> bool {
+        self.placed_by.as_deref() == Some(PlacedBy::Housekeeper.as_str())
+    }
 }
 
 /// What the log says about one thread.
@@ -354,11 +360,11 @@ impl Log {
             if !r.comm.is_empty() {
                 t.comm = r.comm.clone();
             }
-            if r.event == "exit" {
+            if r.is(Event::Exit) {
                 t.exited = true;
                 continue;
             }
-            if r.event == "set" {
+            if r.is(Event::Set) {
                 t.set_calls += 1;
             }
             if let Some(asked) = &r.requested {
@@ -366,14 +372,14 @@ impl Log {
             }
             t.pid = r.pid;
             // A move changes where a thread runs, not what it is or who placed it.
-            if r.event == MOVE && !t.role.is_empty() {
+            if r.is(Event::Move) && !t.role.is_empty() {
                 t.slot = r.slot.or(t.slot);
                 t.roams = r.roams;
                 t.cpu = if r.roams { None } else { r.cpu.or(t.cpu) };
                 continue;
             }
             t.role = r.role.clone();
-            t.slot = if r.event == MOVED {
+            t.slot = if r.is(Event::Moved) {
                 None
             } else {
                 r.slot.or(t.slot)
@@ -381,7 +387,7 @@ impl Log {
             t.roams = r.roams;
             t.cpu = if r.roams { None } else { r.cpu.or(t.cpu) };
             t.shared |= r.shared;
-            t.placed_by = r.placed_by.clone().unwrap_or_else(|| "shim".into());
+            t.placed_by = (r.placed_by.clone()).unwrap_or_else(|| PlacedBy::Shim.as_str().into());
         }
         order
             .into_iter()

@@ -1,18 +1,24 @@
 //! The contract between `goset-run` and `libgoset.so`.
 //!
-//! This crate owns the five things both sides must agree on, and nothing else:
+//! This crate owns the things both sides must agree on, and nothing else:
+//! - [`log`]: the placement log's names (events, roles, who placed a thread) and the shim's
+//!   record layout, which the launcher reads;
+//! - [`buf`]: the fixed buffer the shim builds its paths and log lines in;
 //! - [`cpulist`]: the kernel's cpulist syntax (`1,3-5`, `0-10:2`), parsed without allocation;
 //! - [`plan`]: the plan file the launcher writes into the run directory and the shim reads;
 //! - [`locality`]: how near two slots are, and the blocks a multi-process task is cut into;
-//! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task;
+//! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task,
+//!   and the label its thread records carry ([`slots::label`]);
 //! - [`rootfile`]: when root may write a file at a name a user gave (the log, the report).
 //!
 //! Everything the shim calls here is allocation-free and lock-free, so it is safe on hook paths,
 //! after `fork` and in a `vfork` child. The launcher-only helpers (formatting the plan) allocate.
 
+pub mod buf;
 pub mod cpulist;
 pub mod cpuset;
 pub mod locality;
+pub mod log;
 pub mod plan;
 pub mod rootfile;
 pub mod slots;

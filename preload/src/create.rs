@@ -82,7 +82,8 @@ fn decide(cfg: &Config, routine: StartRoutine) -> Placement {
     // The creator runs (it is creating a thread): its own slot is the last choice.
     let creator = process::recorded().slot_now(cfg);
     let anchor = process::main_placement().slot_now(cfg);
-    placement::claim(cfg, Role::Worker, -process::pid(), creator, anchor)
+    let label = goset_plan::slots::label(process::pid(), false);
+    placement::claim(cfg, Role::Worker, label, creator, anchor)
 }
 
 /// The hook's body.

@@ -1,10 +1,11 @@
 //! The placement log (one JSON line per decision) and the one-time warning on stderr.
 //!
-//! Owns: the record's schema and its formatting; the log's descriptor and the identity of its
-//! file; the identity of stderr at start. A record is formatted into a small stack buffer
-//! ([`LINE_MAX`]), the executable path (escaped once at start, in static memory) is spliced in,
-//! and the whole line goes out with one `writev(2)` on an `O_APPEND` descriptor, so that lines
-//! from many threads and processes never interleave.
+//! Owns: the log's descriptor and the identity of its file; the identity of stderr at start.
+//! The record's schema and its formatting are the contract's ([`goset_plan::log`]), so that
+//! the launcher's reader is tested against this very writer. A record is formatted into a
+//! small stack buffer ([`LINE_MAX`]), the executable path (escaped once at start, in static
+//! memory) is spliced in, and the whole line goes out with one `writev(2)` on an `O_APPEND`
+//! descriptor, so that lines from many threads and processes never interleave.
 //!
 //! The shim never writes into a descriptor it does not own. The log's descriptor is kept high
 //! (see [`sys::dup_high`]), and before each record one `fstat` checks it is still the file
@@ -18,64 +19,11 @@
 //! log; it never writes to stdout.
 
 use crate::buf::{Buf, Exclusive};
-use crate::role::Role;
 use crate::sys::{self, Identity};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use goset_plan::cpulist;
-use goset_plan::CpuSet;
 
-/// What happened, as the log's `event` field spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// A process's main thread was placed (at start, after fork or exec).
-    Init,
-    /// A new thread was placed at creation.
-    Create,
-    /// An affinity request was answered.
-    Set,
-    /// A thread ended and released its slot.
-    Exit,
-}
-
-impl Event {
-    fn name(self) -> &'static str {
-        match self {
-            Event::Init => "init",
-            Event::Create => "create",
-            Event::Set => "set",
-            Event::Exit => "exit",
-        }
-    }
-}
-
-/// One placement decision (the process's executable, fixed for its life, is the log's own).
-pub struct Record<'a> {
-    /// Unix time in seconds.
-    pub time: f64,
-    /// Process id.
-    pub pid: i32,
-    /// The thread the decision is about.
-    pub tid: i32,
-    /// The calling thread's name.
-    pub comm: &'a [u8],
-    /// What happened.
-    pub event: Event,
-    /// The intercepted call (`pthread_create`, `sched_setaffinity`, `init`, `exit` ...).
-    pub call: &'a str,
-    /// The mask the program asked for, if it asked.
-    pub requested: Option<&'a CpuSet>,
-    /// The CPU applied when it is a single CPU.
-    pub cpu: Option<usize>,
-    /// The slot held.
-    pub slot: Option<usize>,
-    /// The thread's role.
-    pub role: Role,
-    /// Whether the slot is shared with another live thread.
-    pub shared: bool,
-    /// It runs on the whole reservation (born while every slot had a running thread).
-    pub roams: bool,
-}
+pub use goset_plan::log::{escape, format, Event, Record};
 
 /// Size of a record's stack buffer, the executable path not included. A requested mask whose
 /// cpulist does not fit in what is left is logged as `"(too long)"`.
@@ -84,86 +32,6 @@ pub const LINE_MAX: usize = 640;
 const EXE_JSON_MAX: usize = 1024;
 /// Longest log path (with its NUL).
 const PATH_MAX: usize = 600;
-
-/// Writes `s` as the inside of a JSON string: quotes, backslashes and control characters
-/// escaped, bytes that are not UTF-8 replaced by U+FFFD.
-pub fn escape(out: &mut dyn Write, s: &[u8]) -> core::fmt::Result {
-    // Paths and thread names are nearly always plain ASCII: one write for all of it.
-    if s.iter()
-        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
-    {
-        return out.write_str(core::str::from_utf8(s).unwrap_or_default());
-    }
-    for chunk in s.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '"' => out.write_str("\\\"")?,
-                '\\' => out.write_str("\\\\")?,
-                '\n' => out.write_str("\\n")?,
-                '\t' => out.write_str("\\t")?,
-                '\r' => out.write_str("\\r")?,
-                c if (c as u32) < 0x20 || c == '\u{7f}' => write!(out, "\\u{:04x}", c as u32)?,
-                c => out.write_char(c)?,
-            }
-        }
-        if !chunk.invalid().is_empty() {
-            out.write_str("\u{fffd}")?;
-        }
-    }
-    Ok(())
-}
-
-fn option(out: &mut dyn Write, v: Option<usize>) -> core::fmt::Result {
-    match v {
-        Some(v) => write!(out, "{v}"),
-        None => out.write_str("null"),
-    }
-}
-
-/// Formats `r` as one JSON line (with its newline) into `out`, leaving out the executable
-/// path's text; returns where in `out` that text goes.
-pub fn format<const N: usize>(out: &mut Buf<N>, r: &Record) -> Result<usize, core::fmt::Error> {
-    write!(
-        out,
-        "{{\"time\":{}.{:06},\"pid\":{},\"tid\":{},\"comm\":\"",
-        r.time as u64,
-        (r.time.fract() * 1e6) as u64 % 1_000_000,
-        r.pid,
-        r.tid
-    )?;
-    escape(out, r.comm)?;
-    out.write_str("\",\"exe\":\"")?;
-    let exe_at = out.len();
-    write!(out, "\",\"event\":\"{}\",\"call\":\"", r.event.name())?;
-    escape(out, r.call.as_bytes())?;
-    out.write_str("\",\"requested\":")?;
-    match r.requested {
-        Some(set) => {
-            // A cpulist is plain ASCII: written straight into the line, taken back if too long.
-            let at = out.len();
-            let _ = out.write_char('"');
-            let _ = cpulist::write_ranges(out, set);
-            let _ = out.write_char('"');
-            if !out.fits() {
-                out.truncate(at);
-                out.write_str("\"(too long)\"")?;
-            }
-        }
-        None => out.write_str("null")?,
-    }
-    out.write_str(",\"cpu\":")?;
-    option(out, r.cpu)?;
-    out.write_str(",\"slot\":")?;
-    option(out, r.slot)?;
-    writeln!(
-        out,
-        ",\"role\":\"{}\",\"shared\":{},\"roams\":{},\"placed_by\":\"shim\"}}",
-        r.role.name(),
-        r.shared,
-        r.roams
-    )?;
-    Ok(exe_at)
-}
 
 /// The descriptor records go to, -1 for none.
 static FD: AtomicI32 = AtomicI32::new(-1);
@@ -525,6 +393,8 @@ pub fn warn_once(message: core::fmt::Arguments) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::role::Role;
+    use goset_plan::CpuSet;
 
     fn escaped(s: &[u8]) -> String {
         let mut out = String::new();

@@ -191,7 +191,7 @@ pub fn claim(
 ) -> Placement {
     reap_if_full(cfg);
     let main = role == Role::Main;
-    // The label is the pid (a main thread's) or its negative: no system call on this path.
+    // A label is the pid or its negative (goset_plan::slots::label): no system call here.
     let me = label.unsigned_abs();
     let born = cfg
         .table

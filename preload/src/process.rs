@@ -11,7 +11,7 @@ use crate::role::Role;
 use crate::settings::{self, Config};
 use crate::{sys, thread};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use goset_plan::CpuSet;
+use goset_plan::{slots, CpuSet};
 use libc::c_void;
 
 static PID: AtomicI32 = AtomicI32::new(0);
@@ -128,22 +128,23 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
     let p = if let Some(p) = unslotted {
         // A slot claimed for this pid (by goset-run before exec, or by the image before an
         // exec) is not this image's to hold.
-        cfg.table.release_all(pid);
+        cfg.table.release_all(slots::label(pid, true));
         p
     } else {
         if fresh_image {
             // Threads of this pid's previous image died at exec without releasing their slots.
-            cfg.table.release_all(-pid);
+            cfg.table.release_all(slots::label(pid, false));
         }
         // A slot claimed before exec outside the block this process keeps to is given back.
-        let adopted = placement::adopt(cfg, pid).filter(|p| {
+        let adopted = placement::adopt(cfg, slots::label(pid, true)).filter(|p| {
             let inside = p.slot.is_some_and(|s| cfg.may_take(s));
             if !inside {
                 placement::release(cfg, p);
             }
             inside
         });
-        adopted.unwrap_or_else(|| placement::claim(cfg, Role::Main, pid, creator, None))
+        let label = slots::label(pid, true);
+        adopted.unwrap_or_else(|| placement::claim(cfg, Role::Main, label, creator, None))
     };
     MAIN.store(p.pack(), Ordering::Release);
     if sys::gettid() == pid {
@@ -191,7 +192,7 @@ pub fn current(cfg: &Config, call: &str) -> Placement {
         placement::claim(
             cfg,
             Role::Worker,
-            -pid(),
+            slots::label(pid(), false),
             None,
             main_placement().slot_now(cfg),
         )
@@ -261,7 +262,7 @@ pub fn at_exit() {
         return;
     }
     release_main(cfg);
-    cfg.table.release_all(-pid());
+    cfg.table.release_all(slots::label(pid(), false));
     cfg.table.release_block(pid() as u32);
 }
 

@@ -1,52 +1,11 @@
-//! Who a thread is: the roles of the placement log and the pure rules that give them.
+//! Who a thread is: the pure rules that give a thread its role (the roles themselves are the
+//! contract's, [`goset_plan::log::Role`]).
 //!
 //! Owns: the list of launcher programs (take no slot, stay on the housekeeper) and the list of
 //! runtime libraries whose threads are helpers. Must not: do I/O; callers pass the names in.
 
-/// A thread's role, as the placement log spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Role {
-    /// Not yet placed (a thread the shim did not see being created).
-    Unknown = 0,
-    /// A process's main thread.
-    Main = 1,
-    /// Any other compute thread.
-    Worker = 2,
-    /// A runtime helper thread (MPI progress, libevent ...) or one the plan's `skip` mask names.
-    Helper = 3,
-    /// A thread of a launcher process (`mpirun`, a shell ...).
-    Launcher = 4,
-}
-
-impl Role {
-    /// The log's spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Unknown => "unknown",
-            Role::Main => "main",
-            Role::Worker => "worker",
-            Role::Helper => "helper",
-            Role::Launcher => "launcher",
-        }
-    }
-
-    /// The role stored as a byte.
-    pub fn from_u8(v: u8) -> Role {
-        match v {
-            1 => Role::Main,
-            2 => Role::Worker,
-            3 => Role::Helper,
-            4 => Role::Launcher,
-            _ => Role::Unknown,
-        }
-    }
-
-    /// Helpers and launcher threads have no CPU of their own: their requests are clamped.
-    pub fn is_clamped(self) -> bool {
-        matches!(self, Role::Helper | Role::Launcher)
-    }
-}
+/// A thread's role: the contract's, since the launcher reads it back from the log.
+pub use goset_plan::log::Role;
 
 /// Programs that only start others: they take no slot and run on the housekeeper CPU.
 pub const LAUNCHERS: &[&[u8]] = &[

@@ -11,6 +11,7 @@
 
 use crate::fsroot::ReadError;
 use crate::placement::{self, Follower, MAX_BYTES, MAX_LINE};
+use goset_plan::log::{Event, PlacedBy};
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -131,8 +132,8 @@ impl LogTail {
             let Some(r) = placement::parse_line(line) else {
                 return false;
             };
-            if r.placed_by.as_deref() != Some("housekeeper") {
-                let exit = r.event == "exit";
+            if !r.by_housekeeper() {
+                let exit = r.is(Event::Exit);
                 let brief = Brief {
                     pid: r.pid,
                     tid: r.tid,
@@ -242,14 +243,15 @@ fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
     let (_, rest) = plain_string(rest.strip_prefix(b",\"role\":\"")?)?;
     let (_, rest) = boolean(rest.strip_prefix(b",\"shared\":")?)?;
     let (roams, rest) = boolean(rest.strip_prefix(b",\"roams\":")?)?;
-    if rest != b",\"placed_by\":\"shim\"}" {
+    let rest = rest.strip_prefix(b",\"placed_by\":\"")?;
+    if rest.strip_suffix(b"\"}")? != PlacedBy::Shim.as_str().as_bytes() {
         return None;
     }
     Some(Brief {
         pid: i32::try_from(pid).ok()?,
         tid: i32::try_from(tid).ok()?,
         exe: std::str::from_utf8(exe).ok()?,
-        exit: event == b"exit",
+        exit: event == Event::Exit.as_str().as_bytes(),
         cpu: match cpu {
             Some(c) => Some(usize::try_from(c).ok()?),
             None => None,
@@ -327,6 +329,98 @@ mod tests {
              \"event\":\"{event}\",\"call\":\"pthread_create\",\"requested\":\"0-3\",\"cpu\":{cpu},\
              \"slot\":null,\"role\":\"worker\",\"shared\":false,\"roams\":false,\"placed_by\":\"shim\"}}"
         )
+    }
+
+    /// The shim's own writer (the contract's `format`), its line read back by the launcher's
+    /// reader (split by [`placement::Lines`], parsed, and scanned by the tail) into the same
+    /// fields, for every event and role the contract names.
+    #[test]
+    fn the_shims_writer_and_the_launchers_reader_agree() {
+        use goset_plan::buf::Buf;
+        use goset_plan::log::{self as contract, Event, PlacedBy, Role};
+        let requested = goset_plan::cpulist::parse_set(b"0-3,8").unwrap();
+        for event in Event::ALL {
+            for role in Role::ALL {
+                let shim = contract::Record {
+                    time: 1796276125.25,
+                    pid: 10,
+                    tid: 11,
+                    comm: b"w \"1\"",
+                    event,
+                    call: "pthread_create",
+                    requested: Some(&requested),
+                    cpu: Some(2),
+                    slot: None,
+                    role,
+                    shared: true,
+                    roams: false,
+                };
+                let mut buf = Buf::<640>::new();
+                let at = contract::format(&mut buf, &shim).unwrap();
+                let (head, tail) = buf.as_bytes().split_at(at);
+                let line = [head, b"/bin/a.out", tail].concat();
+                let mut read = Vec::new();
+                let mut lines = placement::Lines::default();
+                lines.feed(&line, &mut |r| read.push(r));
+                assert_eq!((read.len(), lines.bad_lines), (1, 0), "{line:?}");
+                let r = &read[0];
+                assert_eq!(
+                    (r.time, r.pid, r.tid, r.comm.as_str(), r.exe.as_str()),
+                    (1796276125.25, 10, 11, "w \"1\"", "/bin/a.out")
+                );
+                assert_eq!(Event::parse(&r.event), Some(event));
+                assert!(r.is(event));
+                assert_eq!(Role::parse(&r.role), Some(role));
+                assert_eq!(
+                    r.placed_by.as_deref().and_then(PlacedBy::parse),
+                    Some(PlacedBy::Shim)
+                );
+                assert!(!r.by_housekeeper());
+                assert_eq!(
+                    (r.call.as_str(), r.requested.as_deref(), r.cpu, r.slot),
+                    ("pthread_create", Some("0-3,8"), Some(2), None)
+                );
+                assert_eq!((r.shared, r.roams), (true, false));
+                let scanned = scan_shim_line(line.strip_suffix(b"\n").unwrap());
+                let parsed = Brief {
+                    pid: r.pid,
+                    tid: r.tid,
+                    exe: &r.exe,
+                    exit: r.is(Event::Exit),
+                    cpu: r.cpu,
+                    slot: r.slot,
+                    roams: r.roams,
+                };
+                assert_eq!(scanned, Some(parsed));
+            }
+        }
+        // The housekeeper's records are the launcher's own, written as the report reads them.
+        let mut placer = placement::Record {
+            time: 2.0,
+            pid: 10,
+            tid: 12,
+            comm: String::new(),
+            exe: String::new(),
+            event: Event::Place.as_str().into(),
+            call: "sched_setaffinity".into(),
+            requested: None,
+            cpu: Some(1),
+            slot: Some(0),
+            role: Role::Worker.as_str().into(),
+            shared: false,
+            roams: false,
+            placed_by: Some(PlacedBy::Housekeeper.as_str().into()),
+            from_cpu: None,
+            reason: None,
+        };
+        for event in Event::ALL {
+            placer.event = event.as_str().into();
+            let line = serde_json::to_string(&placer).unwrap();
+            let r = placement::parse_line(line.as_bytes()).unwrap();
+            assert!(r.is(event) && r.by_housekeeper(), "{line}");
+            assert_eq!(r, placer);
+            assert_eq!(scan_shim_line(line.as_bytes()), None, "{line}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::telemetry::CpuTelemetry;
 use super::{Settings, Tracked};
 use crate::fsroot::ReadError;
 use crate::placement::{Log, Record, ThreadPlacement};
+use goset_plan::log::{Event, PlacedBy};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -190,11 +191,7 @@ impl Outcome {
     /// first sight. A thread the housekeeper placed shows where it put it last.
     pub fn thread_reports(&self, log: &Log) -> Vec<ThreadReport> {
         let mut placements = log.threads();
-        if log
-            .records
-            .iter()
-            .all(|r| r.placed_by.as_deref() != Some("housekeeper"))
-        {
+        if log.records.iter().all(|r| !r.by_housekeeper()) {
             let own = Log {
                 records: self.records.clone(),
                 bad_lines: 0,
@@ -207,14 +204,14 @@ impl Outcome {
         }
         for p in placements.iter_mut() {
             if let Some(o) = self.owned.get(&p.tid) {
-                p.role = role_of(o.spot).to_string();
+                p.role = role_of(o.spot).as_str().to_string();
                 p.slot = match o.spot {
                     Spot::Slot(s) => Some(s),
                     Spot::Housekeeper => None,
                 };
                 p.cpu = Some(o.cpu);
                 p.roams = false;
-                p.placed_by = "housekeeper".into();
+                p.placed_by = PlacedBy::Housekeeper.as_str().into();
             }
         }
         let mut out: Vec<ThreadReport> = Vec::new();
@@ -239,7 +236,7 @@ impl Outcome {
                 set_calls: 0,
                 asked: None,
                 exited: t.ended,
-                placed_by: "none".into(),
+                placed_by: PlacedBy::Nobody.as_str().into(),
             };
             out.push(measured(p, Some(t)));
         }
@@ -288,6 +285,6 @@ impl Outcome {
 
     /// The housekeeper's `move` records.
     fn moves(&self) -> impl Iterator<Item = &Record> {
-        (self.records.iter()).filter(|r| r.event == crate::placement::MOVE)
+        (self.records.iter()).filter(|r| r.is(Event::Move))
     }
 }

@@ -80,6 +80,18 @@ pub struct Birth {
 /// running counts (the shim by hand): about one of its polls. A thread that old may sleep.
 pub const NEWBORN_US: u64 = 100_000;
 
+/// The label a thread's records in the table carry: a main thread's is its pid (its tid), any
+/// other thread's is `-pid`. Not the tid: the parent that claims a slot for a new thread does
+/// not know its tid yet, and one label for all of a process's other threads lets an exec or
+/// an exit release them together ([`SlotTable::release_all`]).
+pub const fn label(pid: i32, main: bool) -> i32 {
+    if main {
+        pid
+    } else {
+        -pid
+    }
+}
+
 /// Microseconds of `CLOCK_MONOTONIC`, one clock for every process of the task.
 pub fn monotonic_us() -> u64 {
     let mut ts = libc::timespec {

@@ -2,10 +2,11 @@
 //! count published for the shim's births, threads that take turns widened, busy threads moved to
 //! a slot with no busy thread.
 
-use super::{mask_of, Live, Owned, Placer, MOVE};
+use super::{mask_of, Live, Owned, Placer};
 use crate::housekeeper::policy::{
     computes, ran_there, rebalance, rested, steady, takes_turns, Busy, Mask, Policy, Spot,
 };
+use goset_plan::log::Event;
 use goset_plan::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -121,7 +122,13 @@ impl Placer {
                 busy_polls: 0,
                 shared: false,
             };
-            self.write(t.tid, &widened, MOVE, None, Some((Some(from), reason)));
+            self.write(
+                t.tid,
+                &widened,
+                Event::Move,
+                None,
+                Some((Some(from), reason)),
+            );
         }
         self.turns_before = turns;
     }
@@ -236,7 +243,7 @@ impl Placer {
                 );
                 (Some(from_cpu), why)
             };
-            self.write(t.tid, &moved, MOVE, Some(cpu), Some((left, reason)));
+            self.write(t.tid, &moved, Event::Move, Some(cpu), Some((left, reason)));
         }
     }
 }

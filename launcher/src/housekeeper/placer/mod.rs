@@ -7,8 +7,9 @@
 //! not: read `/proc`, or decide anything itself: the decisions are the pure functions
 //! [`decide`] and [`leave_alone`].
 
-use crate::placement::{Record, MOVE, MOVED};
-use goset_plan::slots::Claim;
+use crate::placement::Record;
+use goset_plan::log::{Event, PlacedBy, Role};
+use goset_plan::slots::{self, Claim};
 use goset_plan::{CpuSet, SlotTable};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -126,11 +127,7 @@ impl Live {
 
     /// The label of its records in the slot table: a main thread's tid, `-pid` otherwise.
     fn label(&self) -> i32 {
-        if self.tid == self.pid {
-            self.pid
-        } else {
-            -self.pid
-        }
+        slots::label(self.pid, self.tid == self.pid)
     }
 }
 
@@ -182,7 +179,7 @@ impl Placer {
                     self.table.release(&c);
                 }
                 let o = o.clone();
-                self.write(tid, &o, "exit", None, None);
+                self.write(tid, &o, Event::Exit, None, None);
             }
         }
         if !policy.place {
@@ -441,7 +438,7 @@ impl Placer {
             self.write(
                 t.tid,
                 &moved,
-                MOVE,
+                Event::Move,
                 Some(to),
                 Some((Some(from), reason.to_string())),
             );
@@ -471,7 +468,7 @@ impl Placer {
 
     /// Whether a live thread the housekeeper placed is no longer allowed just the CPU it was
     /// given (the program, another tool or the kernel changed its mask): it is then given up,
-    /// its claim released and a [`MOVED`] record written, and looked at afresh as any thread
+    /// its claim released and an [`Event::Moved`] record written, and looked at afresh as any thread
     /// nobody claims. The placer's view is the kernel's, never only its own memory: a thread
     /// believed moved that is not would hold a CPU beside another forever.
     fn moved_by_someone_else(&mut self, tid: i32) -> bool {
@@ -494,7 +491,7 @@ impl Placer {
             [cpu] => Some(cpu),
             _ => None,
         };
-        self.write(tid, &o, MOVED, single, None);
+        self.write(tid, &o, Event::Moved, single, None);
         true
     }
 
@@ -550,18 +547,18 @@ impl Placer {
             idle_polls: 0,
             busy_polls: 0,
         };
-        self.write(tid, &owned, "place", Some(cpu), None);
+        self.write(tid, &owned, Event::Place, Some(cpu), None);
         self.owned.insert(tid, owned);
     }
 
     /// Appends one record; one `write` on an `O_APPEND` file, so lines of the shim's processes
     /// and the housekeeper's never interleave.
-    /// `moved`: for a [`MOVE`] record, the CPU the thread left and why.
+    /// `moved`: for an [`Event::Move`] record, the CPU the thread left and why.
     fn write(
         &mut self,
         tid: i32,
         o: &Owned,
-        event: &str,
+        event: Event,
         cpu: Option<usize>,
         moved: Option<(Option<usize>, String)>,
     ) {
@@ -573,25 +570,26 @@ impl Placer {
             tid,
             comm: o.comm.clone(),
             exe: String::new(),
-            event: event.to_string(),
+            event: event.as_str().to_string(),
             call: "sched_setaffinity".to_string(),
             requested: None,
             cpu,
             // A thread moved by someone else holds no slot and has no role of goset's.
             slot: match o.spot {
-                Spot::Slot(s) if event != MOVED => Some(s),
+                Spot::Slot(s) if event != Event::Moved => Some(s),
                 _ => None,
             },
-            role: if event == MOVED {
-                MOVED
+            role: if event == Event::Moved {
+                Role::Moved
             } else {
                 role_of(o.spot)
             }
+            .as_str()
             .to_string(),
             shared: o.shared,
             // A move to no single CPU is one to the whole reservation.
-            roams: event == MOVE && cpu.is_none(),
-            placed_by: Some("housekeeper".to_string()),
+            roams: event == Event::Move && cpu.is_none(),
+            placed_by: Some(PlacedBy::Housekeeper.as_str().to_string()),
             from_cpu,
             reason,
         };
@@ -643,10 +641,10 @@ fn mask_of(tid: i32) -> Mask {
 }
 
 /// The role the report shows for a thread the housekeeper placed.
-pub fn role_of(spot: Spot) -> &'static str {
+pub fn role_of(spot: Spot) -> Role {
     match spot {
-        Spot::Slot(_) => "worker",
-        Spot::Housekeeper => "helper",
+        Spot::Slot(_) => Role::Worker,
+        Spot::Housekeeper => Role::Helper,
     }
 }
 
@@ -848,7 +846,7 @@ mod tests {
             events,
             [
                 ("place", Some(cpu)),
-                (MOVED, Some(elsewhere)),
+                (Event::Moved.as_str(), Some(elsewhere)),
                 ("place", Some(cpu))
             ]
         );
