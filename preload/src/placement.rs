@@ -280,9 +280,14 @@ pub fn adopt(cfg: &Config, pid: i32) -> Option<Placement> {
 }
 
 /// Whether process `pid` is alive (not gone, not a zombie).
+///
+/// Reads the main thread's stat, not the process's: its state is the same field, but
+/// `/proc/<pid>/stat` sums every thread's times with the process's signal lock held, which
+/// in a process of thousands of threads costs milliseconds and stalls its every thread
+/// creation and exit meanwhile.
 pub fn alive(pid: i32) -> bool {
     let mut path = Buf::<40>::new();
-    let _ = core::fmt::Write::write_fmt(&mut path, format_args!("/proc/{pid}/stat"));
+    let _ = core::fmt::Write::write_fmt(&mut path, format_args!("/proc/{pid}/task/{pid}/stat"));
     let Some(c_path) = path.c_str() else {
         return true;
     };
