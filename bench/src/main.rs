@@ -1,4 +1,4 @@
-//! `goset-bench`: see the crate documentation and the README's "goset-bench" section.
+//! `goset-bench`: see the crate documentation and docs/goset-bench.md.
 
 use goset::error::Error;
 use goset_bench::analysis;

@@ -2,7 +2,7 @@
 //!
 //! Owns: reading the log ([`Follower`], incrementally, for the housekeeper during the run and
 //! for the report at its end) and folding it into one entry per thread for the report.
-//! The schema is documented in the README ("Placement log").
+//! The schema is documented in docs/placement-log.md.
 //!
 //! The task writes the log, so it is read as bytes under caps: a record with invalid UTF-8 is
 //! repaired (U+FFFD), not lost; a line longer than [`MAX_LINE`] is skipped to its newline; a
@@ -60,7 +60,7 @@ pub struct Record {
     #[serde(default)]
     pub shared: bool,
     /// The thread runs on the whole reservation: born while every slot had a running thread,
-    /// or, from the housekeeper, a thread that takes turns with another (see the README).
+    /// or, from the housekeeper, a thread that takes turns with another (see docs/placement.md).
     #[serde(default)]
     pub roams: bool,
     /// `shim` or `housekeeper`.

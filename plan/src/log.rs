@@ -5,7 +5,7 @@
 //! [`PlacedBy`]), so that the shim, which writes them, and the launcher, which reads them and
 //! writes its own housekeeper's records, spell them one way; and the shim's writer
 //! ([`format`]), so that a test can hand its lines to the launcher's reader. The schema is
-//! documented in the README ("Placement log").
+//! documented in docs/placement-log.md.
 //!
 //! Must not: allocate, lock or make system calls: [`format`] runs on the shim's hook paths.
 

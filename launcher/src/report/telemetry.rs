@@ -164,7 +164,7 @@ pub fn render_threads(threads: &[ThreadReport]) -> String {
     if threads.iter().any(|t| t.placement.roams) {
         out.push_str(
             "  res   : on the whole reservation, the kernel balancing it: born while every slot \
-             had a running thread, or it takes turns with another thread (see the README)\n",
+             had a running thread, or it takes turns with another thread (see docs/placement.md)\n",
         );
     }
     out
