@@ -22,7 +22,7 @@ pub const MAX_RECORDS: usize = 4096;
 /// The most threads a Linux system can have (`PID_MAX_LIMIT`, 2^22): no claims could have
 /// made a live count above it, so such a count is garbage.
 pub const MAX_THREADS: u32 = 1 << 22;
-const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL4");
+const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL5");
 
 /// The shared table. All fields are atomics so that a zero-filled mapping is a valid, empty
 /// table: [`SlotTable::init`] only sets the slot count and magic.
@@ -32,6 +32,11 @@ pub struct SlotTable {
     slot_count: AtomicU32,
     created: AtomicU32,
     records_used: AtomicU32,
+    /// No record below this index is free, as far as claims and releases have told (a hint:
+    /// a search that finds nothing from here searches again from 0). A program churning
+    /// threads beside thousands of live ones finds a free record in a few loads instead of
+    /// passing every live one on every birth, and records stay packed at the low end.
+    first_free: AtomicU32,
     /// [`crate::Plan::cpus_hash`] of the plan the table was made for, where a process hands
     /// the table on through the environment (the shim by hand); 0: not stamped.
     cpus_hash: AtomicU32,
@@ -308,11 +313,26 @@ impl SlotTable {
 
     fn add_record(&self, tid: i32, slot: usize) -> Option<usize> {
         let value = ((tid as u32 as u64) << 32) | (slot as u64 + 1);
-        let index = self.records.iter().position(|r| {
+        let take = |i: &usize| {
+            let r = &self.records[*i];
             r.load(Ordering::Relaxed) == 0
                 && r.compare_exchange(0, value, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
-        })?;
+        };
+        let start = self.first_free.load(Ordering::Relaxed);
+        let from = (start as usize).min(MAX_RECORDS);
+        let index = (from..MAX_RECORDS)
+            .find(take)
+            .or_else(|| (0..from).find(take))?;
+        // Every record from `start` to `index` was taken when passed. A release below `start`
+        // meanwhile lowered the hint and keeps it; one between them is passed over by later
+        // searches until a release below it lowers the hint again (or nothing above is free).
+        let _ = self.first_free.compare_exchange(
+            start,
+            index as u32 + 1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         self.records_used
             .fetch_max(index as u32 + 1, Ordering::AcqRel);
         Some(index)
@@ -337,7 +357,11 @@ impl SlotTable {
     pub fn release(&self, claim: &Claim) {
         let moved_to = claim
             .record
-            .and_then(|index| decode(self.records[index].swap(0, Ordering::AcqRel)))
+            .and_then(|index| {
+                let held = decode(self.records[index].swap(0, Ordering::AcqRel));
+                self.first_free.fetch_min(index as u32, Ordering::Relaxed);
+                held
+            })
             .map(|(_, slot)| slot);
         let held = moved_to.unwrap_or(claim.slot);
         if let Some(live) = self.live.get(held) {
@@ -458,7 +482,7 @@ impl SlotTable {
     /// never a record that was reused in between). Returns how many this call freed.
     pub fn release_all(&self, tid: i32) -> usize {
         let mut freed = 0;
-        for r in self.records_in_use() {
+        for (index, r) in self.records_in_use().iter().enumerate() {
             let v = r.load(Ordering::Acquire);
             let Some((label, slot)) = decode(v) else {
                 continue;
@@ -469,6 +493,7 @@ impl SlotTable {
             if r.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
+                self.first_free.fetch_min(index as u32, Ordering::Relaxed);
                 if let Some(live) = self.live.get(slot) {
                     let _ = live
                         .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |l| l.checked_sub(1));

@@ -198,6 +198,28 @@ fn a_pool_that_churns_never_stacks_while_a_slot_is_free() {
     assert!(t.records_in_use().len() <= 3);
 }
 
+#[test]
+fn a_claim_finds_the_free_records_wherever_they_are() {
+    let t = table(2);
+    let claims: Vec<Claim> = (0..MAX_RECORDS as i32)
+        .map(|tid| t.claim_at(tid, 0).unwrap())
+        .collect();
+    assert!(claims.iter().all(|c| c.record.is_some()));
+    assert_eq!(t.claim_at(-1, 0).unwrap().record, None, "records ran out");
+    // Freed above the point the last search reached, then below it: both are found again.
+    t.release(&claims[4000]);
+    t.release(&claims[3]);
+    assert_eq!(t.claim_at(-2, 1).unwrap().record, Some(3));
+    assert_eq!(t.claim_at(-3, 1).unwrap().record, Some(4000));
+    // Beside thousands of live records, a churning thread takes the same record back.
+    t.release(&claims[2000]);
+    for tid in 0..100 {
+        let c = t.claim_at(-100 - tid, 1).unwrap();
+        assert_eq!(c.record, Some(2000));
+        t.release(&c);
+    }
+}
+
 /// A fresh path for a table file in the temporary directory.
 fn table_path(name: &str) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("goset-{name}-{}", std::process::id()));
