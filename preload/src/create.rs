@@ -1,7 +1,8 @@
 //! `pthread_create`: the new thread is given its slot before it exists and is born on its CPU.
 //!
 //! Owns: the role decision for a new thread (launcher process, `skip` mask, helper library),
-//! the claim in the parent, the attr copy carrying the CPU mask, the new thread's view (its
+//! the claim in the parent (or a birth beside a creator that waits on brief children, with its
+//! mask and no stopped start: [`thread::born_beside`]), the attr copy carrying the CPU mask, the new thread's view (its
 //! attr mask, else its creator's), and the start-routine trampoline that records the
 //! placement and the view in the thread and arranges its release. When glibc
 //! cannot apply the birth mask (EINVAL: the CPU went offline, the cpuset changed), the thread
@@ -16,7 +17,7 @@ use crate::placement::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
 use crate::view::{self, View};
-use crate::{affinity, process, thread};
+use crate::{affinity, process, sys, thread};
 use core::sync::atomic::{AtomicU64, Ordering};
 use goset_plan::CpuSet;
 use libc::{c_int, c_void, pthread_attr_t, pthread_t};
@@ -27,6 +28,8 @@ struct Start {
     arg: *mut c_void,
     placement: Placement,
     requested: Option<CpuSet>,
+    /// Its creator's cell and its birth, for [`thread::ending`].
+    parent: (usize, u64),
     /// The new thread's view: its attr mask as the kernel would set it, else its creator's
     /// (as a kernel mask is inherited); `None`: never asked.
     view: Option<CpuSet>,
@@ -71,19 +74,34 @@ fn look_up_library(routine: StartRoutine) -> bool {
     role::is_helper_library(unsafe { core::ffi::CStr::from_ptr(name) }.to_bytes())
 }
 
-fn decide(cfg: &Config, routine: StartRoutine) -> Placement {
+/// The new thread's placement, and whether it is born beside its creator (with its mask).
+fn decide(cfg: &Config, routine: StartRoutine, beside: bool) -> (Placement, bool) {
     if cfg.launcher {
-        return Placement::unslotted(Role::Launcher, cfg.plan.housekeeper);
+        return (
+            Placement::unslotted(Role::Launcher, cfg.plan.housekeeper),
+            false,
+        );
     }
     let index = cfg.table.next_creation_index();
     if role::is_skipped(cfg.plan.skip, index) || in_helper_library(routine) {
-        return Placement::unslotted(Role::Helper, cfg.plan.housekeeper);
+        return (
+            Placement::unslotted(Role::Helper, cfg.plan.housekeeper),
+            false,
+        );
+    }
+    let label = goset_plan::slots::label(process::pid(), false);
+    let creator = process::recorded();
+    if beside {
+        return (placement::beside(cfg, label, &creator), true);
     }
     // The creator runs (it is creating a thread): its own slot is the last choice.
-    let creator = process::recorded().slot_now(cfg);
     let anchor = process::main_placement().slot_now(cfg);
-    let label = goset_plan::slots::label(process::pid(), false);
-    placement::claim(cfg, Role::Worker, label, creator, anchor)
+    let p = placement::claim(cfg, Role::Worker, label, creator.slot_now(cfg), anchor);
+    // A thread that roams like its creator is born with the creator's mask as it is: a mask
+    // in the attr makes glibc start the thread stopped and set it from the parent, a system
+    // call and a handshake on every thread a churning program creates.
+    let inherits = p.roams && creator.roams && creator.slot_now(cfg).is_none();
+    (p, inherits)
 }
 
 /// The hook's body.
@@ -119,13 +137,11 @@ pub unsafe fn create(
         Some(mask) => Some(view::granted(mask)),
         None => affinity::own_view().and_then(View::get),
     };
-    let p = decide(cfg, routine);
-    // A thread that roams like its creator is born with the creator's mask as it is: a mask
-    // in the attr makes glibc start the thread stopped and set it from the parent, a system
-    // call and a handshake on every thread a churning program creates.
-    let creator = process::recorded();
-    let inherits =
-        p.roams && creator.roams && creator.slot_now(cfg).is_none() && requested.is_none();
+    let born_us = goset_plan::slots::monotonic_us();
+    let main = thread::tid() == process::pid();
+    let (cell, beside) = thread::child_born(main, born_us, sys::thread_cpu_us);
+    let (p, inherits) = decide(cfg, routine, beside);
+    let inherits = inherits && requested.is_none();
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
     if start.is_null() || (!inherits && !copy.set_affinity(&p.birth_set(cfg))) {
@@ -143,6 +159,7 @@ pub unsafe fn create(
             arg,
             placement: p,
             requested,
+            parent: (cell, born_us),
             view,
         })
     };
@@ -190,6 +207,7 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
         arg,
         placement,
         requested,
+        parent,
         view,
     } = unsafe { start.read() };
     // SAFETY: start came from malloc and is read out.
@@ -197,6 +215,7 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
     if let Some(cfg) = config::ready() {
         if let Some(_guard) = thread::Guard::enter() {
             let tid = thread::tid();
+            thread::set_parent(parent.0, parent.1);
             process::adopt_thread(cfg, tid, placement);
             if let Some(cell) = thread::own_view() {
                 cell.put(view.as_ref());

@@ -225,6 +225,27 @@ pub fn claim(
     }
 }
 
+/// A worker born beside `creator` (the creating thread's placement), with its mask: on its
+/// slot, counted there once more, on its CPU, or roaming like it. Unslotted, on the creator's
+/// CPU, when the creator holds no slot.
+pub fn beside(cfg: &Config, label: i32, creator: &Placement) -> Placement {
+    let slot = creator
+        .slot_now(cfg)
+        .or(creator.slot.filter(|_| creator.roams));
+    let Some(claim) = slot.and_then(|s| cfg.table.claim_at(label, s)) else {
+        return Placement::unslotted(Role::Worker, creator.cpu);
+    };
+    let roams = creator.roams && creator.slot_now(cfg).is_none();
+    Placement {
+        role: Role::Worker,
+        cpu: cfg.cpu_of_slot(claim.slot).filter(|_| !roams),
+        slot: Some(claim.slot),
+        record: claim.record,
+        shared: claim.shared,
+        roams,
+    }
+}
+
 /// For a process that keeps to its own slots (a block, a binding) whose every slot looked
 /// busy: one of them that no thread of this process holds (`me`: its pid). What runs there
 /// is another process's (a shell the housekeeper placed before the block was taken), which

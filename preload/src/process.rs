@@ -235,6 +235,7 @@ extern "C" fn on_thread_exit(_value: *mut c_void) {
         release_main(cfg);
         return;
     }
+    thread::ending();
     let (p, entry) = thread::take_state();
     thread::unregister(entry);
     if p.role != Role::Unknown {

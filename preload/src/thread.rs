@@ -18,6 +18,9 @@ thread_local! {
     static TID: Cell<i32> = const { Cell::new(0) };
     static ENTRY: Cell<usize> = const { Cell::new(usize::MAX) };
     static LAST_SET: Cell<u64> = const { Cell::new(0) };
+    static STREAK: Cell<u32> = const { Cell::new(0) };
+    static LAST_CREATION: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    static PARENT: Cell<(usize, u64)> = const { Cell::new((NO_CELL, 0)) };
 }
 
 /// Held while a hook runs: hooks re-entered from inside (or before init) call the real thing.
@@ -79,6 +82,10 @@ pub fn forget(was_main: bool) {
     let _ = TID.try_with(|t| t.set(0));
     let _ = STATE.try_with(|s| s.set(0));
     let _ = ENTRY.try_with(|e| e.set(usize::MAX));
+    let _ = STREAK.try_with(|s| s.set(0));
+    let _ = LAST_CREATION.try_with(|c| c.set((0, 0)));
+    let _ = PARENT.try_with(|p| p.set((NO_CELL, 0)));
+    MAIN_LAST_CHILD.store(0, Ordering::Relaxed);
 }
 
 /// Entries per registry chunk; chunks are mapped one at a time, as threads need them.
@@ -92,10 +99,19 @@ struct Entry {
     thread: AtomicUsize,
     placement: AtomicU64,
     view: View,
+    /// The latest child this thread created: its birth (µs) `<< 1`, `| 1` once it ended
+    /// briefly (see [`child_born`]).
+    last_child: AtomicU64,
 }
 
 /// The main thread's view (the main thread has no registry entry).
 static MAIN_VIEW: View = View::new();
+/// The main thread's [`Entry::last_child`].
+static MAIN_LAST_CHILD: AtomicU64 = AtomicU64::new(0);
+/// The cell id of [`MAIN_LAST_CHILD`]; registry indexes name the others.
+const MAIN_CELL: usize = usize::MAX - 1;
+/// No cell: a thread with no registry entry, or no creator to report to.
+const NO_CELL: usize = usize::MAX;
 
 #[allow(clippy::declare_interior_mutable_const)]
 const NO_CHUNK: AtomicPtr<Entry> = AtomicPtr::new(core::ptr::null_mut());
@@ -162,6 +178,7 @@ pub fn register(tid: i32, thread: libc::pthread_t, p: Placement) {
             return false;
         }
         e.view.put(None);
+        e.last_child.store(0, Ordering::Relaxed);
         e.thread.store(thread as usize, Ordering::Release);
         e.placement.store(p.pack(), Ordering::Release);
         USED.fetch_max(index + 1, Ordering::AcqRel);
@@ -277,6 +294,93 @@ pub fn main_view() -> &'static View {
     &MAIN_VIEW
 }
 
+/// A thread that lived less than this ended briefly: it cost less than pinning it elsewhere
+/// saves (a birth on a CPU of its own means a stopped start, a mask set from the parent and a
+/// wakeup across CPUs, tens of microseconds; a millisecond of work on a shared CPU costs
+/// at most that millisecond).
+pub const BRIEF_US: u64 = 1_000;
+/// Children in a row that ended briefly before the next was created, after which a creator's
+/// new children are born beside it: one brief thread (a library's start-up helper) says
+/// nothing of the pool that follows; several in a row are a churning creator.
+pub const BRIEF_STREAK: u32 = 3;
+
+/// A creator's cell for its latest child (see [`Entry::last_child`]).
+fn child_cell(index: usize) -> Option<&'static AtomicU64> {
+    match index {
+        MAIN_CELL => Some(&MAIN_LAST_CHILD),
+        _ => entry(index).map(|e| &e.last_child),
+    }
+}
+
+/// Whether a creator's next child is born beside it, with its mask: its last
+/// [`BRIEF_STREAK`] children (or more) each ended briefly before the next was created, and it
+/// waited while the last one lived (its CPU time over that interval under half the wall time),
+/// so that the child takes nothing from it. A creator that computes beside its brief children
+/// (a fork-join loop of short tasks) keeps giving each a CPU of its own.
+pub fn born_beside(streak: u32, wall_us: u64, cpu_us: u64) -> bool {
+    streak >= BRIEF_STREAK && cpu_us.saturating_mul(2) < wall_us
+}
+
+/// In a thread creating another at `now_us` (`main`: the process's main thread): records the
+/// new child's birth, and returns the cell the child reports to ([`set_parent`]) and whether
+/// it is born beside this thread ([`born_beside`]; `cpu_us` reads this thread's CPU time,
+/// only when the last child ended briefly).
+pub fn child_born(main: bool, now_us: u64, cpu_us: impl FnOnce() -> u64) -> (usize, bool) {
+    let index = match main {
+        true => MAIN_CELL,
+        false => ENTRY.try_with(Cell::get).unwrap_or(NO_CELL),
+    };
+    let Some(cell) = child_cell(index) else {
+        return (NO_CELL, false);
+    };
+    let brief = cell.swap(now_us << 1, Ordering::AcqRel) & 1 != 0;
+    let streak = STREAK
+        .try_with(|s| {
+            let n = if brief { s.get().saturating_add(1) } else { 0 };
+            s.set(n);
+            n
+        })
+        .unwrap_or(0);
+    let cpu = if brief { cpu_us() } else { 0 };
+    let (last_wall, last_cpu) = LAST_CREATION
+        .try_with(|c| c.replace((now_us, cpu)))
+        .unwrap_or((0, 0));
+    // The previous creation read no CPU time (its own last child had not ended briefly):
+    // nothing tells whether this thread waited, so it has not.
+    let beside = last_cpu != 0
+        && born_beside(
+            streak,
+            now_us.saturating_sub(last_wall),
+            cpu.saturating_sub(last_cpu),
+        );
+    (index, beside)
+}
+
+/// In a new thread: whose child it is (the cell [`child_born`] returned) and its birth.
+pub fn set_parent(cell: usize, born_us: u64) {
+    let _ = PARENT.try_with(|p| p.set((cell, born_us)));
+}
+
+/// In an ending thread: tells its creator it ended briefly, when it lived under [`BRIEF_US`]
+/// and is still the creator's latest child. A creator that ended meanwhile, its entry reused,
+/// holds another birth, so the report is lost, not misplaced.
+pub fn ending() {
+    let (index, born) = PARENT
+        .try_with(|p| p.replace((NO_CELL, 0)))
+        .unwrap_or((NO_CELL, 0));
+    if index == NO_CELL || goset_plan::slots::monotonic_us().saturating_sub(born) >= BRIEF_US {
+        return;
+    }
+    if let Some(cell) = child_cell(index) {
+        let _ = cell.compare_exchange(
+            born << 1,
+            born << 1 | 1,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+}
+
 /// After fork only the forking thread survives: empty the registry.
 pub fn clear_registry() {
     for e in used() {
@@ -322,6 +426,73 @@ mod tests {
         let (_, entry) = take_state();
         unregister(entry);
         assert!(find_tid(999_999).is_none());
+    }
+
+    #[test]
+    fn a_waiting_creator_of_brief_children_one_after_another_keeps_the_next_beside_it() {
+        register(999_990, 990, Placement::unslotted(Role::Worker, Some(0)));
+        let child = |cell: usize, born: u64| {
+            std::thread::spawn(move || {
+                set_parent(cell, born);
+                ending();
+            })
+            .join()
+            .unwrap()
+        };
+        // Births stamped an hour ahead end briefly, two hours back long after, however slowly
+        // the test runs; creations are a millisecond apart, and the creator's CPU time is
+        // fake: 10 µs a creation while it waits, a second when it computed since the last.
+        let hour = 3_600_000_000;
+        let base = goset_plan::slots::monotonic_us() + hour;
+        let mut cpu = 1;
+        let mut besides = Vec::new();
+        // (the child ends briefly, the creator computed since its previous creation)
+        let steps = [
+            (true, false),
+            (true, false),
+            (true, false),
+            (true, false),
+            (true, true),
+            (true, false),
+            (false, false),
+            (true, false),
+        ];
+        for (k, (brief, computed)) in steps.into_iter().enumerate() {
+            let at = base + k as u64 * 1000;
+            cpu += if computed { 1_000_000 } else { 10 };
+            let now_cpu = cpu;
+            let (cell, beside) = child_born(false, at, move || now_cpu);
+            assert_ne!(cell, NO_CELL, "a registered thread has a cell");
+            besides.push(beside);
+            child(cell, if brief { at } else { at - 3 * hour });
+        }
+        // Beside from the fourth child: three brief ones before it, the creator waiting; not
+        // after the creator computed; the one after a child that lived long starts over.
+        assert_eq!(
+            besides,
+            [false, false, false, true, false, true, true, false]
+        );
+        // A child still alive when the next is created breaks the streak too, and its late
+        // report is lost: it is no longer the latest child.
+        let (cell, _) = child_born(false, base + 10_000, || 5);
+        assert!(
+            !child_born(false, base + 11_000, || 6).1,
+            "the last child lives"
+        );
+        child(cell, base + 10_000);
+        for k in 0..4 {
+            assert!(
+                !child_born(false, base + 12_000 + k, || 7).1,
+                "no brief child since"
+            );
+        }
+        let (_, entry) = take_state();
+        unregister(entry);
+        assert_eq!(
+            child_born(false, base, || 1),
+            (NO_CELL, false),
+            "no entry, no cell"
+        );
     }
 
     #[test]

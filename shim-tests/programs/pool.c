@@ -2,7 +2,8 @@
  * (default 2, at most 8) pool threads alive at once. Thread i is created after thread i-WIDTH
  * has been joined and while threads i-WIDTH+1 .. i-1 are still alive (they wait for permission
  * to end), so all of them are alive together when thread i reports. The main thread stays alive
- * throughout and reports first. */
+ * throughout and reports first. Each pool thread lives over a millisecond: threads that end
+ * sooner, one after another, are born beside their waiting creator (brief_children.c). */
 /* 1000 threads: a little less work each, still real work. */
 #define BUSY_ITERATIONS 200000L
 #include "report.h"
@@ -19,6 +20,7 @@ struct member {
 static void *body(void *arg) {
     struct member *m = arg;
     report_self("pool", m->id, "");
+    usleep(2000);
     sem_post(&m->ready);
     while (sem_wait(&m->may_end) != 0 && errno == EINTR) {
     }
