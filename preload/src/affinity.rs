@@ -19,10 +19,11 @@
 //! glibc's own wrapper hands it on. Must not: call libc's `syscall`, `sched_setaffinity` or
 //! `sched_getaffinity` (raw syscalls only), allocate, or lock.
 
-use crate::config::{self, Config};
+use crate::init;
 use crate::log::Event;
 use crate::placement::Placement;
 use crate::role::Role;
+use crate::settings::Config;
 use crate::view::{self, View};
 use crate::{process, real, sys, thread};
 use goset_plan::CpuSet;
@@ -224,7 +225,7 @@ unsafe fn intercept(
         return None;
     }
     let guard = thread::Guard::enter()?;
-    let cfg = config::get()?;
+    let cfg = init::get()?;
     let me = process::own_pid()?;
     // SAFETY: as this function's contract.
     let requested = unsafe { copy_request(me, mask, len) }?;
@@ -308,7 +309,7 @@ unsafe fn get_raw(tid: i32, len: usize, mask: *mut u8) -> i64 {
 /// in a `vfork` child. `None`: the kernel's answer stands.
 fn reading() -> Option<(thread::Guard, &'static Config)> {
     let guard = thread::Guard::enter()?;
-    let cfg = config::get()?;
+    let cfg = init::get()?;
     process::own_pid()?;
     Some((guard, cfg))
 }
@@ -411,7 +412,7 @@ pub unsafe fn note_attr(attr: *const pthread_attr_t, call: &str) {
     let Some(_guard) = thread::Guard::enter() else {
         return;
     };
-    if config::get().is_none() {
+    if init::get().is_none() {
         return;
     }
     if attr.is_null() || !crate::log::enabled() || process::own_pid().is_none() {

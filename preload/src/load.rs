@@ -14,7 +14,7 @@
 //! of plan text, paths, the executable path) are one static scratch area that only the
 //! initialising thread touches, so that loading fits in about 2 KiB of stack even when a hook
 //! (not the constructor) is the first call of the process. Must not: allocate, lock, or be
-//! called but through [`crate::config`].
+//! called but through [`crate::init`].
 
 use crate::block;
 use crate::buf::{Buf, Exclusive};

@@ -3,7 +3,7 @@
 //!
 //! Owns: the storage, written once, in place, by the one thread that wins
 //! [`begin`], and read by everyone after [`publish`] (Release/Acquire on the state). Must not:
-//! initialise anything itself (`config`, above every placing module, does that through
+//! initialise anything itself (`init`, above every placing module, does that through
 //! `load`), or import a module that places threads: they all import this one.
 
 use crate::buf::Exclusive;

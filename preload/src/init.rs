@@ -12,10 +12,8 @@
 //! that even a hook that initialises fits in a few KiB (see [`crate::load`]). Must not:
 //! allocate, lock, or put anything large on the stack.
 
-use crate::settings;
+use crate::settings::{self, Config};
 use crate::{load, log, process, sys};
-
-pub use crate::settings::{ready, Config};
 
 /// The configuration, initialising it on first use; `None` while disabled, or while another
 /// thread is still initialising after a short wait.
