@@ -19,11 +19,11 @@
 //! glibc's own wrapper hands it on. Must not: call libc's `syscall`, `sched_setaffinity` or
 //! `sched_getaffinity` (raw syscalls only), allocate, or lock.
 
+use crate::config::Config;
 use crate::init;
 use crate::log::Event;
 use crate::placement::Placement;
 use crate::role::Role;
-use crate::settings::Config;
 use crate::view::{self, View};
 use crate::{process, real, sys, thread};
 use goset_plan::CpuSet;

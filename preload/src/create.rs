@@ -10,12 +10,12 @@
 //! alive in the trampoline's frame (pthread_exit unwinds through it).
 
 use crate::attr::Attr;
+use crate::config::{self, Config};
 use crate::init;
 use crate::log::{self, Event};
 use crate::placement::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
-use crate::settings::{self, Config};
 use crate::view::{self, View};
 use crate::{affinity, process, thread};
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -195,7 +195,7 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
     } = unsafe { start.read() };
     // SAFETY: start came from malloc and is read out.
     unsafe { libc::free(start.cast()) };
-    if let Some(cfg) = settings::ready() {
+    if let Some(cfg) = config::ready() {
         if let Some(_guard) = thread::Guard::enter() {
             let tid = thread::tid();
             process::adopt_thread(cfg, tid, placement);

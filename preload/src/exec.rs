@@ -13,7 +13,7 @@
 //! the plan, unless it was changed. Must not: write the shim's state (in a `vfork` child it is
 //! the parent's), allocate, or log.
 
-use crate::settings::{self, Config};
+use crate::config::{self, Config};
 use crate::{env, process, sys};
 use goset_plan::CpuSet;
 use libc::c_char;
@@ -82,7 +82,7 @@ fn leaving_mask(cfg: &Config, now: &CpuSet) -> CpuSet {
 /// # Safety
 /// `envp` is NULL or a NULL-terminated array of NUL-terminated strings.
 unsafe fn before(envp: *const *const c_char) -> Widened {
-    let Some(cfg) = settings::ready() else {
+    let Some(cfg) = config::ready() else {
         return Widened(None);
     };
     // SAFETY: as the caller vouches.

@@ -5,24 +5,24 @@
 //! library's constructor calls it first, as libgomp's does) loads the configuration ([`load`])
 //! and places the main thread ([`crate::process::start`]); other threads that arrive meanwhile
 //! wait briefly, then pass through. Sits above every module that places threads, so the
-//! imports run one way: the type and its storage live below, in [`crate::settings`].
+//! imports run one way: the type and its storage live below, in [`crate::config`].
 //!
 //! Stack: a ready or disabled configuration costs two atomic loads and no frame of its own;
 //! initialisation is `#[cold]`, `#[inline(never)]`, and keeps its buffers in static memory, so
 //! that even a hook that initialises fits in a few KiB (see [`crate::load`]). Must not:
 //! allocate, lock, or put anything large on the stack.
 
-use crate::settings::{self, Config};
+use crate::config::{self, Config};
 use crate::{load, log, process, sys};
 
 /// The configuration, initialising it on first use; `None` while disabled, or while another
 /// thread is still initialising after a short wait.
 #[inline]
 pub fn get() -> Option<&'static Config> {
-    if let Some(config) = settings::ready() {
-        return Some(config);
+    if let Some(cfg) = config::ready() {
+        return Some(cfg);
     }
-    if settings::disabled() {
+    if config::disabled() {
         return None;
     }
     initialise_or_wait()
@@ -32,13 +32,13 @@ pub fn get() -> Option<&'static Config> {
 #[inline(never)]
 fn initialise_or_wait() -> Option<&'static Config> {
     for _ in 0..10_000 {
-        if let Some(config) = settings::ready() {
-            return Some(config);
+        if let Some(cfg) = config::ready() {
+            return Some(cfg);
         }
-        if settings::disabled() {
+        if config::disabled() {
             return None;
         }
-        if settings::begin() {
+        if config::begin() {
             return initialise();
         }
         // SAFETY: sched_yield has no arguments and no memory effects.
@@ -53,9 +53,9 @@ fn initialise() -> Option<&'static Config> {
     // Before anything can warn: a warning goes only to the stderr the process started with.
     log::note_stderr();
     // SAFETY: this thread won `begin`, so it alone fills the plan and the configuration.
-    let loaded = unsafe { load::load(settings::plan_mut()) };
-    let Ok(config) = loaded else {
-        settings::disable();
+    let loaded = unsafe { load::load(config::plan_mut()) };
+    let Ok(cfg) = loaded else {
+        config::disable();
         return None;
     };
     // Before READY, so no thread that sees READY takes the main thread for a stranger.
@@ -64,7 +64,7 @@ fn initialise() -> Option<&'static Config> {
         sys::note_seccomp_filter();
     }
     // SAFETY: as above.
-    let config = unsafe { settings::publish(config) };
-    process::start(config, "init");
-    Some(config)
+    let cfg = unsafe { config::publish(cfg) };
+    process::start(cfg, "init");
+    Some(cfg)
 }

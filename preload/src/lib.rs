@@ -2,7 +2,7 @@
 //! whatever its runtime does (pthreads, libgomp, libomp, Rust, MPI), and logs each decision.
 //!
 //! Table of contents:
-//! - [`init`]: the life cycle the hooks see (initialise on first use); [`settings`]: the
+//! - [`init`]: the life cycle the hooks see (initialise on first use); [`config`]: the
 //!   configuration's type and static; [`load`]: where it comes from (`GOSET_PLAN`,
 //!   `GOSET_CPUS`, the start mask), cold; any problem disables the shim with one warning;
 //! - [`process`]: the main thread's slot at start, after fork and exec; thread exit; the log helper;
@@ -29,6 +29,7 @@ pub mod affinity;
 pub mod attr;
 pub mod block;
 pub mod buf;
+pub mod config;
 pub mod create;
 pub mod env;
 pub mod exec;
@@ -39,7 +40,6 @@ pub mod placement;
 pub mod process;
 pub mod real;
 pub mod role;
-pub mod settings;
 pub mod sys;
 pub mod thread;
 pub mod view;
