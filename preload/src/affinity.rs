@@ -24,7 +24,7 @@ use crate::init;
 use crate::log::Event;
 use crate::placement::Placement;
 use crate::role::Role;
-use crate::view::{self, View};
+use crate::view::{self, ViewCell};
 use crate::{process, real, sys, thread};
 use goset_plan::CpuSet;
 use libc::{c_int, pthread_attr_t, pthread_t};
@@ -98,7 +98,7 @@ fn answer(cfg: &Config, target: Target, requested: &CpuSet, call: &str) -> Optio
 
 /// The view cell of this process's thread `tid`: `None` for a thread without one (not the
 /// shim's, or not in the registry).
-fn view_cell(tid: i32) -> Option<&'static View> {
+fn view_cell(tid: i32) -> Option<&'static ViewCell> {
     if tid == process::pid() {
         Some(thread::main_view())
     } else if tid == thread::tid() {
@@ -109,7 +109,7 @@ fn view_cell(tid: i32) -> Option<&'static View> {
 }
 
 /// The calling thread's view cell, if it has one (a new thread inherits from it).
-pub fn own_view() -> Option<&'static View> {
+pub fn own_view() -> Option<&'static ViewCell> {
     view_cell(thread::tid())
 }
 
@@ -118,7 +118,7 @@ pub fn own_view() -> Option<&'static View> {
 struct Read {
     tid: i32,
     role: Role,
-    cell: Option<&'static View>,
+    cell: Option<&'static ViewCell>,
 }
 
 impl Read {
@@ -159,7 +159,7 @@ impl Read {
         }
         Some(
             self.cell
-                .and_then(View::get)
+                .and_then(ViewCell::get)
                 .unwrap_or_else(|| cfg.task_set()),
         )
     }

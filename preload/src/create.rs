@@ -16,7 +16,7 @@ use crate::log::{self, Event};
 use crate::placement::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
-use crate::view::{self, View};
+use crate::view::{self, ViewCell};
 use crate::{affinity, process, thread};
 use core::sync::atomic::{AtomicU64, Ordering};
 use goset_plan::CpuSet;
@@ -118,7 +118,7 @@ pub unsafe fn create(
     };
     let view = match &requested {
         Some(mask) => Some(view::granted(mask)),
-        None => affinity::own_view().and_then(View::get),
+        None => affinity::own_view().and_then(ViewCell::get),
     };
     let p = decide(cfg, routine);
     // A thread that roams like its creator is born with the creator's mask as it is: a mask
