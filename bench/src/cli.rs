@@ -4,7 +4,7 @@
 use crate::analysis::Choice;
 use crate::builtin::Builtin;
 use crate::experiment::Stream;
-use crate::noise::NoiseSpec;
+use crate::noise_load::NoiseSpec;
 use crate::schedule::Mode;
 use crate::stats::Better;
 use clap::Parser;
@@ -360,7 +360,7 @@ pub fn target(cli: &BenchCli) -> Result<Target, Error> {
 pub fn noise(cli: &BenchCli) -> Result<Option<NoiseSpec>, Error> {
     cli.noise
         .as_deref()
-        .map(|n| crate::noise::parse(n).map_err(Error::Usage))
+        .map(|n| crate::noise_load::parse(n).map_err(Error::Usage))
         .transpose()
 }
 

@@ -53,7 +53,7 @@ pub struct Setup {
     /// Where the numbers are read.
     pub stream: Stream,
     /// `--noise` with `--noise-at`: a load started in each run, that long after its start.
-    pub noise_at: Option<(crate::noise::NoiseSpec, Duration)>,
+    pub noise_at: Option<(crate::noise_load::NoiseSpec, Duration)>,
 }
 
 /// One run done.
@@ -254,8 +254,8 @@ pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
     }
     let start = Instant::now();
     // Pinned when started, so a CPU the machine lacks was refused before the first run.
-    let _noise =
-        (setup.noise_at.as_ref()).and_then(|(spec, at)| crate::noise::Noise::start(spec, *at).ok());
+    let _noise = (setup.noise_at.as_ref())
+        .and_then(|(spec, at)| crate::noise_load::NoiseLoad::start(spec, *at).ok());
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {

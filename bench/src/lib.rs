@@ -4,7 +4,7 @@
 //! statistics, table, files and plot.
 //!
 //! Policy (the plan of runs, metric extraction, statistics) is pure; [`experiment`] and
-//! [`noise`] are the only modules that start processes or threads.
+//! [`noise_load`] are the only modules that start processes or threads.
 
 pub mod analysis;
 pub mod builtin;
@@ -12,7 +12,7 @@ pub mod cache;
 pub mod cli;
 pub mod experiment;
 pub mod metrics;
-pub mod noise;
+pub mod noise_load;
 pub mod output;
 pub mod plot;
 pub mod schedule;

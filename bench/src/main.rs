@@ -6,7 +6,7 @@ use goset_bench::builtin::{self, Builtin, Sizes};
 use goset_bench::cli::{self, BenchCli, Target};
 use goset_bench::experiment::{self, Setup};
 use goset_bench::metrics::{self, infer_better};
-use goset_bench::noise::Noise;
+use goset_bench::noise_load::NoiseLoad;
 use goset_bench::output::{self, About};
 use goset_bench::schedule::{self, Planned};
 use std::ffi::OsString;
@@ -209,7 +209,7 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         Duration::ZERO
     };
     let whole = (noise_spec.as_ref())
-        .map(|spec| Noise::start(spec, idle_until))
+        .map(|spec| NoiseLoad::start(spec, idle_until))
         .transpose()
         .map_err(Error::System)?;
     let _noise = whole.filter(|_| setup.noise_at.is_none());

@@ -14,7 +14,7 @@ use crate::instances;
 use crate::isolate::{self, Isolation, IsolationReport};
 use crate::noise::{self, Noise};
 use crate::output;
-use crate::placement;
+use crate::placement_log;
 use crate::privilege::User;
 use crate::report::processes::ProcessReport;
 use crate::report::{self, SelectionReport};
@@ -541,7 +541,7 @@ fn execute(
     let outcome = hk.finish();
 
     let log = run_dir
-        .map(|d| placement::read(d.log_path(), d.log_kept().0))
+        .map(|d| placement_log::read(d.log_path(), d.log_kept().0))
         .unwrap_or_default();
     let threads = outcome.thread_reports(&log);
     let seen_cpu_s = threads.iter().filter_map(|t| t.cpu_s).sum();

@@ -15,7 +15,7 @@ pub mod isolate;
 pub mod launch;
 pub mod noise;
 pub mod output;
-pub mod placement;
+pub mod placement_log;
 pub mod privilege;
 pub mod procfs;
 pub mod report;

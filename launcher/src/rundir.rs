@@ -382,9 +382,9 @@ impl RunDir {
     /// How much of the placement log the report reads, and whether the rest may be freed once
     /// the housekeeper has read it: the run directory's own log (not one the user keeps with
     /// `--log`) keeps at most a quarter of its filesystem (a small `XDG_RUNTIME_DIR` tmpfs
-    /// must not fill), at most [`crate::placement::MAX_BYTES`].
+    /// must not fill), at most [`crate::placement_log::MAX_BYTES`].
     pub fn log_kept(&self) -> (u64, bool) {
-        let max = crate::placement::MAX_BYTES;
+        let max = crate::placement_log::MAX_BYTES;
         if !self.log.starts_with(&self.dir) {
             return (max, false);
         }

@@ -191,8 +191,9 @@ mod tests {
     use super::*;
     use crate::CpuSet;
 
-    /// 2 nodes x 1 package x 2 cores x 2 SMT: node 0 = CPUs 0-3, node 1 = 4-7; plan order
-    /// spread (2 4 6 0 3 5 7 1), as the guest gave it.
+    /// 2 nodes x 1 package x 2 cores x 2 SMT: node 0 = CPUs 0-3, node 1 = 4-7; the plan in
+    /// `order` (the tests' spread order, 2 4 6 0 3 5 7 1, is the one selection gave on such a
+    /// guest).
     fn guest(order: &[usize]) -> Plan {
         let reservation: CpuSet = order.iter().copied().collect();
         let mut plan = Plan::new(order, None, reservation).unwrap();

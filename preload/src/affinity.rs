@@ -19,11 +19,12 @@
 //! glibc's own wrapper hands it on. Must not: call libc's `syscall`, `sched_setaffinity` or
 //! `sched_getaffinity` (raw syscalls only), allocate, or lock.
 
-use crate::config::{self, Config};
+use crate::config::Config;
+use crate::init;
 use crate::log::Event;
 use crate::placement::Placement;
 use crate::role::Role;
-use crate::view::{self, View};
+use crate::view::{self, ViewCell};
 use crate::{process, real, sys, thread};
 use goset_plan::CpuSet;
 use libc::{c_int, pthread_attr_t, pthread_t};
@@ -97,7 +98,7 @@ fn answer(cfg: &Config, target: Target, requested: &CpuSet, call: &str) -> Optio
 
 /// The view cell of this process's thread `tid`: `None` for a thread without one (not the
 /// shim's, or not in the registry).
-fn view_cell(tid: i32) -> Option<&'static View> {
+fn view_cell(tid: i32) -> Option<&'static ViewCell> {
     if tid == process::pid() {
         Some(thread::main_view())
     } else if tid == thread::tid() {
@@ -108,7 +109,7 @@ fn view_cell(tid: i32) -> Option<&'static View> {
 }
 
 /// The calling thread's view cell, if it has one (a new thread inherits from it).
-pub fn own_view() -> Option<&'static View> {
+pub fn own_view() -> Option<&'static ViewCell> {
     view_cell(thread::tid())
 }
 
@@ -117,7 +118,7 @@ pub fn own_view() -> Option<&'static View> {
 struct Read {
     tid: i32,
     role: Role,
-    cell: Option<&'static View>,
+    cell: Option<&'static ViewCell>,
 }
 
 impl Read {
@@ -158,7 +159,7 @@ impl Read {
         }
         Some(
             self.cell
-                .and_then(View::get)
+                .and_then(ViewCell::get)
                 .unwrap_or_else(|| cfg.task_set()),
         )
     }
@@ -224,7 +225,7 @@ unsafe fn intercept(
         return None;
     }
     let guard = thread::Guard::enter()?;
-    let cfg = config::get()?;
+    let cfg = init::get()?;
     let me = process::own_pid()?;
     // SAFETY: as this function's contract.
     let requested = unsafe { copy_request(me, mask, len) }?;
@@ -308,7 +309,7 @@ unsafe fn get_raw(tid: i32, len: usize, mask: *mut u8) -> i64 {
 /// in a `vfork` child. `None`: the kernel's answer stands.
 fn reading() -> Option<(thread::Guard, &'static Config)> {
     let guard = thread::Guard::enter()?;
-    let cfg = config::get()?;
+    let cfg = init::get()?;
     process::own_pid()?;
     Some((guard, cfg))
 }
@@ -411,7 +412,7 @@ pub unsafe fn note_attr(attr: *const pthread_attr_t, call: &str) {
     let Some(_guard) = thread::Guard::enter() else {
         return;
     };
-    if config::get().is_none() {
+    if init::get().is_none() {
         return;
     }
     if attr.is_null() || !crate::log::enabled() || process::own_pid().is_none() {

@@ -12,11 +12,12 @@
 
 use crate::attr::Attr;
 use crate::config::{self, Config};
+use crate::init;
 use crate::log::{self, Event};
 use crate::placement::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
-use crate::view::{self, View};
+use crate::view::{self, ViewCell};
 use crate::{affinity, process, sys, thread};
 use core::sync::atomic::{AtomicU64, Ordering};
 use goset_plan::CpuSet;
@@ -121,7 +122,7 @@ pub unsafe fn create(
     // A child forked behind libc's back (raw clone, `_Fork`) still has its parent's cached
     // pid: it would claim under its parent's label, so it creates threads unplaced.
     let cfg = match guard {
-        Some(_) => config::get().filter(|_| process::own_pid().is_some()),
+        Some(_) => init::get().filter(|_| process::own_pid().is_some()),
         None => None,
     };
     let Some(cfg) = cfg else {
@@ -135,7 +136,7 @@ pub unsafe fn create(
     };
     let view = match &requested {
         Some(mask) => Some(view::granted(mask)),
-        None => affinity::own_view().and_then(View::get),
+        None => affinity::own_view().and_then(ViewCell::get),
     };
     let born_us = goset_plan::slots::monotonic_us();
     let main = thread::tid() == process::pid();

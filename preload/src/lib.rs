@@ -2,7 +2,7 @@
 //! whatever its runtime does (pthreads, libgomp, libomp, Rust, MPI), and logs each decision.
 //!
 //! Table of contents:
-//! - [`config`]: the life cycle the hooks see (initialise on first use); [`settings`]: the
+//! - [`init`]: the life cycle the hooks see (initialise on first use); [`config`]: the
 //!   configuration's type and static; [`load`]: where it comes from (`GOSET_PLAN`,
 //!   `GOSET_CPUS`, the start mask), cold; any problem disables the shim with one warning;
 //! - [`process`]: the main thread's slot at start, after fork and exec; thread exit; the log helper;
@@ -33,13 +33,13 @@ pub mod config;
 pub mod create;
 pub mod env;
 pub mod exec;
+pub mod init;
 pub mod load;
 pub mod log;
 pub mod placement;
 pub mod process;
 pub mod real;
 pub mod role;
-pub mod settings;
 pub mod sys;
 pub mod thread;
 pub mod view;
@@ -331,7 +331,7 @@ extern "C" fn on_load(_argc: c_int, _argv: *const *const c_char, envp: *const *c
     env::set_envp(envp);
     real::resolve_all();
     if let Some(_guard) = thread::Guard::enter() {
-        let _ = config::get();
+        let _ = init::get();
     }
     load::hand_on_now();
 }

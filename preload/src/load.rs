@@ -10,17 +10,17 @@
 //! names no file, still counts). Any problem disables the shim with one warning, and every
 //! hook then passes calls through.
 //!
-//! Stack: the plan is parsed into its static ([`crate::settings`]) and the file buffers (16 KiB
+//! Stack: the plan is parsed into its static ([`crate::config`]) and the file buffers (16 KiB
 //! of plan text, paths, the executable path) are one static scratch area that only the
 //! initialising thread touches, so that loading fits in about 2 KiB of stack even when a hook
 //! (not the constructor) is the first call of the process. Must not: allocate, lock, or be
-//! called but through [`crate::config`].
+//! called but through [`crate::init`].
 
 use crate::block;
 use crate::buf::{Buf, Exclusive};
+use crate::config::Config;
 use crate::log::{self, warn_once};
 use crate::role;
-use crate::settings::Config;
 use crate::sys;
 use core::sync::atomic::{AtomicBool, Ordering};
 use goset_plan::plan::{LOG_FILE, PLAN_FILE, SLOTS_FILE};
@@ -67,7 +67,7 @@ pub struct Disabled;
 /// Loads the configuration, filling `plan` in place.
 ///
 /// # Safety
-/// Only by the thread that won [`crate::settings::begin`], once: it alone uses the scratch
+/// Only by the thread that won [`crate::config::begin`], once: it alone uses the scratch
 /// area and `plan`.
 #[cold]
 #[inline(never)]

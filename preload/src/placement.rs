@@ -8,8 +8,8 @@
 //! a main thread's record carries its tid (= pid), any other thread's carries `-pid`.
 
 use crate::buf::Buf;
+use crate::config::Config;
 use crate::role::Role;
-use crate::settings::Config;
 use crate::sys;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use goset_plan::locality::{self, Level};
@@ -494,7 +494,7 @@ mod tests {
         use goset_plan::Plan;
         let plan = Plan::new(&[0, 1, 2], None, [0, 1, 2].into_iter().collect()).unwrap();
         // The process keeps to slots 0 and 1 (its block).
-        let cfg = crate::settings::test_config(plan, Some([0, 1].into_iter().collect()));
+        let cfg = crate::config::test_config(plan, Some([0, 1].into_iter().collect()));
         let table = cfg.table;
         let me = 4242;
         // Slot 0: a shell the housekeeper placed there (its tid as label) and that ran;

@@ -5,10 +5,10 @@
 //! them), the fork child handler and the exit handler. Must not: hold anything across fork
 //! (there are no locks), allocate on hook paths.
 
+use crate::config::{self, Config};
 use crate::log::{self, Event, Record};
 use crate::placement::{self, Placement};
 use crate::role::Role;
-use crate::settings::{self, Config};
 use crate::{sys, thread};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use goset_plan::{slots, CpuSet};
@@ -223,7 +223,7 @@ fn arm_exit_key() {
 
 /// The key destructor: runs in an ending thread (any way it ends); releases its slot.
 extern "C" fn on_thread_exit(_value: *mut c_void) {
-    let Some(cfg) = settings::ready() else {
+    let Some(cfg) = config::ready() else {
         return;
     };
     let Some(_guard) = thread::Guard::enter() else {
@@ -256,7 +256,7 @@ fn release_main(cfg: &Config) {
 
 /// The exit handler: the main thread's slot, and those of threads that die with the process.
 pub fn at_exit() {
-    let Some(cfg) = settings::ready() else {
+    let Some(cfg) = config::ready() else {
         return;
     };
     if PID.load(Ordering::Relaxed) != sys::getpid() {
@@ -270,7 +270,7 @@ pub fn at_exit() {
 /// In a forked child: only the forking thread survives; it becomes the main thread and
 /// claims its own slot (a launcher's child stays unslotted until it execs).
 extern "C" fn after_fork_child() {
-    let Some(cfg) = settings::ready() else {
+    let Some(cfg) = config::ready() else {
         return;
     };
     // The forking thread, whose placement this thread still holds: it ran to fork.

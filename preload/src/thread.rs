@@ -8,7 +8,7 @@
 //! and the main thread's view. Must not: allocate on the heap or lock.
 
 use crate::placement::Placement;
-use crate::view::View;
+use crate::view::ViewCell;
 use core::cell::Cell;
 use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
@@ -77,7 +77,7 @@ pub fn take_state() -> (Placement, usize) {
 /// inherited); `was_main` says whether it already was.
 pub fn forget(was_main: bool) {
     if !was_main {
-        MAIN_VIEW.put(own_view().and_then(View::get).as_ref());
+        MAIN_VIEW.put(own_view().and_then(ViewCell::get).as_ref());
     }
     let _ = TID.try_with(|t| t.set(0));
     let _ = STATE.try_with(|s| s.set(0));
@@ -98,14 +98,14 @@ struct Entry {
     tid: AtomicI32,
     thread: AtomicUsize,
     placement: AtomicU64,
-    view: View,
+    view: ViewCell,
     /// The latest child this thread created: its birth (µs) `<< 1`, `| 1` once it ended
     /// briefly (see [`child_born`]).
     last_child: AtomicU64,
 }
 
 /// The main thread's view (the main thread has no registry entry).
-static MAIN_VIEW: View = View::new();
+static MAIN_VIEW: ViewCell = ViewCell::new();
 /// The main thread's [`Entry::last_child`].
 static MAIN_LAST_CHILD: AtomicU64 = AtomicU64::new(0);
 /// The cell id of [`MAIN_LAST_CHILD`]; registry indexes name the others.
@@ -261,7 +261,7 @@ pub struct Known {
     /// Its placement.
     pub placement: Placement,
     /// Its view cell.
-    pub view: &'static View,
+    pub view: &'static ViewCell,
 }
 
 fn known(tid: i32, e: &'static Entry) -> Known {
@@ -284,13 +284,13 @@ pub fn find_thread(thread: libc::pthread_t) -> Option<Known> {
 
 /// The calling thread's own view cell, when it has a registry entry (the main thread has
 /// none: see [`main_view`]).
-pub fn own_view() -> Option<&'static View> {
+pub fn own_view() -> Option<&'static ViewCell> {
     let index = ENTRY.try_with(Cell::get).unwrap_or(usize::MAX);
     entry(index).map(|e| &e.view)
 }
 
 /// The main thread's view cell.
-pub fn main_view() -> &'static View {
+pub fn main_view() -> &'static ViewCell {
     &MAIN_VIEW
 }
 

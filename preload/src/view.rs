@@ -27,19 +27,19 @@ const WORDS: usize = goset_plan::MAX_CPUS / 64;
 /// cell for sixteen stores, so this is only reached when one was preempted mid-write.
 const TRIES: u32 = 1000;
 
-/// One thread's view, or "never asked".
-pub struct View {
+/// The cell that holds one thread's view, or "never asked".
+pub struct ViewCell {
     /// 0: never asked; odd: being written; even and non-zero: `words` hold the view.
     seq: AtomicU64,
     words: [AtomicU64; WORDS],
 }
 
-impl View {
+impl ViewCell {
     /// A cell holding "never asked"; all-zero memory is one too.
-    pub const fn new() -> View {
+    pub const fn new() -> ViewCell {
         #[allow(clippy::declare_interior_mutable_const)]
         const ZERO: AtomicU64 = AtomicU64::new(0);
-        View {
+        ViewCell {
             seq: AtomicU64::new(0),
             words: [ZERO; WORDS],
         }
@@ -105,14 +105,14 @@ impl View {
     }
 }
 
-impl Default for View {
+impl Default for ViewCell {
     fn default() -> Self {
-        View::new()
+        ViewCell::new()
     }
 }
 
 /// The online CPUs, read once per image (a cell of the same kind, so no lock guards it).
-static ONLINE: View = View::new();
+static ONLINE: ViewCell = ViewCell::new();
 
 /// What the kernel would have set for a request of `requested`: the request's online CPUs,
 /// or the request itself when none is online.
@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn a_cell_holds_never_asked_or_a_set() {
-        let v = View::new();
+        let v = ViewCell::new();
         assert_eq!(v.get(), None);
         let set: CpuSet = [1, 64, 1023].into_iter().collect();
         v.put(Some(&set));
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn concurrent_writers_leave_one_whole_set() {
-        let v = std::sync::Arc::new(View::new());
+        let v = std::sync::Arc::new(ViewCell::new());
         let sets: Vec<CpuSet> = (0..4).map(|i| (i * 100..i * 100 + 50).collect()).collect();
         let writers: Vec<_> = sets
             .iter()

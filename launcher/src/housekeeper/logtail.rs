@@ -1,7 +1,7 @@
 //! Following the placement log while the task runs.
 //!
 //! Owns: remembering which threads the shim placed and on which CPU, from the records appended
-//! since the last poll (read by [`crate::placement::Follower`], at most [`MAX_POLL`] bytes a
+//! since the last poll (read by [`crate::placement_log::Follower`], at most [`MAX_POLL`] bytes a
 //! poll, so that a task appending without end cannot hold up a poll; a torn last line waits
 //! for the next poll). The log is followed to its end, however long: a thread the tail missed
 //! would look unplaced, and the housekeeper would move it away from the shim's CPU. A line in
@@ -10,7 +10,7 @@
 //! is parsed in full. Must not: write.
 
 use crate::fsroot::ReadError;
-use crate::placement::{self, Follower, MAX_BYTES, MAX_LINE};
+use crate::placement_log::{self, Follower, MAX_BYTES, MAX_LINE};
 use goset_plan::log::{Event, PlacedBy};
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
@@ -129,7 +129,7 @@ impl LogTail {
                 note(shim, exes, exited, b);
                 return true;
             }
-            let Some(r) = placement::parse_line(line) else {
+            let Some(r) = placement_log::parse_line(line) else {
                 return false;
             };
             if !r.by_housekeeper() {
@@ -332,7 +332,7 @@ mod tests {
     }
 
     /// The shim's own writer (the contract's `format`), its line read back by the launcher's
-    /// reader (split by [`placement::Lines`], parsed, and scanned by the tail) into the same
+    /// reader (split by [`placement_log::Lines`], parsed, and scanned by the tail) into the same
     /// fields, for every event and role the contract names.
     #[test]
     fn the_shims_writer_and_the_launchers_reader_agree() {
@@ -360,7 +360,7 @@ mod tests {
                 let (head, tail) = buf.as_bytes().split_at(at);
                 let line = [head, b"/bin/a.out", tail].concat();
                 let mut read = Vec::new();
-                let mut lines = placement::Lines::default();
+                let mut lines = placement_log::Lines::default();
                 lines.feed(&line, &mut |r| read.push(r));
                 assert_eq!((read.len(), lines.bad_lines), (1, 0), "{line:?}");
                 let r = &read[0];
@@ -395,7 +395,7 @@ mod tests {
             }
         }
         // The housekeeper's records are the launcher's own, written as the report reads them.
-        let mut placer = placement::Record {
+        let mut placer = placement_log::Record {
             time: 2.0,
             pid: 10,
             tid: 12,
@@ -416,7 +416,7 @@ mod tests {
         for event in Event::ALL {
             placer.event = event.as_str().into();
             let line = serde_json::to_string(&placer).unwrap();
-            let r = placement::parse_line(line.as_bytes()).unwrap();
+            let r = placement_log::parse_line(line.as_bytes()).unwrap();
             assert!(r.is(event) && r.by_housekeeper(), "{line}");
             assert_eq!(r, placer);
             assert_eq!(scan_shim_line(line.as_bytes()), None, "{line}");
@@ -480,7 +480,7 @@ mod tests {
         ];
         for line in &cases {
             let scanned = scan_shim_line(line.as_bytes()).unwrap_or_else(|| panic!("{line}"));
-            let r = placement::parse_line(line.as_bytes()).expect("valid JSON");
+            let r = placement_log::parse_line(line.as_bytes()).expect("valid JSON");
             let parsed = Brief {
                 pid: r.pid,
                 tid: r.tid,
@@ -495,7 +495,7 @@ mod tests {
         // Anything else is left to the parser: another writer's layout, an escaped path, a
         // torn line, the housekeeper's records.
         let escaped = shim_line(14, "a", "/odd\\\"dir/a", "create", "1");
-        assert!(placement::parse_line(escaped.as_bytes()).is_some());
+        assert!(placement_log::parse_line(escaped.as_bytes()).is_some());
         for line in [
             escaped,
             shim_line(15, "a", "/x", "create", "1")[1..].to_string(),

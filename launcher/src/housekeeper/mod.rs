@@ -637,7 +637,7 @@ impl Housekeeper {
         match handle.read() {
             threads::Read::Text(text) => (
                 crate::procfs::stat::parse_num_threads(&text),
-                crate::procfs::stat::parse_stat(&text).map(|s| s.start_ticks),
+                crate::procfs::stat::parse_pid_stat(&text).map(|s| s.start_ticks),
             ),
             _ => (None, None),
         }
@@ -809,7 +809,7 @@ impl Housekeeper {
             let Ok(text) = self.root.read(&format!("/proc/{pid}/stat")) else {
                 continue;
             };
-            if crate::procfs::stat::parse_stat(&text).is_some_and(|s| known.contains(&s.ppid)) {
+            if crate::procfs::stat::parse_pid_stat(&text).is_some_and(|s| known.contains(&s.ppid)) {
                 self.procs.entry(pid).or_default();
             }
         }

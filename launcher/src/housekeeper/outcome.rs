@@ -8,7 +8,7 @@ use super::placer::{role_of, Owned, Spot};
 use super::telemetry::CpuTelemetry;
 use super::{Settings, Tracked};
 use crate::fsroot::ReadError;
-use crate::placement::{Log, Record, ThreadPlacement};
+use crate::placement_log::{Log, Record, ThreadPlacement};
 use goset_plan::log::{Event, PlacedBy};
 use serde::Serialize;
 use std::collections::BTreeMap;

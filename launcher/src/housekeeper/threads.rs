@@ -351,7 +351,7 @@ mod tests {
                 panic!("stat")
             };
             assert_eq!(
-                crate::procfs::stat::parse_stat(&t).unwrap().ppid,
+                crate::procfs::stat::parse_pid_stat(&t).unwrap().ppid,
                 nix::unistd::getppid().as_raw()
             );
             assert!(matches!(f.schedstat.read(), Read::Text(_)));

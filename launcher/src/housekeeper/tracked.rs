@@ -10,7 +10,7 @@ use super::policy::Activity;
 use super::threads::{self, Read, SchedStat, Switches, ThreadFiles};
 use crate::fsroot::FsRoot;
 use crate::noise::USER_HZ;
-use crate::procfs::stat::{self, Stat};
+use crate::procfs::stat::{self, PidStat};
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -21,7 +21,7 @@ pub struct Tracked {
     pub pid: i32,
     files: Option<ThreadFiles>,
     /// Last `stat`.
-    pub stat: Option<Stat>,
+    pub stat: Option<PidStat>,
     /// Last `schedstat`.
     pub sched: Option<SchedStat>,
     /// Last context switch and migration counters.
@@ -183,7 +183,7 @@ impl Tracked {
             Some(st) if !scheduled && st.state != 'R' => st.clone(),
             _ => {
                 let stat = match files.stat.read() {
-                    Read::Text(s) => stat::parse_stat(&s),
+                    Read::Text(s) => stat::parse_pid_stat(&s),
                     _ => None,
                 };
                 let Some(stat) = stat.filter(|s| !matches!(s.state, 'Z' | 'X')) else {

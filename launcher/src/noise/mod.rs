@@ -3,11 +3,12 @@
 //! Owns: parsing `/proc/interrupts`, `/proc/softirqs` and `/proc/stat` under an [`FsRoot`],
 //! differencing two snapshots, and the noise score. Must not: select or print.
 //!
-//! The parsers ([`parse_interrupts`], [`parse_softirqs`], [`parse_stat`]) are pure functions of
-//! the file text. [`Snapshot::read`] reads the three files at one instant (a missing or
-//! unparsable file is recorded in [`Snapshot::errors`], never fatal), [`delta`] differences two
-//! snapshots per CPU, and [`sample`] does snapshot, sleep, snapshot. The housekeeper reuses
-//! [`Snapshot`] and [`delta`] (or [`delta_for`], restricted to the task CPUs) for its telemetry.
+//! The parsers ([`parse_interrupts`], [`parse_softirqs`], [`parse_proc_stat`]) are pure
+//! functions of the file text. [`Snapshot::read`] reads the three files at one instant (a
+//! missing or unparsable file is recorded in [`Snapshot::errors`], never fatal), [`delta`]
+//! differences two snapshots per CPU, and [`sample`] does snapshot, sleep, snapshot. The
+//! housekeeper reuses [`Snapshot`] and [`delta`] (or [`delta_for`], restricted to the task CPUs)
+//! for its telemetry.
 //!
 //! All counters are cumulative since boot; a counter that decreases between two snapshots (a
 //! 32-bit interrupt counter that wrapped, an IRQ freed and reallocated, `/proc/stat` idle time
@@ -35,7 +36,7 @@ pub use interrupts::{
 };
 pub use per_cpu::{delta, delta_for, CpuNoise, LOAD_WEIGHT};
 pub use snapshot::Snapshot;
-pub use stat::{parse_stat, CpuTimes, Stat};
+pub use stat::{parse_proc_stat, CpuTimes, ProcStat};
 
 use crate::fsroot::{FsRoot, ReadError};
 use serde::Serialize;
@@ -146,7 +147,7 @@ mod tests {
             );
             assert_eq!(n.errors[0].to_string(), "/proc/interrupts: missing");
             // CPUs from /proc/stat; the dump is static, so all noise is zero.
-            let stat = parse_stat(&root.read(STAT).unwrap()).unwrap();
+            let stat = parse_proc_stat(&root.read(STAT).unwrap()).unwrap();
             assert_eq!(n.cpus.len(), stat.cpus.len());
             assert!(n.cpus.len() >= 12);
             assert!(n.cpus.values().all(|c| c.score(false, n.window_ms) == 0.0));
@@ -172,7 +173,7 @@ mod tests {
         let s = parse_softirqs(&root.read(SOFTIRQS).unwrap()).unwrap();
         assert_eq!(s.cpus, i.cpus);
         assert!(s.rows.iter().any(|r| r.name == "TIMER"));
-        let st = parse_stat(&root.read(STAT).unwrap()).unwrap();
+        let st = parse_proc_stat(&root.read(STAT).unwrap()).unwrap();
         assert_eq!(st.cpus.keys().copied().collect::<Vec<_>>(), i.cpus);
         assert!(st.all.is_some());
         assert!(st.cpus.values().all(|t| t.fields >= 8 && t.total() > 0));
@@ -184,7 +185,7 @@ mod tests {
         assert!(n.errors.is_empty(), "{:?}", n.errors);
         assert!(n.window_ms >= 100, "{}", n.window_ms);
         // Every online CPU (the rows of /proc/stat) has an entry; on this machine, 0 and 1.
-        let online = parse_stat(&FsRoot::default().read(STAT).unwrap())
+        let online = parse_proc_stat(&FsRoot::default().read(STAT).unwrap())
             .unwrap()
             .cpus;
         assert_eq!(
@@ -215,7 +216,7 @@ mod tests {
 
     #[test]
     fn busy_loop_makes_its_cpu_noisy() {
-        let online = parse_stat(&FsRoot::default().read(STAT).unwrap())
+        let online = parse_proc_stat(&FsRoot::default().read(STAT).unwrap())
             .unwrap()
             .cpus;
         if !(online.contains_key(&0) && online.contains_key(&1)) {

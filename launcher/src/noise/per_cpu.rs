@@ -4,7 +4,7 @@
 //! [`delta`] / [`delta_for`]. Must not: read files, sleep or parse (`snapshot.rs`, `sample`).
 
 use super::table::row_deltas;
-use super::{IrqKind, Snapshot, Stat, USER_HZ};
+use super::{IrqKind, ProcStat, Snapshot, USER_HZ};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -132,8 +132,8 @@ fn delta_inner(
 
 /// The time shares of each CPU in both `/proc/stat` readings that `wanted` keeps.
 fn stat_deltas(
-    before: &Stat,
-    after: &Stat,
+    before: &ProcStat,
+    after: &ProcStat,
     wanted: impl Fn(usize) -> bool,
     out: &mut BTreeMap<usize, CpuNoise>,
 ) {

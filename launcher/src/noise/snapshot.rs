@@ -6,8 +6,8 @@
 //! (`sample` in `mod.rs`).
 
 use super::{
-    parse_interrupts, parse_softirqs, parse_stat, Interrupts, Softirqs, Stat, INTERRUPTS, SOFTIRQS,
-    STAT,
+    parse_interrupts, parse_proc_stat, parse_softirqs, Interrupts, ProcStat, Softirqs, INTERRUPTS,
+    SOFTIRQS, STAT,
 };
 use crate::fsroot::{FsRoot, ReadError};
 use std::collections::BTreeSet;
@@ -23,7 +23,7 @@ pub struct Snapshot {
     /// `/proc/softirqs`; `None` when it could not be read or parsed.
     pub softirqs: Option<Softirqs>,
     /// `/proc/stat`; `None` when it could not be read or parsed.
-    pub stat: Option<Stat>,
+    pub stat: Option<ProcStat>,
     /// Files that could not be read or parsed, once each.
     pub errors: Vec<ReadError>,
 }
@@ -52,7 +52,7 @@ impl Snapshot {
         let mut errors = Vec::new();
         let interrupts = parsed(INTERRUPTS, interrupts, parse_interrupts, &mut errors);
         let softirqs = parsed(SOFTIRQS, softirqs, parse_softirqs, &mut errors);
-        let stat = parsed(STAT, stat, parse_stat, &mut errors);
+        let stat = parsed(STAT, stat, parse_proc_stat, &mut errors);
         Snapshot {
             taken,
             interrupts,

@@ -1,7 +1,7 @@
 //! `/proc/stat`: the per-CPU time accounting.
 //!
 //! Owns: [`CpuTimes`] (one `cpu` line, in [`USER_HZ`](super::USER_HZ) ticks, and its
-//! arithmetic) and [`parse_stat`], a pure function of the file text. Must not: read files or
+//! arithmetic) and [`parse_proc_stat`], a pure function of the file text. Must not: read files or
 //! turn times into noise (`per_cpu.rs` does).
 
 use serde::Serialize;
@@ -84,7 +84,7 @@ impl CpuTimes {
 
 /// The `cpu` lines of `/proc/stat`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Stat {
+pub struct ProcStat {
     /// The aggregate `cpu ` line.
     pub all: Option<CpuTimes>,
     /// `cpuN` lines: online CPUs only.
@@ -93,8 +93,8 @@ pub struct Stat {
 
 /// Parses the `cpu` and `cpuN` lines of `/proc/stat` (other lines are ignored). Fails when
 /// there is no `cpu` line with at least the four original fields.
-pub fn parse_stat(text: &str) -> Result<Stat, String> {
-    let mut stat = Stat::default();
+pub fn parse_proc_stat(text: &str) -> Result<ProcStat, String> {
+    let mut stat = ProcStat::default();
     for line in text.lines() {
         let mut words = line.split_whitespace();
         let Some(id) = words.next().and_then(|w| w.strip_prefix("cpu")) else {
@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn parses_captured_x86_kvm_stat() {
-        let st = parse_stat(X86_KVM_STAT).unwrap();
+        let st = parse_proc_stat(X86_KVM_STAT).unwrap();
         assert_eq!(st.cpus.len(), 2);
         let c1 = st.cpus[&1];
         assert_eq!(
@@ -149,13 +149,13 @@ mod tests {
 
     #[test]
     fn rejects_text_without_cpu_lines() {
-        assert!(parse_stat("intr 1 2 3\nctxt 5\n").is_err());
+        assert!(parse_proc_stat("intr 1 2 3\nctxt 5\n").is_err());
     }
 
     #[test]
     fn parses_old_stat_formats() {
         // 2.4 (4 fields), 2.6.0 (7), 2.6.11 (8, steal), 2.6.24 (9, guest).
-        let st = parse_stat(
+        let st = parse_proc_stat(
             "cpu  10 0 5 100\ncpu0 1 2 3 4\ncpu1 1 2 3 4 5 6 7\ncpu2 1 2 3 4 5 6 7 8\n\
              cpu3 1 2 3 4 5 6 7 8 9\ncpu4 1 2\n",
         )

@@ -11,7 +11,7 @@ use crate::fsroot::FsRoot;
 
 /// What `/proc/<pid>/task/<tid>/stat` says (field numbers as in proc(5)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stat {
+pub struct PidStat {
     /// Field 2, without the parentheses.
     pub comm: String,
     /// Field 3: `R`, `S`, `D`, `Z`, ...
@@ -28,7 +28,7 @@ pub struct Stat {
 
 /// Parses a `stat` line. The name may hold spaces and parentheses, so the fields are counted
 /// from the last `)`.
-pub fn parse_stat(text: &str) -> Option<Stat> {
+pub fn parse_pid_stat(text: &str) -> Option<PidStat> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let comm = text.get(open + 1..close)?.to_string();
@@ -36,7 +36,7 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     // rest[0] is field 3.
     let field = |n: usize| rest.get(n - 3).copied();
     let num = |n: usize| field(n).and_then(|v| v.parse::<u64>().ok());
-    Some(Stat {
+    Some(PidStat {
         comm,
         state: field(3)?.chars().next()?,
         ppid: field(4)?.parse().ok()?,
@@ -70,8 +70,8 @@ pub fn parse_num_threads(text: &str) -> Option<usize> {
 }
 
 /// The `stat` of process `pid` under `root`, if it is alive and the line parses.
-pub fn read(root: &FsRoot, pid: u32) -> Option<Stat> {
-    parse_stat(&root.read(&format!("/proc/{pid}/stat")).ok()?)
+pub fn read(root: &FsRoot, pid: u32) -> Option<PidStat> {
+    parse_pid_stat(&root.read(&format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// The start time of process `pid` under `root`, if it is alive.
@@ -131,14 +131,14 @@ mod tests {
 
     #[test]
     fn parses_stat_with_a_hostile_name() {
-        let s = parse_stat(STAT).unwrap();
+        let s = parse_pid_stat(STAT).unwrap();
         assert_eq!(s.comm, "we ird) (x)");
         assert_eq!((s.state, s.ppid), ('R', 4200));
         assert_eq!(
             (s.cpu_ticks, s.start_ticks, s.processor),
             (267, 101234, Some(1))
         );
-        assert!(parse_stat("12 (x) R").is_none());
+        assert!(parse_pid_stat("12 (x) R").is_none());
     }
 
     #[test]

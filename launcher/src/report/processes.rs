@@ -108,7 +108,7 @@ pub fn render(processes: &[ProcessReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::ThreadPlacement;
+    use crate::placement_log::ThreadPlacement;
 
     fn thread(pid: i32, tid: i32, cpu: Option<usize>, seen: &[usize]) -> ThreadReport {
         let mut t = ThreadReport::unmeasured(ThreadPlacement {

@@ -40,7 +40,7 @@
 //! - `parse.rs`: the pure parsers;
 //! - `sysfs.rs`: the file reader and the sysfs steps (possible, per-CPU ids, online, nodes);
 //! - `group.rs`: packages and cores, from what `sysfs.rs` read;
-//! - `allowed.rs`: the allowed CPUs; `isolation.rs`: the isolation settings;
+//! - `allowed.rs`: the allowed CPUs; `kernel_isolation.rs`: the kernel's isolation settings;
 //! - `expr.rs`: CPU lists and likwid-pin expressions (`S0:0-3`, `E:N:4:1:2`), resolved on a
 //!   topology already read;
 //! - `device.rs`: `--near`'s device and its locality (NUMA node, local CPUs) in sysfs;
@@ -53,7 +53,7 @@ mod allowed;
 mod device;
 mod expr;
 mod group;
-mod isolation;
+mod kernel_isolation;
 mod parse;
 #[cfg(test)]
 pub(crate) mod synthetic;
@@ -131,7 +131,7 @@ pub struct NodeInfo {
 /// The kernel's isolation settings: the raw command-line parameters, the sysfs lists, and the
 /// effective CPU lists the per-CPU flags come from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Isolation {
+pub struct KernelIsolation {
     /// `isolcpus=` as written (flags included); `None` when absent.
     pub isolcpus: Option<String>,
     /// `nohz_full=` as written.
@@ -165,7 +165,7 @@ pub struct Topology {
     /// `/proc/cmdline`, trimmed.
     pub cmdline: Option<String>,
     /// Isolation parameters.
-    pub isolation: Isolation,
+    pub isolation: KernelIsolation,
     /// Files that were missing or odd; none of them stopped the read.
     pub errors: Vec<ReadError>,
 }

@@ -3,7 +3,7 @@
 //!
 //! Owns: turning one file's (or one parameter's) text into values; each parser is unit-tested on
 //! captured text. Must not: read files, note errors or decide fallbacks (`sysfs.rs`,
-//! `allowed.rs`, `isolation.rs` do).
+//! `allowed.rs`, `kernel_isolation.rs` do).
 
 use goset_plan::cpulist;
 use std::collections::BTreeSet;

@@ -4,7 +4,7 @@
 //! instead of failing, and the sysfs steps of [`Topology::read`](super::Topology::read):
 //! possible and present CPUs, each CPU's topology ids and masks, online CPUs, NUMA nodes.
 //! Must not: group CPUs into cores or packages (`group.rs`), look at the process (`allowed.rs`)
-//! or the command line (`isolation.rs`), or build the per-CPU result (`mod.rs`).
+//! or the command line (`kernel_isolation.rs`), or build the per-CPU result (`mod.rs`).
 
 use super::parse::{parse_cpulist, parse_id, parse_mask};
 use super::NodeInfo;

@@ -7,7 +7,7 @@
 //! not: read `/proc`, or decide anything itself: the decisions are the pure functions
 //! [`decide`] and [`leave_alone`].
 
-use crate::placement::Record;
+use crate::placement_log::Record;
 use goset_plan::log::{Event, PlacedBy, Role};
 use goset_plan::slots::{self, Claim};
 use goset_plan::{CpuSet, SlotTable};

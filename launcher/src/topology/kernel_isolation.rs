@@ -6,7 +6,7 @@
 
 use super::parse::{cmdline_param, parse_nohz_full, parse_param_cpulist, split_isolcpus};
 use super::sysfs::{Reader, CPU_DIR};
-use super::Isolation;
+use super::KernelIsolation;
 
 impl Reader<'_> {
     /// `/proc/cmdline`, trimmed; noted when it cannot be read.
@@ -16,16 +16,20 @@ impl Reader<'_> {
     }
 
     /// The isolation settings, given the command line and the possible CPUs (what `all` means).
-    pub(super) fn isolation(&mut self, cmdline: Option<&str>, possible: &[usize]) -> Isolation {
+    pub(super) fn isolation(
+        &mut self,
+        cmdline: Option<&str>,
+        possible: &[usize],
+    ) -> KernelIsolation {
         let param = |name: &str| cmdline.and_then(|c| cmdline_param(c, name));
-        let mut iso = Isolation {
+        let mut iso = KernelIsolation {
             isolcpus: param("isolcpus"),
             nohz_full_param: param("nohz_full"),
             rcu_nocbs_param: param("rcu_nocbs"),
             irqaffinity_param: param("irqaffinity"),
             sysfs_isolated: self.list_file(&format!("{CPU_DIR}/isolated")),
             sysfs_nohz_full: self.sysfs_nohz_full(),
-            ..Isolation::default()
+            ..KernelIsolation::default()
         };
         iso.isolated = match (&iso.sysfs_isolated, &iso.isolcpus) {
             (Some(v), _) => v.clone(),

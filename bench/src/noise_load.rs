@@ -4,7 +4,7 @@
 //! mid-run).
 //!
 //! Owns: the load threads (one per CPU, pinned, busy `DUTY` of each 10 ms period, asleep the
-//! rest) and their end. Must not: outlive the experiment ([`Noise`] stops them when dropped).
+//! rest) and their end. Must not: outlive the experiment ([`NoiseLoad`] stops them when dropped).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -54,17 +54,17 @@ pub fn parse(text: &str) -> Result<NoiseSpec, String> {
 }
 
 /// The running load; stopped and joined when dropped.
-pub struct Noise {
+pub struct NoiseLoad {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-impl Noise {
+impl NoiseLoad {
     /// Starts one load thread per CPU of `spec`, each busy from `after` on. Fails (nothing
     /// left running) when a CPU cannot be pinned to (offline, outside the allowed mask).
-    pub fn start(spec: &NoiseSpec, after: Duration) -> Result<Noise, String> {
+    pub fn start(spec: &NoiseSpec, after: Duration) -> Result<NoiseLoad, String> {
         let stop = Arc::new(AtomicBool::new(false));
-        let mut noise = Noise {
+        let mut noise = NoiseLoad {
             stop: stop.clone(),
             threads: Vec::new(),
         };
@@ -117,7 +117,7 @@ fn load(stop: &AtomicBool, duty: f64) {
     }
 }
 
-impl Drop for Noise {
+impl Drop for NoiseLoad {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
@@ -155,15 +155,15 @@ mod tests {
             cpus: vec![cpu],
             duty: 1.0,
         };
-        let noise = Noise::start(&spec, Duration::ZERO).unwrap();
+        let noise = NoiseLoad::start(&spec, Duration::ZERO).unwrap();
         assert_eq!(noise.threads.len(), 1);
         drop(noise);
         // One that would start in a lifetime still stops at once (the join would hang).
-        drop(Noise::start(&spec, Duration::MAX).unwrap());
+        drop(NoiseLoad::start(&spec, Duration::MAX).unwrap());
         let nowhere = NoiseSpec {
             cpus: vec![100_000],
             duty: 0.5,
         };
-        assert!(Noise::start(&nowhere, Duration::ZERO).is_err());
+        assert!(NoiseLoad::start(&nowhere, Duration::ZERO).is_err());
     }
 }
