@@ -3,8 +3,8 @@
 //! The orchestration only, in the one order a run takes: each step is a call into the module
 //! that owns it. Here, `cpus` selects and books, `prepare` writes the plan and the run
 //! directory, `isolating` says what the cgroup and IRQ steering apply to, `execute` starts the
-//! task and keeps house, and `stderr` and `json` are the report; this file is the one place
-//! that writes the report to stderr and the JSON file.
+//! task and keeps house, `stderr` renders the report and `json` writes its JSON. This file
+//! decides when the report is printed and written, and grows no step of its own.
 
 mod cpus;
 mod execute;
