@@ -1,345 +1,24 @@
-//! Command-line parsing: clap's view of the flags, the Go goset's spellings, and the typed,
-//! validated options the rest of the launcher works with. Nothing here touches the machine.
+//! The typed, validated options of a pinned run ([`RunOptions`]): every value of
+//! [`RunArgs`] checked, alone and against the others, with one clear usage error.
+//!
+//! It owns the limits on values and the rules that join flags. It reads nothing of the
+//! machine beyond whether `--fsroot` is a directory: CPU expressions are parsed here but
+//! resolved on the topology by the launch, and `--near`'s device is looked up there too.
 
+use super::args::{Placement, RunArgs, SmtArg};
 use crate::error::{Error, Result};
 use crate::instances::MAX_INSTANCES;
 use crate::select::{NumaChoice, Options as SelectOptions, SmtPolicy};
 use crate::topology::CpuExpr;
-use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Options with a value that the Go goset spelled with one dash (`-include 1,2`); the flags in
-/// [`BOOLEAN`] are accepted with one dash too.
-const SINGLE_DASH_VALUED: &[&str] = &[
-    "include", "exclude", "numa", "interval", "sample", "smt", "json", "log", "skip", "fsroot",
-    "wait",
-];
 
 /// Longest `--wait`: a typo must not block a job slot forever.
 pub const MAX_WAIT_S: u64 = 86_400;
 
 /// Longest noise sampling window: a typo such as `--sample 99999999` must not sleep for a day.
 pub const MAX_SAMPLE_MS: u64 = 60_000;
-
-/// Flags without a value, which the Go goset also wrote `-flag=true` / `-flag=false`.
-const BOOLEAN: &[&str] = &[
-    "dry-run",
-    "quiet",
-    "main-on-housekeeper",
-    "die-with-launcher",
-    "help",
-    "version",
-    "cgroup",
-    "steer",
-    "fence",
-    "keep-root",
-    "share",
-    "no-adapt",
-    "adapt",
-];
-
-/// Flags of a pinned run, shared by `goset-run` and `goset ... -- CMD`.
-#[derive(Args, Debug, Clone)]
-pub struct RunArgs {
-    /// Number of task CPUs (one per thread the task runs).
-    #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 1)]
-    pub count: usize,
-    /// Noise sampling window in milliseconds before selection (at most 60000); 0 ranks by
-    /// topology alone.
-    #[arg(long, value_name = "MS", default_value_t = 250)]
-    pub sample: u64,
-    /// SMT policy: spread = one thread per physical core first; pack = fill a core's siblings first.
-    #[arg(long, value_enum, default_value_t = SmtArg::Spread)]
-    pub smt: SmtArg,
-    /// CPUs to take first, in order: a cpulist (1,3-5 or 0-10:2) or likwid-pin expressions
-    /// (S0:0-3, M1:0-1, C0:0-3, N:0-3, E:S0:4:1:2, joined with @).
-    #[arg(long, value_name = "LIST")]
-    pub include: Option<String>,
-    /// CPUs never to use, for the task or the housekeeper (cpulist or likwid-pin expressions).
-    #[arg(long, value_name = "LIST")]
-    pub exclude: Option<String>,
-    /// Keep task CPUs and memory on one NUMA node: a node number, auto (the node with the most
-    /// candidates; with --near, the device's node) or off; the Go goset's -1 (auto) and -2
-    /// (off) are accepted. Default: off; with --near, the device's node (off if it has none).
-    #[arg(long, value_name = "N|auto|off", allow_hyphen_values = true)]
-    pub numa: Option<String>,
-    /// Keep the task CPUs near a device: a network interface (eth0), a block device
-    /// (nvme0n1), a PCI address (0000:3b:00.0 or 3b:00.0) or gpuN (the N-th GPU in PCI bus
-    /// order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them); its local CPUs and, by default,
-    /// its NUMA node for memory.
-    #[arg(long, value_name = "DEVICE")]
-    pub near: Option<String>,
-    /// Housekeeper poll interval in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
-    pub interval: u64,
-    /// Skip mask (hex, as likwid-pin's -s): bit i set means the i-th thread created after the
-    /// main thread takes no slot and runs on the housekeeper CPU.
-    #[arg(long, value_name = "MASK")]
-    pub skip: Option<String>,
-    /// Run the first process's main thread on the housekeeper CPU, outside the slots (for
-    /// programs whose main thread only coordinates).
-    #[arg(long)]
-    pub main_on_housekeeper: bool,
-    /// Never move a thread after its placement: busy threads doubled up on one CPU stay there,
-    /// and a CPU that turns noisy keeps its threads.
-    #[arg(long)]
-    pub no_adapt: bool,
-    /// Book K more quiet CPUs idle: when a task CPU turns noisy mid-run, its threads move to
-    /// the quietest spare (shown as + in sel).
-    #[arg(long, value_name = "K", default_value_t = 0)]
-    pub spare: usize,
-    /// Without --spare: move the threads of a task CPU that turns noisy to the quietest
-    /// candidate CPU the run does not use.
-    #[arg(long)]
-    pub adapt: bool,
-    /// End the task (SIGKILL) when goset-run dies first: killed with SIGKILL or crashed
-    /// (otherwise the task goes on alone).
-    #[arg(long)]
-    pub die_with_launcher: bool,
-    /// Threads per process, for a task of several processes (MPI ranks, a script's jobs):
-    /// sets OMP_NUM_THREADS and GOMAXPROCS to T for every process, and gives each process a
-    /// block of T slots on one node (where T fits), its threads kept together on it.
-    #[arg(long, value_name = "T")]
-    pub per_process: Option<usize>,
-    /// Start K copies of the command, each with a block of N/K slots (or --per-process T),
-    /// its own OMP_NUM_THREADS and GOSET_INSTANCE=0..K-1; output lines are prefixed [i].
-    #[arg(long, value_name = "K")]
-    pub instances: Option<usize>,
-    /// Print the selection and exit without running anything.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Write the report as JSON to FILE (`-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Keep the placement log (one JSON line per placement decision) in FILE; an existing
-    /// FILE is truncated, so the report reads this run's records only.
-    #[arg(long, value_name = "FILE")]
-    pub log: Option<PathBuf>,
-    /// Print nothing but errors.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Read /proc and /sys under DIR instead of / (for --dry-run on a sysfs dump).
-    #[arg(long, value_name = "DIR", env = "GOSET_FSROOT")]
-    pub fsroot: Option<PathBuf>,
-    /// Run the task in a cpuset cgroup of the task CPUs (and fenced siblings), which holds a
-    /// thread that resets its own affinity; removed at the end (needs root).
-    #[arg(long)]
-    pub cgroup: bool,
-    /// Move every steerable IRQ off the task (and fenced) CPUs for the run, holding
-    /// irqbalance; restored at the end (needs root).
-    #[arg(long)]
-    pub steer: bool,
-    /// Book the SMT siblings of the task CPUs idle inside the cgroup (needs --cgroup).
-    #[arg(long)]
-    pub fence: bool,
-    /// Under sudo, run the task as root instead of the invoking user (SUDO_UID/SUDO_GID).
-    #[arg(long)]
-    pub keep_root: bool,
-    /// When other runs hold the CPUs needed, wait up to SECS seconds for them to free up
-    /// (otherwise: exit 1 naming those runs).
-    #[arg(long, value_name = "SECS")]
-    pub wait: Option<u64>,
-    /// Take CPUs other runs booked when needed (the report names them).
-    #[arg(long)]
-    pub share: bool,
-    /// How the task's threads are placed: thread = each thread on its own planned CPU
-    /// (libgoset.so and the housekeeper); mask = one shared mask of the selected CPUs for
-    /// every thread, as `taskset -c` would (no libgoset.so, no thread placed or moved).
-    #[arg(long, value_enum, value_name = "thread|mask", default_value_t = Placement::Thread)]
-    pub placement: Placement,
-    /// The command to run, after `--`.
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
-}
-
-/// SMT policy as spelled on the command line.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SmtArg {
-    /// One task thread per physical core before any sibling is used.
-    Spread,
-    /// Fill every sibling of the best core first.
-    Pack,
-}
-
-/// How the task's threads are placed (`--placement`).
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Placement {
-    /// Each thread on its own planned CPU: libgoset.so in the task, the housekeeper placing
-    /// what the shim cannot reach and moving threads by demand and noise.
-    #[default]
-    Thread,
-    /// One shared mask of the selected CPUs for the whole task (the Go goset's model): no
-    /// libgoset.so, and the housekeeper only watches.
-    Mask,
-}
-
-impl Placement {
-    /// Its name on the command line and in the report.
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::Thread => "thread",
-            Placement::Mask => "mask",
-        }
-    }
-}
-
-/// A shell goset writes completions for (`goset completions SHELL`).
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shell {
-    /// GNU bash, with or without the bash-completion package.
-    Bash,
-    /// zsh's completion system (compinit).
-    Zsh,
-    /// fish (3.0 or later).
-    Fish,
-}
-
-/// `goset-run`: pin a task to the quietest CPUs.
-#[derive(Parser, Debug)]
-#[command(
-    name = "goset-run",
-    version,
-    about = "Run a task with every thread on its own quiet CPU"
-)]
-pub struct RunCli {
-    #[command(flatten)]
-    pub run: RunArgs,
-}
-
-/// `goset`: report the machine, or run a task like goset-run.
-#[derive(Parser, Debug)]
-#[command(
-    name = "goset",
-    version,
-    about = "Noise-aware CPU pinning: report the machine, or run a task (goset [OPTIONS] -- CMD)",
-    args_conflicts_with_subcommands = true
-)]
-pub struct GosetCli {
-    #[command(subcommand)]
-    pub command: Option<GosetCommand>,
-    #[command(flatten)]
-    pub run: RunArgs,
-}
-
-/// Subcommands of `goset`.
-#[derive(Subcommand, Debug)]
-pub enum GosetCommand {
-    /// Print the topology (CPUs, cores, packages, NUMA nodes, isolation).
-    Topology {
-        /// Print JSON on stdout.
-        #[arg(long)]
-        json: bool,
-        /// Read /proc and /sys under DIR instead of /.
-        #[arg(long, value_name = "DIR", env = "GOSET_FSROOT")]
-        fsroot: Option<PathBuf>,
-    },
-    /// Undo what runs whose launcher died (kill -9, OOM) left changed: cgroups, IRQ affinity,
-    /// irqbalance. Idempotent.
-    Restore,
-    /// Remove a goset cgroup left behind, moving its processes to the parent group first (the
-    /// Go goset's -rm-cgroup).
-    RmCgroup {
-        /// The group's name, as bare goset lists it (goset-<task>).
-        name: String,
-    },
-    /// Print the shell completions of goset and goset-run, for `source <(goset completions
-    /// bash)` (make install installs them, goset-bench's too).
-    Completions {
-        /// The shell.
-        #[arg(value_enum)]
-        shell: Shell,
-    },
-}
-
-/// Rewrites the Go goset's spellings into clap's: `-include X` → `--include X`, and for flags
-/// without a value `-quiet=true` → `--quiet`, `-quiet=false` → dropped. Arguments after `--`
-/// are untouched; a value option keeps its value as written (`--json=false` names a file).
-pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
-    let mut args: Vec<OsString> = args.into_iter().collect();
-    for arg in args.iter_mut().take_while(|a| *a != "--") {
-        if arg == "-rm-cgroup" || arg == "--rm-cgroup" {
-            *arg = "rm-cgroup".into();
-        }
-    }
-    normalize_go_spellings(args, SINGLE_DASH_VALUED, BOOLEAN)
-}
-
-/// The rewriting of [`normalize_args`] for any program: options named in `valued` (they take a
-/// value) or `boolean` (flags) are accepted with one dash too, and a flag as `-name=true` or
-/// `-name=false`. The first argument (the program) and everything after `--` are untouched.
-pub fn normalize_go_spellings(
-    args: impl IntoIterator<Item = OsString>,
-    valued: &[&str],
-    boolean: &[&str],
-) -> Vec<OsString> {
-    let mut out = Vec::new();
-    let mut passthrough = false;
-    for (i, arg) in args.into_iter().enumerate() {
-        if i == 0 || passthrough {
-            out.push(arg);
-            continue;
-        }
-        let Some(text) = arg.to_str() else {
-            out.push(arg);
-            continue;
-        };
-        if text == "--" {
-            passthrough = true;
-            out.push(arg);
-            continue;
-        }
-        let long = text.strip_prefix("--").or_else(|| {
-            let rest = text.strip_prefix('-')?;
-            let name = rest.split('=').next()?;
-            (valued.contains(&name) || boolean.contains(&name)).then_some(rest)
-        });
-        let Some(long) = long else {
-            out.push(arg);
-            continue;
-        };
-        match long.split_once('=') {
-            Some((name, "true")) if boolean.contains(&name) => out.push(format!("--{name}").into()),
-            Some((name, "false")) if boolean.contains(&name) => {}
-            Some((name, value)) => out.push(format!("--{name}={value}").into()),
-            None => out.push(format!("--{long}").into()),
-        }
-    }
-    out
-}
-
-/// Treats an empty `GOSET_FSROOT` as unset (clap would take it for a missing value). Called
-/// first thing, while the launcher has one thread.
-pub fn ignore_empty_env() {
-    if std::env::var_os("GOSET_FSROOT").is_some_and(|v| v.is_empty()) {
-        std::env::remove_var("GOSET_FSROOT");
-    }
-}
-
-/// Prints clap's outcome: help and version on stdout (exit 0); errors as one line on stderr
-/// (exit 2).
-pub fn exit_on_clap_error(err: clap::Error, program: &str) -> ! {
-    use clap::error::ErrorKind;
-    match err.kind() {
-        ErrorKind::DisplayHelp
-        | ErrorKind::DisplayVersion
-        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
-        _ => {
-            // clap's first paragraph as one line: a missing argument's name, or the values an
-            // option accepts, come on its second line.
-            let rendered = err.render().to_string();
-            let first: Vec<&str> = (rendered.lines().map(str::trim))
-                .take_while(|l| !l.is_empty())
-                .collect();
-            let first = first.join(" ");
-            let first = first.strip_prefix("error: ").unwrap_or(&first);
-            crate::output::to_stderr(&format!("{program}: {first} (see --help)\n"));
-            std::process::exit(2)
-        }
-    }
-}
 
 /// The root of `/proc` and `/sys`: `/` unless `--fsroot` (or `GOSET_FSROOT`) names a directory.
 pub fn fsroot(dir: Option<&std::path::Path>) -> Result<crate::fsroot::FsRoot> {
@@ -500,8 +179,8 @@ impl RunArgs {
         .find_map(|(given, flag)| given.then_some(flag))
     }
 
-    /// Checks every value and builds the typed options.
-    pub fn validate(&self) -> Result<RunOptions> {
+    /// The flags that cannot go together, and the counts that must not be zero or too long.
+    fn check_combinations(&self) -> Result<()> {
         if let (Placement::Mask, Some(flag)) = (self.placement, self.placing_flag()) {
             return Err(Error::Usage(format!(
                 "{flag} with --placement mask: one shared mask places and moves no thread (and \
@@ -529,7 +208,11 @@ impl RunArgs {
         if self.count == 0 {
             return Err(Error::Usage("-n 0: must be at least 1".into()));
         }
-        let per_process = self.per_process_arg()?;
+        Ok(())
+    }
+
+    /// The poll interval, the sampling window and the command, checked after `-n`'s blocks.
+    fn check_timing_and_command(&self) -> Result<()> {
         if self.interval == 0 {
             return Err(Error::Usage("--interval 0: must be at least 1 ms".into()));
         }
@@ -544,6 +227,11 @@ impl RunArgs {
                 "no command given: put it after -- (or use --dry-run)".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// The root of /proc and /sys, which must be the live machine's unless `--dry-run`.
+    fn checked_fsroot(&self) -> Result<crate::fsroot::FsRoot> {
         let root = fsroot(self.fsroot.as_deref())?;
         if !root.is_live() && !self.dry_run {
             return Err(Error::Usage(format!(
@@ -551,22 +239,37 @@ impl RunArgs {
                 root.dir().display()
             )));
         }
-        Ok(RunOptions {
-            select: SelectOptions {
-                count: self.count,
-                smt: match self.smt {
-                    SmtArg::Spread => SmtPolicy::Spread,
-                    SmtArg::Pack => SmtPolicy::Pack,
-                },
-                numa: match (&self.numa, &self.near) {
-                    (Some(numa), _) => numa_arg(numa)?,
-                    (None, Some(_)) => NumaChoice::Near,
-                    (None, None) => NumaChoice::Off,
-                },
-                fence: self.fence,
-                spare: self.spare,
-                ..SelectOptions::default()
+        Ok(root)
+    }
+
+    /// The selection policy of `-n`, `--smt`, `--numa` (by default from `--near`), `--fence`
+    /// and `--spare`.
+    fn select_options(&self) -> Result<SelectOptions> {
+        Ok(SelectOptions {
+            count: self.count,
+            smt: match self.smt {
+                SmtArg::Spread => SmtPolicy::Spread,
+                SmtArg::Pack => SmtPolicy::Pack,
             },
+            numa: match (&self.numa, &self.near) {
+                (Some(numa), _) => numa_arg(numa)?,
+                (None, Some(_)) => NumaChoice::Near,
+                (None, None) => NumaChoice::Off,
+            },
+            fence: self.fence,
+            spare: self.spare,
+            ..SelectOptions::default()
+        })
+    }
+
+    /// Checks every value and builds the typed options.
+    pub fn validate(&self) -> Result<RunOptions> {
+        self.check_combinations()?;
+        let per_process = self.per_process_arg()?;
+        self.check_timing_and_command()?;
+        let root = self.checked_fsroot()?;
+        Ok(RunOptions {
+            select: self.select_options()?,
             include: cpulist_arg("include", &self.include)?,
             exclude: cpulist_arg("exclude", &self.exclude)?,
             near: self.near.clone(),
@@ -605,52 +308,8 @@ impl RunArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn norm(args: &[&str]) -> Vec<String> {
-        normalize_args(args.iter().map(OsString::from))
-            .into_iter()
-            .map(|a| a.into_string().unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn accepts_go_spellings() {
-        assert_eq!(
-            norm(&[
-                "goset",
-                "-n",
-                "2",
-                "-include",
-                "1,3",
-                "-numa=-1",
-                "-dry-run=true",
-                "-die-with-launcher",
-                "--",
-                "-include"
-            ]),
-            [
-                "goset",
-                "-n",
-                "2",
-                "--include",
-                "1,3",
-                "--numa=-1",
-                "--dry-run",
-                "--die-with-launcher",
-                "--",
-                "-include"
-            ]
-        );
-        assert_eq!(norm(&["goset", "-quiet=false", "-x"]), ["goset", "-x"]);
-        assert_eq!(
-            norm(&["goset", "-rm-cgroup", "goset-a", "-cgroup=true"]),
-            ["goset", "rm-cgroup", "goset-a", "--cgroup"]
-        );
-        assert_eq!(
-            norm(&["goset", "--json=false", "-json="]),
-            ["goset", "--json=false", "--json="]
-        );
-    }
+    use crate::cli::{normalize_args, RunCli};
+    use clap::Parser;
 
     fn parse(args: &[&str]) -> std::result::Result<RunOptions, String> {
         let cli = RunCli::try_parse_from(normalize_args(args.iter().map(OsString::from)))

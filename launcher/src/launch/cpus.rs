@@ -1,0 +1,204 @@
+//! This run's CPUs: the machine read, the noise sampled, the selection made and booked under
+//! the booking registry's lock ([`crate::booking`]), with `--wait` waiting for other runs'
+//! CPUs to free up.
+//!
+//! A dry run comes through here too, and books nothing. It starts and places nothing: what is
+//! done with the CPUs is the rest of the launch's.
+
+use crate::booking::{self, Booking};
+use crate::cli::RunOptions;
+use crate::error::{Error, Result};
+use crate::fsroot::FsRoot;
+use crate::noise::{self, Noise};
+use crate::output;
+use crate::select;
+use crate::topology::Topology;
+use goset_plan::CpuSet;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// What selection decided, and the bookings it saw.
+pub(super) struct Selected {
+    pub topo: Topology,
+    pub noise: Noise,
+    pub selection: select::Selection,
+    /// Other runs' bookings when the selection was made.
+    pub bookings: Vec<Booking>,
+    /// This run's booking (none for a dry run, or without a registry), held until the run ends.
+    pub booked: Option<booking::Booked>,
+}
+
+/// Reads the machine, samples the noise, then selects and books under the registry's lock
+/// (see [`crate::booking`]): other runs' task CPUs are not candidates unless `--share`.
+/// Shared by the dry run (which books nothing) and the real one.
+pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
+    let root = &opts.fsroot;
+    let topo = Topology::read(root)
+        .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
+    let machine_select = machine_options(opts, &topo)?;
+    let noise = noise::sample(root, opts.sample);
+    let scores: BTreeMap<usize, f64> = noise
+        .cpus
+        .iter()
+        // Steerable interrupts are about to be moved away: they do not count against a CPU.
+        .map(|(&cpu, n)| (cpu, n.score(opts.isolation.steer, noise.window_ms)))
+        .collect();
+    let registry = open_registry(root);
+    let deadline = opts.wait.map(|w| Instant::now() + w);
+    loop {
+        let locked = match &registry {
+            Some(r) => Some(r.lock(deadline).map_err(|e| lock_error(r, opts, e))?),
+            None => None,
+        };
+        let bookings = registry.as_ref().map(|r| r.live(true)).unwrap_or_default();
+        let mut select_opts = machine_select.clone();
+        if !opts.share {
+            select_opts.exclude.extend(booking::booked_cpus(&bookings));
+        }
+        let conflict = match select::plan(&topo, &scores, &select_opts) {
+            Ok(selection) => {
+                let booked = match (&registry, opts.dry_run) {
+                    (Some(r), false) => Some(book(r, opts, &selection)?),
+                    _ => None,
+                };
+                drop(locked);
+                return Ok(Selected {
+                    topo,
+                    noise,
+                    selection,
+                    bookings,
+                    booked,
+                });
+            }
+            // Without the other runs' CPUs it would work: they are what is missing.
+            Err(e) if select::plan(&topo, &scores, &machine_select).is_ok() => e,
+            Err(e) => return Err(e.into()),
+        };
+        drop(locked);
+        if deadline.is_some_and(|d| Instant::now() < d) {
+            crate::signals::sleep(std::time::Duration::from_millis(200));
+            if let Some(sig) = crate::signals::pending() {
+                return Err(Error::Interrupted(sig));
+            }
+            continue;
+        }
+        return Err(held_error(opts, &bookings, conflict));
+    }
+}
+
+/// The booking registry, on the live machine only: another machine's dump has no runs of this
+/// one to avoid. Without it (a warning) runs select as if alone.
+fn open_registry(root: &FsRoot) -> Option<booking::Registry> {
+    match root.is_live().then(booking::Registry::open) {
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => {
+            output::to_stderr(&format!(
+                "goset-run: no booking registry ({e}): concurrent runs may pick the same CPUs\n"
+            ));
+            None
+        }
+        None => None,
+    }
+}
+
+/// The registry's lock not taken: a signal, a holder past the deadline (named), or I/O.
+fn lock_error(registry: &booking::Registry, opts: &RunOptions, e: booking::LockError) -> Error {
+    match e {
+        booking::LockError::Interrupted(sig) => Error::Interrupted(sig),
+        booking::LockError::Held(holder) => Error::System(format!(
+            "the booking registry's lock {}/lock is held by {holder}{}; {}",
+            registry.dir().display(),
+            match opts.wait {
+                Some(w) => format!(" for more than --wait {}", w.as_secs()),
+                None => format!(" for more than {} s", booking::LOCK_BOUND.as_secs()),
+            },
+            "a launcher holds it for milliseconds: that process is stuck, or not goset's"
+        )),
+        booking::LockError::Io(e) => {
+            Error::System(format!("cannot lock {}: {e}", registry.dir().display()))
+        }
+    }
+}
+
+/// Other runs hold the CPUs this one needs (`conflict`, why selection failed with them left
+/// out): names those runs and the ways out.
+fn held_error(opts: &RunOptions, bookings: &[Booking], conflict: select::SelectError) -> Error {
+    let held: Vec<String> = bookings
+        .iter()
+        .map(|b| {
+            let cpus: CpuSet = b.cpus.iter().copied().collect();
+            format!("cpus {cpus} by {}", b.who())
+        })
+        .collect();
+    let waited = if opts.wait.is_some() {
+        ", still after --wait"
+    } else {
+        ""
+    };
+    Error::System(format!(
+        "-n {}: other runs hold the CPUs needed{waited} ({conflict}): {}; --wait SECS waits for them, --share overlaps knowingly",
+        opts.select.count,
+        held.join(", ")
+    ))
+}
+
+/// The selection options with what needs the machine: `--include` and `--exclude` resolved
+/// on `topo` (a likwid expression names CPUs by their place in it), `--near`'s device found
+/// under the fsroot. Each failure is a usage error, before the noise is sampled; a device that
+/// is near every CPU alike is a warning (unless `--quiet`).
+pub fn machine_options(opts: &RunOptions, topo: &Topology) -> Result<select::Options> {
+    let resolve = |flag: &str, expr: &crate::topology::CpuExpr| {
+        (expr.resolve(topo)).map_err(|e| Error::Usage(format!("--{flag} '{expr}': {e}")))
+    };
+    let near = match &opts.near {
+        Some(name) => {
+            let device = crate::topology::Device::find(&opts.fsroot, name)
+                .map_err(|e| Error::Usage(format!("--near {name}: {e}")))?;
+            if !opts.quiet && !device.has_locality(&topo.online()) {
+                output::to_stderr(&format!(
+                    "goset-run: warning: --near {name}: {} has no NUMA node and every CPU is \
+                     local to it (a VM, or firmware that does not say): the CPUs are not \
+                     restricted, and memory is bound only as --numa says\n",
+                    device.bus_id
+                ));
+            }
+            Some(device)
+        }
+        None => None,
+    };
+    Ok(select::Options {
+        include: resolve("include", &opts.include)?,
+        exclude: resolve("exclude", &opts.exclude)?,
+        near,
+        ..opts.select.clone()
+    })
+}
+
+/// Books `selection` for this launcher.
+fn book(
+    registry: &booking::Registry,
+    opts: &RunOptions,
+    selection: &select::Selection,
+) -> Result<booking::Booked> {
+    let pid = std::process::id();
+    let booking = Booking {
+        pid,
+        start: crate::procfs::stat::start_ticks(&FsRoot::default(), pid)
+            .ok_or_else(|| Error::System("no start time in /proc/self/stat".into()))?,
+        // SAFETY: getuid cannot fail.
+        uid: unsafe { libc::getuid() },
+        command: (opts.command.iter())
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
+        slurm: booking::slurm_step(|k| std::env::var(k).ok()),
+        cpus: (selection.task_cpus.iter())
+            .chain(&selection.spares)
+            .copied()
+            .collect(),
+        housekeeper: selection.housekeeper,
+    };
+    registry
+        .book(&booking)
+        .map_err(|e| Error::System(format!("cannot book in {}: {e}", registry.dir().display())))
+}

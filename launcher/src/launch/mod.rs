@@ -1,0 +1,138 @@
+//! `goset-run`: topology → noise → selection → plan export → the pinned task → report.
+//!
+//! The orchestration only, in the one order a run takes: each step is a call into the module
+//! that owns it. Here, `cpus` selects and books, `prepare` writes the plan and the run
+//! directory, `isolating` says what the cgroup and IRQ steering apply to, `execute` starts the
+//! task and keeps house, `stderr` renders the report and `json` writes its JSON. This file
+//! decides when the report is printed and written, and grows no step of its own.
+
+mod cpus;
+mod execute;
+mod isolating;
+mod json;
+mod prepare;
+mod stderr;
+
+pub use cpus::machine_options;
+pub use json::{JsonReport, REPORT_SCHEMA};
+
+use crate::cli::RunOptions;
+use crate::error::{Error, Result};
+use crate::fsroot::ReadError;
+use crate::isolate::{self, Isolation};
+use crate::noise::Noise;
+use crate::output;
+use crate::report;
+use crate::topology::Topology;
+use cpus::Selected;
+use json::JsonSink;
+use std::ffi::OsString;
+
+/// The files the topology and the noise sampling could not read, once each.
+fn errors_of(topo: &Topology, noise: &Noise) -> Vec<ReadError> {
+    let mut errors = topo.errors.clone();
+    merge_errors(&mut errors, &noise.errors);
+    errors
+}
+
+/// Adds to `into` the errors of `more` it does not hold yet.
+fn merge_errors(into: &mut Vec<ReadError>, more: &[ReadError]) {
+    for e in more {
+        if !into.contains(e) {
+            into.push(e.clone());
+        }
+    }
+}
+
+/// Runs `goset-run` with validated options; returns the exit code.
+pub fn run(opts: &RunOptions) -> Result<i32> {
+    crate::signals::install();
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 && opts.fsroot.is_live() {
+        isolating::restore_dead_runs(opts.quiet, opts.isolation != Default::default());
+    }
+    let hierarchy = if opts.dry_run {
+        None
+    } else {
+        isolate::preflight(&opts.fsroot, opts.isolation)?
+    };
+    let user = crate::privilege::invoking_user(|k| std::env::var(k).ok(), opts.keep_root)?;
+    let Selected {
+        topo,
+        noise,
+        selection,
+        bookings,
+        booked: _booked,
+    } = cpus::select_cpus(opts)?;
+    if let Some(sig) = crate::signals::pending() {
+        return Err(Error::Interrupted(sig));
+    }
+    let sel_report = report::selection_report(&topo, &noise, &selection);
+    let head = stderr::Head {
+        opts,
+        sel_report: &sel_report,
+        selection: &selection,
+        bookings: &bookings,
+    };
+    let mut errors = errors_of(&topo, &noise);
+    let json = JsonSink::open(opts.json.as_deref())?;
+    if opts.dry_run {
+        output::to_stderr(&head.dry_run(&errors));
+        let report = JsonReport::dry_run(&sel_report, opts.placement, bookings, errors);
+        json.write("goset-run", &report);
+        return Ok(0);
+    }
+
+    let prepared = prepare::prepare(opts, &topo, &selection, user.as_ref())?;
+    if let Some(sig) = crate::signals::pending() {
+        return Err(Error::Interrupted(sig));
+    }
+    let mut isolation = Isolation::setup(
+        &opts.fsroot,
+        opts.isolation,
+        hierarchy.as_ref(),
+        &isolating::isolation_setup(opts, &topo, &selection)?,
+    )?;
+    let mut run = execute::execute(opts, &selection, &prepared, &mut isolation)?;
+    // Threads by process, so that a process's rows stay together.
+    run.threads.sort_by_key(|t| t.placement.pid);
+    let processes = report::processes::build(&run.threads, &run.instances, |c| {
+        topo.cpu(c).and_then(|i| i.node)
+    });
+    let iso_report = (opts.isolation != Default::default()).then(|| isolation.finish());
+    merge_errors(&mut errors, &run.errors);
+    output::to_stderr(&head.finished(&run, &processes, iso_report.as_ref(), &errors));
+    let report = JsonReport {
+        schema: REPORT_SCHEMA,
+        selection: &sel_report,
+        placement: opts.placement,
+        run: Some(run.summary),
+        threads: run.threads,
+        processes,
+        telemetry: Some(run.telemetry),
+        isolation: iso_report,
+        bookings,
+        errors,
+    };
+    json.write("goset-run", &report);
+    drop(prepared);
+    Ok(run.exit_code)
+}
+
+/// The whole of `goset-run`: parse, validate, run; returns the process exit code.
+pub fn main_with_args(program: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
+    use clap::Parser;
+    crate::cli::ignore_empty_env();
+    let args = crate::cli::normalize_args(args);
+    let cli = crate::cli::RunCli::try_parse_from(args)
+        .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, program));
+    run_args(program, &cli.run)
+}
+
+/// Validates and runs parsed run flags, printing any error as one line.
+pub fn run_args(program: &str, args: &crate::cli::RunArgs) -> i32 {
+    args.validate().and_then(|o| run(&o)).unwrap_or_else(|e| {
+        output::to_stderr(&format!("{program}: {e}\n"));
+        e.exit_code()
+    })
+}
