@@ -8,11 +8,6 @@
 mod common;
 use common::*;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[test]
 fn ranks_on_own_cpus_helpers_on_the_housekeeper_under_goset_run() {
     let Some(rank) = Program::mpi("mpi_rank.c") else {

@@ -148,8 +148,7 @@ fn held(out: &Outcome) -> Vec<usize> {
 
 #[test]
 fn srun_and_sbatch_through_goset_run_give_each_rank_its_own_cpu() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         skip_note("a Slurm cluster of our own needs root (CI runs as root)");
         return;
     }

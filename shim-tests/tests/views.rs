@@ -144,8 +144,7 @@ fn pi_stress_usable() -> bool {
         missing("pi_stress", "apt-get install -y rt-tests");
         return false;
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         skip_note("pi_stress needs SCHED_FIFO: run the tests as root");
         return false;
     }

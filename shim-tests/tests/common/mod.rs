@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod checks;
+pub mod launch;
 pub mod observer;
 pub mod plan;
 pub mod program;
@@ -90,6 +91,11 @@ pub fn shim() -> PathBuf {
 /// The launcher, `goset-run`.
 pub fn goset_run_bin() -> PathBuf {
     built("goset-run")
+}
+
+/// The machine-wide command, `goset`.
+pub fn goset_bin() -> PathBuf {
+    built("goset")
 }
 
 /// The experiment runner, `goset-bench`.
@@ -259,11 +265,65 @@ pub fn goset_run(
     cmd
 }
 
-/// Serialises goset-run invocations inside one test binary: on 2 CPUs, two concurrent
-/// launchers would compete for the same CPUs.
-pub fn launcher_lock() -> MutexGuard<'static, ()> {
+/// Serialises the tests of one binary that start goset-run: on 2 CPUs, two concurrent
+/// launchers would compete for the same CPUs, book each other's, or sweep each other's run
+/// directories, and one test's busy loop is noise to another's run. A test that needs the
+/// machine to itself (IRQs, cgroups, a busy loop that outlives one run) holds the lock for the
+/// whole test; the helpers that start goset-run take it too, which is free on a thread that
+/// already holds it. A test that failed while holding it leaves it usable (poison is ignored).
+pub fn launcher_lock() -> LauncherLock {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    if HOLDS_LAUNCHER_LOCK.get() {
+        return LauncherLock(None);
+    }
+    let guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    HOLDS_LAUNCHER_LOCK.set(true);
+    LauncherLock(Some(guard))
+}
+
+thread_local! {
+    /// Whether this thread holds [`launcher_lock`]'s mutex: a nested take must not wait for
+    /// itself.
+    static HOLDS_LAUNCHER_LOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// [`launcher_lock`] held: the outermost take releases it when dropped, nested ones do nothing.
+pub struct LauncherLock(Option<MutexGuard<'static, ()>>);
+
+impl Drop for LauncherLock {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            HOLDS_LAUNCHER_LOCK.set(false);
+        }
+    }
+}
+
+/// Runs `goset-run args` and asserts that it succeeded.
+pub fn goset_run_ok(args: &[&str]) -> std::process::Output {
+    let out = Command::new(goset_run_bin()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Whether the tests run as root (CI does): some checks need it and skip, saying so, without.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether this machine has two online CPUs; prints why a test skips when it has not.
+pub fn two_online_cpus() -> bool {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let mut n = 0;
+    goset_plan::cpulist::parse(text.as_bytes(), &mut |_| n += 1).unwrap();
+    if n < 2 {
+        eprintln!("skipped: needs 2 online CPUs");
+    }
+    n >= 2
 }
 
 /// Runs `program args` under `goset-run -n <n>` and returns the outcome with the selection.

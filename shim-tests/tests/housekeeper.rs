@@ -6,14 +6,13 @@
 //! compiler skip with the reason when it is missing, and fail instead under `CI=true`.
 
 mod common;
-#[path = "housekeeper/support.rs"]
-mod support;
 
+use common::launch::*;
+use common::{goset_run_bin, is_root, launcher_lock, missing, runs, two_online_cpus, Build};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::*;
 /// Every busy thread is allowed one planned CPU, runs on it, and no two share one; the
 /// housekeeper says it placed them.
 fn assert_each_on_its_own_planned_cpu(out: &Output, report: &Value, n: usize) {
@@ -81,12 +80,12 @@ fn wrapped(wrap: Wrap, prog: &Path, args: &[&str]) -> Option<Vec<std::ffi::OsStr
             argv.extend(["sh", "-c", r#"sleep 0.3; "$0" "$@"; exit $?"#].map(Into::into));
         }
         Wrap::Mpirun => {
-            if missing("mpirun", "apt-get install -y openmpi-bin") {
+            if !runs("mpirun") {
+                missing("mpirun", "apt-get install -y openmpi-bin");
                 return None;
             }
             argv.extend(["mpirun", "-np", "1"].map(Into::into));
-            // SAFETY: geteuid has no preconditions.
-            if unsafe { libc::geteuid() } == 0 {
+            if is_root() {
                 argv.push("--allow-run-as-root".into());
             }
             argv.extend(["--oversubscribe", "--mca", "btl", "self,vader"].map(Into::into));
@@ -99,17 +98,17 @@ fn wrapped(wrap: Wrap, prog: &Path, args: &[&str]) -> Option<Vec<std::ffi::OsStr
 
 /// The static program's two busy threads, started as `wrap` says, end on their own CPUs.
 fn static_program(wrap: Wrap) {
-    if !common::two_online_cpus() {
+    if !two_online_cpus() {
         return;
     }
-    let dir = tempfile::TempDir::new().unwrap();
-    let Some(prog) = gcc(dir.path(), "spin_static.c", &["-static"]) else {
+    let build = Build::new();
+    let Some(prog) = build.c_static("spin_static.c", "spin_static") else {
         return;
     };
     let Some(task) = wrapped(wrap, &prog, &BUSY_ARGS) else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     if matches!(wrap, Wrap::Direct) {
         // The check can fail: without goset the threads share the process mask until the
         // deadline.
@@ -125,7 +124,7 @@ fn static_program(wrap: Wrap) {
             alone.stdout
         );
     }
-    let report = dir.path().join("report.json");
+    let report = build.dir().join("report.json");
     let task: Vec<&std::ffi::OsStr> = task.iter().map(|a| a.as_os_str()).collect();
     let out = goset_run(&["-n", "2", "--interval", "20"], &report, &task, &[]);
     assert_each_on_its_own_planned_cpu(&out, &json(&report), 2);
@@ -133,17 +132,17 @@ fn static_program(wrap: Wrap) {
 
 /// The Go program's two busy threads, started as `wrap` says, end on their own CPUs.
 fn go_program(wrap: Wrap) {
-    if !common::two_online_cpus() {
+    if !two_online_cpus() {
         return;
     }
+    let Some(go) = common::runtimes::go("spin_go.go", false) else {
+        return;
+    };
+    let Some(task) = wrapped(wrap, &go.path, &BUSY_ARGS) else {
+        return;
+    };
+    let _serial = launcher_lock();
     let dir = tempfile::TempDir::new().unwrap();
-    let Some(prog) = go_build(dir.path()) else {
-        return;
-    };
-    let Some(task) = wrapped(wrap, &prog, &BUSY_ARGS) else {
-        return;
-    };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let report = dir.path().join("report.json");
     let task: Vec<&std::ffi::OsStr> = task.iter().map(|a| a.as_os_str()).collect();
     let out = goset_run(
@@ -231,12 +230,13 @@ fn context_switches_of_a_thread_are_counted() {
 /// what `wait4` says the tree used, less the shell's and `sleep`'s few milliseconds.
 #[test]
 fn a_process_below_a_waiting_shell_is_counted_to_its_end() {
-    if missing("dd", "apt-get install -y coreutils") {
+    if !runs("dd") {
+        missing("dd", "apt-get install -y coreutils");
         return;
     }
     let dir = tempfile::TempDir::new().unwrap();
     let report = dir.path().join("report.json");
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     let script = "sleep 0.1; dd if=/dev/zero of=/dev/null bs=1 count=2000000 2>/dev/null; exit $?";
     let out = goset_run(
         &["-n", "1", "--sample", "0", "--interval", "20"],
@@ -276,7 +276,7 @@ fn a_process_below_a_waiting_shell_is_counted_to_its_end() {
 fn report_keeps_its_keys_and_never_shows_a_fake_zero() {
     let dir = tempfile::TempDir::new().unwrap();
     let report = dir.path().join("report.json");
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     let out = goset_run(
         &["-n", "1", "--quiet"],
         &report,
@@ -339,12 +339,12 @@ fn report_keeps_its_keys_and_never_shows_a_fake_zero() {
 /// once per poll, so its demand is measured, not zero).
 #[test]
 fn a_busy_thread_stays_placed_while_other_threads_come_and_go() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let Some(prog) = gcc(dir.path(), "churn.c", &["-static"]) else {
+    let build = Build::new();
+    let Some(prog) = build.c_static("churn.c", "churn") else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let report = dir.path().join("report.json");
+    let _serial = launcher_lock();
+    let report = build.dir().join("report.json");
     let out = goset_run(
         &["-n", "1", "--interval", "20"],
         &report,
@@ -379,20 +379,20 @@ fn a_busy_thread_stays_placed_while_other_threads_come_and_go() {
 /// the demand rule comes after the record): it must decide from the kernel's view of a thread,
 /// not from how long its record takes.
 fn held_workers(mode: &str) {
-    if !common::two_online_cpus() {
+    if !two_online_cpus() {
         return;
     }
-    let dir = tempfile::TempDir::new().unwrap();
-    let Some(prog) = gcc(dir.path(), "held.c", &["-pthread"]) else {
+    let build = Build::new();
+    let Some(prog) = build.c("held.c", "held") else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     let (report, log, pidfile) = (
-        dir.path().join("report.json"),
-        dir.path().join("placement.log"),
-        dir.path().join("pid"),
+        build.dir().join("report.json"),
+        build.dir().join("placement.log"),
+        build.dir().join("pid"),
     );
-    let mut cmd = Command::new(common::bin("goset-run"));
+    let mut cmd = Command::new(goset_run_bin());
     cmd.args(["-n", "2", "--interval", "20", "--json"])
         .arg(&report)
         .arg("--log")
@@ -402,7 +402,7 @@ fn held_workers(mode: &str) {
         .arg(mode)
         .arg(&pidfile)
         .arg("1");
-    let run = support::Started::new(cmd);
+    let run = Started::new(cmd);
     let deadline = Instant::now() + Duration::from_secs(20);
     let pid: i32 = loop {
         if let Some(pid) = std::fs::read_to_string(&pidfile)
@@ -414,8 +414,7 @@ fn held_workers(mode: &str) {
         assert!(Instant::now() < deadline, "no pid file: {:?}", run.finish());
         std::thread::sleep(Duration::from_millis(10));
     };
-    let Some(held) = support::hold_new_tasks(pid, 2, Duration::from_millis(500), || run.go())
-    else {
+    let Some(held) = hold_new_tasks(pid, 2, Duration::from_millis(500), || run.go()) else {
         return;
     };
     let out = run.finish();

@@ -1,94 +1,19 @@
-//! Helpers of the housekeeper tests: building the test programs (skipping with an install
-//! hint when a tool is missing, failing under `CI=true`), running goset-run with a deadline
-//! and a guard that kills its whole process group, and reading what the programs print.
+//! goset-run as a whole, for the tests that read its report: a run in its own process group with
+//! a deadline and a guard that kills the group, its stdin held until the test lets the task go
+//! ([`Started`]), ptrace holds on the task's new threads, and what the programs and the report
+//! say. The runs of [`super::run`] close stdin and end in a minute; these read goset-run's
+//! sampling, report and housekeeper too, so they get longer.
 
-use super::common;
+use super::{goset_run_bin, launcher_lock, Build};
 use serde_json::Value;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// One goset-run at a time: on 2 CPUs, two runs would only measure each other.
-pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
-
 pub(crate) const RUN_DEADLINE: Duration = Duration::from_secs(90);
-
-pub(crate) fn programs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
-}
-
-/// A missing tool: skip with how to install it, or fail under CI.
-pub(crate) fn missing(tool: &str, install: &str) -> bool {
-    let found = Command::new(tool)
-        .arg(if tool == "go" { "version" } else { "--version" })
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return false;
-    }
-    let msg = format!("{tool} not found: install it with `{install}`");
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg} (required under CI=true)");
-    }
-    eprintln!("skipped: {msg}");
-    true
-}
-
-/// Compiles a C test program; `None` (skipped) without gcc or a static libc.
-pub(crate) fn gcc(dir: &Path, src: &str, extra: &[&str]) -> Option<PathBuf> {
-    if missing("gcc", "apt-get install -y gcc") {
-        return None;
-    }
-    let out = dir.join(src.trim_end_matches(".c"));
-    let res = Command::new("gcc")
-        .args(["-O2", "-Wall", "-pthread"])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(programs().join(src))
-        .output()
-        .expect("run gcc");
-    assert!(
-        res.status.success(),
-        "gcc {src}: {}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    Some(out)
-}
-
-/// Builds the Go test program with caches inside `dir`; `None` (skipped) without golang-go.
-pub(crate) fn go_build(dir: &Path) -> Option<PathBuf> {
-    if missing("go", "apt-get install -y golang-go") {
-        return None;
-    }
-    let src = dir.join("spin_go.go");
-    std::fs::copy(programs().join("spin_go.go"), &src).unwrap();
-    let out = dir.join("spin_go");
-    let res = Command::new("go")
-        .arg("build")
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .current_dir(dir)
-        .env("GOCACHE", dir.join("gocache"))
-        .env("GOPATH", dir.join("gopath"))
-        .env("GOTOOLCHAIN", "local")
-        .env("GO111MODULE", "off")
-        .env_remove("GOFLAGS")
-        .output()
-        .expect("run go build");
-    assert!(
-        res.status.success(),
-        "go build: {}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    Some(out)
-}
 
 /// Kills the whole process group of a run (goset-run and its task) unless it ended.
 pub(crate) struct Guard(Option<std::process::Child>);
@@ -270,7 +195,7 @@ pub(crate) fn goset_run(
     task: &[&std::ffi::OsStr],
     env: &[(&str, &str)],
 ) -> Output {
-    let mut cmd = Command::new(common::bin("goset-run"));
+    let mut cmd = Command::new(goset_run_bin());
     cmd.args(args).arg("--json").arg(json).arg("--").args(task);
     for (k, v) in env {
         cmd.env(k, v);
@@ -286,10 +211,10 @@ pub(crate) fn run_c_program(
     flags: &[&str],
     args: &[&str],
 ) -> Option<(Output, Value, String)> {
-    let dir = tempfile::TempDir::new().unwrap();
-    let prog = gcc(dir.path(), src, &[])?;
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let report = dir.path().join("report.json");
+    let build = Build::new();
+    let prog = build.c(src, src.trim_end_matches(".c"))?;
+    let _serial = launcher_lock();
+    let report = build.dir().join("report.json");
     let mut task = vec![prog.as_os_str()];
     task.extend(args.iter().map(std::ffi::OsStr::new));
     let out = goset_run(flags, &report, &task, &[]);
