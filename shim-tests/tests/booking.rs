@@ -1,4 +1,4 @@
-//! Concurrent goset-runs on this machine never take the same task CPUs (issue 11): runs started
+//! Concurrent goset-runs on this machine never take the same task CPUs: runs started
 //! back to back (within a few milliseconds), each holding its CPUs until all have selected, get
 //! disjoint CPUs, or one line naming the runs that
 //! hold them (exit 1); `kill -9` of a launcher frees its booking for the next run. The CPUs

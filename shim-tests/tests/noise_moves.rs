@@ -1,4 +1,4 @@
-//! A CPU that turns noisy mid-run (issue 13): with `--spare 1` the task's thread leaves its CPU
+//! A CPU that turns noisy mid-run: with `--spare 1` the task's thread leaves its CPU
 //! for the spare once a busy loop of another process shares it, and its per-second figures
 //! come back; with `--spare 0`, in the same test, they stay halved.
 

@@ -1,12 +1,12 @@
-//! Real runtimes (issue 22): scikit-learn KMeans (OpenMP), numba `prange` and ONNX Runtime
-//! with two intra-op threads (the scripts in `runtimes/`, run by the venv `target/pyvenv` that
-//! `.ci/run` makes) print the same one line plain (`taskset -c` the two CPUs the shim gets by
-//! hand, so that every runtime sizes its pools alike), under the shim by hand and under
-//! `goset-run -n 2`; redis-server with `--io-threads 2`, under the shim by hand and under
-//! goset-run, serves a redis-benchmark run from outside the task to the end. Meanwhile an
-//! observer (`common/observer.rs`) watches the task's threads from `/proc`: no two of them may
-//! each burn 40% of a window on one CPU for three windows in a row. A doubled-up pair fails
-//! the test with its tids, names, CPU, times and the placement log's lines for those threads.
+//! Real runtimes, placed without help from their authors: scikit-learn KMeans (OpenMP), numba
+//! `prange` and ONNX Runtime with two intra-op threads (the scripts in `runtimes/`, run by the venv
+//! `target/pyvenv` that `.ci/run` makes) print the same one line plain (`taskset -c` the two CPUs
+//! the shim gets by hand, so that every runtime sizes its pools alike), under the shim by hand and
+//! under `goset-run -n 2`; redis-server with `--io-threads 2`, under the shim by hand and under
+//! goset-run, serves a redis-benchmark run from outside the task to the end. Meanwhile an observer
+//! (`common/observer.rs`) watches the task's threads from `/proc`: no two of them may each burn 40%
+//! of a window on one CPU for three windows in a row. A doubled-up pair fails the test with its
+//! tids, names, CPU, times and the placement log's lines for those threads.
 //!
 //! One task at a time in this file: on 2 CPUs a second task would take CPU time from the
 //! first, and two of its threads sharing a CPU would each get less than 40%, unseen.
