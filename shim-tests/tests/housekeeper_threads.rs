@@ -8,16 +8,22 @@
 mod common;
 
 use common::launch::*;
-use common::{goset_run_bin, is_root, launcher_lock, missing, runs, two_online_cpus, Build};
+use common::{
+    goset_run_bin, is_root, launcher_lock, missing, runs, two_online_cpus, Build, Outcome, Started,
+};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 /// Every busy thread is allowed one planned CPU, runs on it, and no two share one; the
 /// housekeeper says it placed them.
-fn assert_each_on_its_own_planned_cpu(out: &Output, report: &Value, n: usize) {
+fn assert_each_on_its_own_planned_cpu(out: &Outcome, report: &Value, n: usize) {
     let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert_eq!(out.code, Some(0), "the program timed out unpinned: {ctx}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the program timed out unpinned: {ctx}"
+    );
     let planned = planned_cpus(report);
     let busy = busy_lines(&out.stdout);
     assert_eq!(busy.len(), n, "{ctx}");
@@ -118,7 +124,7 @@ fn static_program(wrap: Wrap) {
             c
         });
         assert_eq!(
-            alone.code,
+            alone.status.code(),
             Some(3),
             "unpinned threads must time out: {}",
             alone.stdout
@@ -245,7 +251,7 @@ fn a_process_below_a_waiting_shell_is_counted_to_its_end() {
         &[],
     );
     let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert_eq!(out.code, Some(0), "{ctx}");
+    assert_eq!(out.status.code(), Some(0), "{ctx}");
     let v = json(&report);
     let ru = &v["run"]["rusage"];
     let tree_s = ru["user_s"].as_f64().unwrap() + ru["system_s"].as_f64().unwrap();
@@ -283,7 +289,7 @@ fn report_keeps_its_keys_and_never_shows_a_fake_zero() {
         &["sleep".as_ref(), "0.3".as_ref()],
         &[],
     );
-    assert_eq!(out.code, Some(0));
+    assert_eq!(out.status.code(), Some(0));
     assert!(
         out.stderr.is_empty() || out.stderr.starts_with("Errors\n"),
         "--quiet prints nothing but errors: {}",
@@ -352,7 +358,11 @@ fn a_busy_thread_stays_placed_while_other_threads_come_and_go() {
         &[],
     );
     let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert_eq!(out.code, Some(0), "the busy thread was never placed: {ctx}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the busy thread was never placed: {ctx}"
+    );
     let planned = json(&report)["selection"]["task_cpus"][0]
         .as_i64()
         .unwrap()
@@ -411,20 +421,24 @@ fn held_workers(mode: &str) {
         {
             break pid;
         }
-        assert!(Instant::now() < deadline, "no pid file: {:?}", run.finish());
+        assert!(
+            Instant::now() < deadline,
+            "no pid file: {:?}",
+            run.finish(RUN_DEADLINE)
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
     let Some(held) = hold_new_tasks(pid, 2, Duration::from_millis(500), || run.go()) else {
         return;
     };
-    let out = run.finish();
+    let out = run.finish(RUN_DEADLINE);
     let ctx = format!(
         "held {held:?}\nstdout:\n{}\nstderr:\n{}\nlog:\n{}",
         out.stdout,
         out.stderr,
         std::fs::read_to_string(&log).unwrap_or_default()
     );
-    assert_eq!(out.code, Some(0), "{ctx}");
+    assert_eq!(out.status.code(), Some(0), "{ctx}");
     let planned = planned_cpus(&json(&report));
     let busy = busy_lines(&out.stdout);
     assert_eq!(busy.len(), 2, "{ctx}");

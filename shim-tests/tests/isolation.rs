@@ -597,7 +597,6 @@ fn under_sudo_the_task_runs_as_the_invoking_user_on_its_planned_cpus() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    // The tests here change one machine's IRQs and cgroups: one at a time.
     let _machine = launcher_lock();
     let sudo = [
         ("SUDO_UID", "65534"),
@@ -644,7 +643,6 @@ fn under_sudo_the_task_runs_as_the_invoking_user_on_its_planned_cpus() {
 
 #[test]
 fn without_root_cgroup_and_steer_are_refused_before_anything_changes() {
-    // The tests here change one machine's IRQs and cgroups: one at a time.
     let _machine = launcher_lock();
     let irqs = read_irqs();
     let groups = probe_groups();

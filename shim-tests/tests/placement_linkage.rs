@@ -104,7 +104,7 @@ fn the_shim_is_preloaded_after_the_users_entries_from_the_run_directory() {
         .arg(r#"echo "$LD_PRELOAD"; echo "$GOSET_PLAN"; readlink "$GOSET_PLAN"/lib/*/libgoset.so"#);
     let out = run(cmd);
     let text = out.stdout;
-    assert_eq!(out.code, Some(0), "{text}{}", out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", out.stderr);
     let lines: Vec<&str> = text.lines().collect();
     let plan = PathBuf::from(lines[1]);
     assert_eq!(

@@ -44,7 +44,7 @@ fn finishes(dir: &Path, args: &[&OsStr], task: &[std::ffi::OsString]) -> serde_j
         .args(task);
     let out = run(cmd);
     assert_eq!(
-        out.code,
+        out.status.code(),
         Some(0),
         "stdout {}\nstderr {}",
         out.stdout,
@@ -131,7 +131,7 @@ fn with_log(log: &Path) -> (Option<i32>, String, bool) {
         .args(["--", "touch"])
         .arg(&marker);
     let out = run(cmd);
-    (out.code, out.stderr, marker.exists())
+    (out.status.code(), out.stderr, marker.exists())
 }
 
 #[test]
@@ -218,7 +218,7 @@ fn an_escape_sequence_in_a_thread_name_reaches_stderr_escaped() {
         &[named.as_os_str(), name],
         &[],
     );
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
     assert!(
         !out.stderr.contains('\x1b'),
         "raw ESC on stderr: {:?}",
@@ -257,7 +257,7 @@ fn two_thousand_threads(limit: &str) -> String {
         .arg(&sleepers)
         .args(["2000", "60"]);
     let out = run(cmd);
-    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("placed 2000 of 2000"), "{}", out.stdout);
     let report = json(&json_path);
     let threads = report["threads"].as_array().unwrap();

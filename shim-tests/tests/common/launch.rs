@@ -1,120 +1,21 @@
-//! goset-run as a whole, for the tests that read its report: a run in its own process group with
-//! a deadline and a guard that kills the group, its stdin held until the test lets the task go
-//! ([`Started`]), ptrace holds on the task's new threads, and what the programs and the report
-//! say. The runs of [`super::run`] close stdin and end in a minute; these read goset-run's
-//! sampling, report and housekeeper too, so they get longer.
+//! goset-run as a whole, for the tests that read its report: runs with a longer deadline than
+//! [`super::run`]'s (they sample, report and run the housekeeper too), ptrace holds on the
+//! task's new threads, and what the programs and the report say.
 
-use super::{goset_run_bin, launcher_lock, Build};
+use super::{goset_run_bin, launcher_lock, run_within, Build, Outcome};
 use serde_json::Value;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+/// Longest a whole goset-run (its task, housekeeper and report) may take before its group is
+/// killed: one of these tasks runs up to 80 s under its own `timeout`.
 pub(crate) const RUN_DEADLINE: Duration = Duration::from_secs(90);
 
-/// Kills the whole process group of a run (goset-run and its task) unless it ended.
-pub(crate) struct Guard(Option<std::process::Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: kill with a negative pid signals the group the child leads.
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
-            let _ = c.wait();
-        }
-    }
-}
-
-#[derive(Debug)]
-pub(crate) struct Output {
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-/// Runs `cmd` in its own process group with a deadline; the guard kills the group if the
-/// deadline passes or the test panics.
-pub(crate) fn run(mut cmd: Command) -> Output {
-    cmd.stdin(Stdio::null());
-    Started::spawn(cmd).finish()
-}
-
-/// A run started in its own process group, its output drained while it runs, its stdin held
-/// open until [`Started::go`]; killed with its group if the test panics or the deadline passes.
-pub(crate) struct Started {
-    guard: Guard,
-    stdin: Mutex<Option<std::process::ChildStdin>>,
-    stdout: std::thread::JoinHandle<String>,
-    stderr: std::thread::JoinHandle<String>,
-    what: String,
-}
-
-impl Started {
-    /// Starts `cmd` with a pipe for stdin.
-    pub(crate) fn new(mut cmd: Command) -> Started {
-        cmd.stdin(Stdio::piped());
-        Started::spawn(cmd)
-    }
-
-    fn spawn(mut cmd: Command) -> Started {
-        cmd.process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn");
-        let drain = |mut r: Box<dyn Read + Send>| {
-            std::thread::spawn(move || {
-                let mut s = String::new();
-                let _ = r.read_to_string(&mut s);
-                s
-            })
-        };
-        let stdout = drain(Box::new(child.stdout.take().unwrap()));
-        let stderr = drain(Box::new(child.stderr.take().unwrap()));
-        Started {
-            stdin: Mutex::new(child.stdin.take()),
-            guard: Guard(Some(child)),
-            stdout,
-            stderr,
-            what: format!("{cmd:?}"),
-        }
-    }
-
-    /// Writes one byte to the run's stdin and closes it.
-    pub(crate) fn go(&self) {
-        use std::io::Write;
-        let stdin = self.stdin.lock().unwrap().take();
-        stdin
-            .expect("stdin is a pipe, written once")
-            .write_all(b"g")
-            .expect("write to the task's stdin");
-    }
-
-    /// Waits for the run to end (killing it after [`RUN_DEADLINE`]) and returns its output.
-    pub(crate) fn finish(mut self) -> Output {
-        drop(self.stdin.lock().unwrap().take());
-        let child = self.guard.0.as_mut().unwrap();
-        let started = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                started.elapsed() < RUN_DEADLINE,
-                "{} still running after {RUN_DEADLINE:?}: killed",
-                self.what
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        self.guard.0 = None;
-        Output {
-            code: status.code(),
-            stdout: self.stdout.join().unwrap(),
-            stderr: self.stderr.join().unwrap(),
-        }
-    }
+/// Runs `cmd` (goset-run, mostly) with stdin closed, in its own process group, for up to
+/// [`RUN_DEADLINE`].
+pub(crate) fn run(cmd: Command) -> Outcome {
+    run_within(cmd, RUN_DEADLINE)
 }
 
 /// Holds the next `count` tasks (threads or forked processes) that `pid`'s main thread
@@ -194,7 +95,7 @@ pub(crate) fn goset_run(
     json: &Path,
     task: &[&std::ffi::OsStr],
     env: &[(&str, &str)],
-) -> Output {
+) -> Outcome {
     let mut cmd = Command::new(goset_run_bin());
     cmd.args(args).arg("--json").arg(json).arg("--").args(task);
     for (k, v) in env {
@@ -210,7 +111,7 @@ pub(crate) fn run_c_program(
     src: &str,
     flags: &[&str],
     args: &[&str],
-) -> Option<(Output, Value, String)> {
+) -> Option<(Outcome, Value, String)> {
     let build = Build::new();
     let prog = build.c(src, src.trim_end_matches(".c"))?;
     let _serial = launcher_lock();
@@ -219,7 +120,7 @@ pub(crate) fn run_c_program(
     task.extend(args.iter().map(std::ffi::OsStr::new));
     let out = goset_run(flags, &report, &task, &[]);
     let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert_eq!(out.code, Some(0), "{ctx}");
+    assert_eq!(out.status.code(), Some(0), "{ctx}");
     let v = json(&report);
     Some((out, v, ctx))
 }
