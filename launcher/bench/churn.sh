@@ -1,7 +1,7 @@
 #!/bin/sh
 # The housekeeper's cost under churn (not a test: it prints figures).
 #   launcher/bench/churn.sh [ROUNDS] [SPAWNERS] [SLEEPERS] [SECS] [INTERVAL_MS]
-# (defaults 3, 20, 3000, 8, 10). Runs launcher/tests/programs/spawners.c (SPAWNERS threads
+# (defaults 3, 20, 3000, 8, 10). Runs shim-tests/programs/spawners.c (SPAWNERS threads
 # creating and joining short threads for SECS seconds beside SLEEPERS sleeping threads)
 # under taskset on the first two allowed CPUs, under the shim alone (GOSET_CPUS), and under
 # goset-run -n 2 --interval INTERVAL_MS, interleaved for ROUNDS rounds; prints the threads created in each run, their
@@ -24,7 +24,7 @@ if [ -z "${GOSET_BIN:-}" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cc -O2 -pthread -o "$work/spawners" "$here/../tests/programs/spawners.c"
+cc -O2 -pthread -o "$work/spawners" "$here/../../shim-tests/programs/spawners.c"
 list=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
 cpus=$(echo "$list" | tr ',' '\n' | awk -F- '{ hi = ($2 == "") ? $1 : $2; for (c = $1; c <= hi; c++) print c }' | head -2 | paste -sd, -)
 created() { awk '/^created/ {print $2}'; }

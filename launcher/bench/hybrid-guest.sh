@@ -27,7 +27,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
 mkdir -p "$root/bin" "$root/opt/goset" "$root/opt/t"
-cc -O2 -fopenmp -o "$root/opt/t/triad" "$top/launcher/tests/programs/triad.c"
+cc -O2 -fopenmp -o "$root/opt/t/triad" "$top/shim-tests/programs/triad.c"
 cp /bin/busybox "$root/bin/busybox"
 for f in goset-run goset libgoset.so; do cp "$top/target/release/$f" "$root/opt/goset/$f"; done
 cp "$here/hybrid.sh" "$root/opt/t/hybrid.sh"

@@ -2,7 +2,7 @@
 # A hybrid job's memory bandwidth under three placements (not a test: it prints figures).
 #   launcher/bench/hybrid.sh [ROUNDS] [PROCS] [THREADS] [MIB]
 # (defaults 3, 2, half the CPUs over PROCS, 256). PROCS processes of a memory-bound OpenMP
-# kernel (launcher/tests/programs/triad.c), THREADS threads each, started by mpirun:
+# kernel (shim-tests/programs/triad.c), THREADS threads each, started by mpirun:
 #   none   mpirun --bind-to none (the scheduler places everything)
 #   ompi   mpirun --map-by ppr:<PROCS/nodes>:numa:pe=THREADS --bind-to core (Open MPI's own)
 #   goset  goset-run -n PROCS*THREADS --per-process THREADS -- mpirun --bind-to none
@@ -28,7 +28,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 triad=${TRIAD:-$work/triad}
-[ -n "${TRIAD:-}" ] || cc -O2 -fopenmp -o "$triad" "$here/../tests/programs/triad.c"
+[ -n "${TRIAD:-}" ] || cc -O2 -fopenmp -o "$triad" "$here/../../shim-tests/programs/triad.c"
 per_node=$(( (procs + nodes - 1) / nodes ))
 sum() { awk '/^triad/ { s += $2 } END { printf "%d", s }'; }
 

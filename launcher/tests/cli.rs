@@ -447,3 +447,44 @@ fn sigint_and_sigquit_sent_to_the_launcher_reach_the_task() {
         assert_eq!(status.code(), Some(0));
     }
 }
+
+#[test]
+fn devices_and_fifos_in_an_fsroot_dump_are_errors_not_endless_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(common::fixture_root("offline-cpu0-node0"))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let proc = root.join("proc");
+    for file in ["cmdline", "interrupts"] {
+        let _ = std::fs::remove_file(proc.join(file));
+        std::os::unix::fs::symlink("/dev/zero", proc.join(file)).unwrap();
+    }
+    let _ = std::fs::remove_file(proc.join("stat"));
+    nix::unistd::mkfifo(
+        &proc.join("stat"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    // Bounded like a hostile task's runs: a launcher that read without end would fail here
+    // (address space, `ulimit -v`) or end (`timeout -k`) instead of taking the machine.
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("ulimit -v 262144 && exec timeout -k 1 20 \"$@\"")
+        .arg("sh")
+        .arg(common::bin("goset-run"))
+        .args(["--dry-run", "-n", "1", "--fsroot"])
+        .arg(&root)
+        .args(["--", "true"]);
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for file in ["/proc/cmdline", "/proc/interrupts", "/proc/stat"] {
+        let line = format!("  {file}: not a regular file\n");
+        assert!(stderr.contains(&line), "{stderr}");
+    }
+}

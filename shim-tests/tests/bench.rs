@@ -1,4 +1,4 @@
-//! goset-bench end to end (issue 12): a built-in benchmark through every mode with its table,
+//! goset-bench end to end: a built-in benchmark through every mode with its table,
 //! JSON, CSV and SVG; the modes really pin as they say (taskset in rotation, goset-run one CPU);
 //! metrics extracted from the real outputs of third-party tools (sysbench, stress-ng, openssl);
 //! output drift; discarded runs; bad input.

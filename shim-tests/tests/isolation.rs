@@ -13,20 +13,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// The tests here change one machine's IRQs and cgroups: one at a time.
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn machine() -> std::sync::MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// Skips (with the reason) unless root; under CI=true, which runs as root, it must be root.
 fn need_root(what: &str) -> bool {
@@ -303,7 +290,7 @@ struct Bench {
     probe: Program,
     snapshot: IrqSnapshot,
     _leftovers: Leftovers,
-    _machine: std::sync::MutexGuard<'static, ()>,
+    _machine: LauncherLock,
 }
 
 /// Root, the probe (static or not) and, for `--cgroup`, a cpuset hierarchy; `None` (with the
@@ -324,7 +311,8 @@ fn bench(what: &str, cgroup: bool, static_probe: bool) -> Option<Bench> {
     } else {
         Program::c("isolation_probe.c")?
     };
-    let machine = machine();
+    // The tests here change one machine's IRQs and cgroups: one at a time.
+    let machine = launcher_lock();
     Some(Bench {
         probe,
         snapshot: IrqSnapshot::take(),
@@ -609,7 +597,7 @@ fn under_sudo_the_task_runs_as_the_invoking_user_on_its_planned_cpus() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let _machine = machine();
+    let _machine = launcher_lock();
     let sudo = [
         ("SUDO_UID", "65534"),
         ("SUDO_GID", "65534"),
@@ -655,7 +643,7 @@ fn under_sudo_the_task_runs_as_the_invoking_user_on_its_planned_cpus() {
 
 #[test]
 fn without_root_cgroup_and_steer_are_refused_before_anything_changes() {
-    let _machine = machine();
+    let _machine = launcher_lock();
     let irqs = read_irqs();
     let groups = probe_groups();
     let mut cmd = clean_command(goset_run_bin());
@@ -716,7 +704,7 @@ fn two_cgroup_runs_of_one_command_started_together_both_run() {
     if !need_root("--cgroup") {
         return;
     }
-    let _m = machine();
+    let _m = launcher_lock();
     let groups = || -> Vec<String> {
         (cpuset_mounts().iter())
             .flat_map(|m| std::fs::read_dir(m).into_iter().flatten().flatten())
@@ -761,7 +749,7 @@ fn a_group_the_task_makes_inside_its_own_is_removed_with_it() {
         missing("a cpuset cgroup hierarchy", "a kernel with cgroup cpuset");
         return;
     };
-    let _m = machine();
+    let _m = launcher_lock();
     let m = mount.display();
     // The task makes goset-sh/child (its cpus and mems copied, for cgroup v1) and moves itself
     // in: the group was left busy (EBUSY) and every restore failed after it.

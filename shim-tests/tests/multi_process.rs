@@ -8,11 +8,6 @@ mod common;
 use common::*;
 use std::collections::BTreeMap;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Each process's OpenMP reports (pid -> reports), every thread on one CPU.
 fn teams(reports: &[Report]) -> BTreeMap<u32, Vec<&Report>> {
     let mut by_pid: BTreeMap<u32, Vec<&Report>> = BTreeMap::new();

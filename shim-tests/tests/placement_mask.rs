@@ -1,4 +1,4 @@
-//! `goset-run --placement mask` (issue 22): the task keeps one shared mask of the selected CPUs,
+//! `goset-run --placement mask`: the task keeps one shared mask of the selected CPUs,
 //! as `taskset -c` would give it, without libgoset.so; and goset-bench's `mask` and `shim`
 //! modes, each run's CPUs in its JSON.
 

@@ -1,5 +1,5 @@
 //! goset inside small QEMU guests with the topologies this machine lacks: SMT siblings, several
-//! packages and NUMA nodes (issue 9). One boot per topology runs every scenario; each scenario
+//! packages and NUMA nodes. One boot per topology runs every scenario; each scenario
 //! is checked from inside the guest (the threads' own `Cpus_allowed_list`, `get_mempolicy`,
 //! `/proc/self/numa_maps`, sysfs), never from goset's report:
 //! - `goset topology --json` against the guest's sysfs (siblings, nodes);
@@ -285,7 +285,7 @@ fn init_script(shape: &Shape, llvm: bool) -> String {
     if llvm {
         s.scenario("omp-llvm", &format!("{RUN} -n 6 -- {OMP_LLVM}"));
     }
-    // Isolation (issue 10) on cgroup v2, before anything enabled cpuset below the root: the
+    // Isolation (`--cgroup`, `--fence`, `--steer`) on cgroup v2, before anything enabled cpuset below the root: the
     // task reports its group and the group's files from inside, then resets its mask to every
     // CPU (taskset) before exec'ing a static program that the housekeeper places.
     let in_group = |program: &str| {

@@ -71,25 +71,3 @@ pub fn bin(name: &str) -> PathBuf {
         other => panic!("unknown binary {other}"),
     }
 }
-
-/// Runs goset-run with `args` and asserts that it succeeded.
-pub fn goset_run_ok(args: &[&str]) -> std::process::Output {
-    let out = Command::new(bin("goset-run")).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Whether this machine has two online CPUs; prints why a test skips when it has not.
-pub fn two_online_cpus() -> bool {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let mut n = 0;
-    goset_plan::cpulist::parse(text.as_bytes(), &mut |_| n += 1).unwrap();
-    if n < 2 {
-        eprintln!("skipped: needs 2 online CPUs");
-    }
-    n >= 2
-}

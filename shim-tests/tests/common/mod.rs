@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod checks;
+pub mod launch;
 pub mod observer;
 pub mod plan;
 pub mod program;
@@ -24,8 +25,9 @@ pub use tools::*;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Longest any target program may run before the watchdog kills it.
@@ -92,6 +94,11 @@ pub fn goset_run_bin() -> PathBuf {
     built("goset-run")
 }
 
+/// The machine-wide command, `goset`.
+pub fn goset_bin() -> PathBuf {
+    built("goset")
+}
+
 /// The experiment runner, `goset-bench`.
 pub fn goset_bench_bin() -> PathBuf {
     built("goset-bench")
@@ -103,6 +110,7 @@ pub fn programs_dir() -> PathBuf {
 }
 
 /// What a finished program left behind.
+#[derive(Debug)]
 pub struct Outcome {
     /// The command line, for messages.
     pub command: String,
@@ -146,75 +154,125 @@ impl Outcome {
     }
 }
 
-/// Kills a process group when dropped, so that nothing a test started outlives it.
-struct GroupGuard(libc::pid_t);
+/// A program's process group, killed (and the program reaped) when dropped, so that nothing a
+/// test started outlives it.
+struct Group(Child);
 
-impl Drop for GroupGuard {
+impl Drop for Group {
     fn drop(&mut self) {
         // SAFETY: kill(2) with a negative pid signals only the process group we created for
         // the child (its pgid is the child's pid); ESRCH when it has ended is fine.
         unsafe {
-            libc::kill(-self.0, libc::SIGKILL);
+            libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL);
         }
+        let _ = self.0.wait();
     }
 }
 
-/// Runs `cmd` with stdin closed, in its own process group, and collects its output. After
-/// [`TIMEOUT`] the whole group is killed and the test fails; when the program ends, anything
-/// left in its group (daemons it forked) is killed too.
-pub fn run(mut cmd: Command) -> Outcome {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let command = format!("{cmd:?}");
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {command}: {e}"));
-    let guard = GroupGuard(child.id() as libc::pid_t);
-    let mut out = child.stdout.take().expect("piped stdout");
-    let mut err = child.stderr.take().expect("piped stderr");
-    let out_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = out.read_to_end(&mut buf);
-        buf
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = err.read_to_end(&mut buf);
-        buf
-    });
-    let deadline = Instant::now() + TIMEOUT;
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                timed_out = true;
-                // SAFETY: see GroupGuard::drop.
-                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-                break child.wait().expect("wait for the killed child");
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => panic!("waiting for {command}: {e}"),
+/// A program started in its own process group, its output drained while it runs, its stdin
+/// closed or a pipe held open until [`Started::go`]. The group is killed when the program ends
+/// (anything it left behind, daemons it forked), at the deadline, or when the test fails first.
+pub struct Started {
+    group: Group,
+    stdin: Mutex<Option<ChildStdin>>,
+    stdout: JoinHandle<Vec<u8>>,
+    stderr: JoinHandle<Vec<u8>>,
+    command: String,
+}
+
+impl Started {
+    /// Starts `cmd` with a pipe for stdin, for [`Started::go`].
+    pub fn new(mut cmd: Command) -> Started {
+        cmd.stdin(Stdio::piped());
+        Started::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: Command) -> Started {
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let command = format!("{cmd:?}");
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {command}: {e}"));
+        let drain = |mut r: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = r.read_to_end(&mut buf);
+                buf
+            })
+        };
+        let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
+        let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
+        Started {
+            stdin: Mutex::new(child.stdin.take()),
+            group: Group(child),
+            stdout,
+            stderr,
+            command,
         }
-    };
-    drop(guard);
-    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
-    let outcome = Outcome {
-        command,
-        status,
-        stdout,
-        stderr,
-    };
-    assert!(
-        !timed_out,
-        "{} did not end within {TIMEOUT:?}\n{}",
-        outcome.command,
-        outcome.dump()
-    );
-    outcome
+    }
+
+    /// Writes one byte to the program's stdin and closes it.
+    pub fn go(&self) {
+        use std::io::Write;
+        let stdin = self.stdin.lock().unwrap().take();
+        stdin
+            .expect("stdin is a pipe, written once")
+            .write_all(b"g")
+            .expect("write to the task's stdin");
+    }
+
+    /// Closes stdin, waits for the program to end and collects its output; after `limit` the
+    /// whole group is killed and the test fails.
+    pub fn finish(mut self, limit: Duration) -> Outcome {
+        drop(self.stdin.lock().unwrap().take());
+        let deadline = Instant::now() + limit;
+        let mut timed_out = false;
+        let child = &mut self.group.0;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() >= deadline => {
+                    timed_out = true;
+                    // SAFETY: see Group::drop.
+                    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                    break child.wait().expect("wait for the killed child");
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => panic!("waiting for {}: {e}", self.command),
+            }
+        };
+        drop(self.group);
+        let text = |h: JoinHandle<Vec<u8>>| {
+            String::from_utf8_lossy(&h.join().unwrap_or_default()).into_owned()
+        };
+        let outcome = Outcome {
+            command: self.command,
+            status,
+            stdout: text(self.stdout),
+            stderr: text(self.stderr),
+        };
+        assert!(
+            !timed_out,
+            "{} did not end within {limit:?}\n{}",
+            outcome.command,
+            outcome.dump()
+        );
+        outcome
+    }
+}
+
+/// Runs `cmd` with stdin closed, in its own process group, and collects its output; see
+/// [`Started::finish`]. Fails the test after [`TIMEOUT`].
+pub fn run(cmd: Command) -> Outcome {
+    run_within(cmd, TIMEOUT)
+}
+
+/// [`run`] with another limit than [`TIMEOUT`].
+pub fn run_within(mut cmd: Command, limit: Duration) -> Outcome {
+    cmd.stdin(Stdio::null());
+    Started::spawn(cmd).finish(limit)
 }
 
 /// Environment variables that would change placement or runtimes' behaviour; every test
@@ -259,11 +317,65 @@ pub fn goset_run(
     cmd
 }
 
-/// Serialises goset-run invocations inside one test binary: on 2 CPUs, two concurrent
-/// launchers would compete for the same CPUs.
-pub fn launcher_lock() -> MutexGuard<'static, ()> {
+/// Serialises the tests of one binary that start goset-run: on 2 CPUs, two concurrent
+/// launchers would compete for the same CPUs, book each other's, or sweep each other's run
+/// directories, and one test's busy loop is noise to another's run. A test that needs the
+/// machine to itself (IRQs, cgroups, a busy loop that outlives one run) holds the lock for the
+/// whole test; the helpers that start goset-run take it too, which is free on a thread that
+/// already holds it. A test that failed while holding it leaves it usable (poison is ignored).
+pub fn launcher_lock() -> LauncherLock {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    if HOLDS_LAUNCHER_LOCK.get() {
+        return LauncherLock(None);
+    }
+    let guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    HOLDS_LAUNCHER_LOCK.set(true);
+    LauncherLock(Some(guard))
+}
+
+thread_local! {
+    /// Whether this thread holds [`launcher_lock`]'s mutex: a nested take must not wait for
+    /// itself.
+    static HOLDS_LAUNCHER_LOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// [`launcher_lock`] held: the outermost take releases it when dropped, nested ones do nothing.
+pub struct LauncherLock(Option<MutexGuard<'static, ()>>);
+
+impl Drop for LauncherLock {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            HOLDS_LAUNCHER_LOCK.set(false);
+        }
+    }
+}
+
+/// Runs `goset-run args` and asserts that it succeeded.
+pub fn goset_run_ok(args: &[&str]) -> std::process::Output {
+    let out = Command::new(goset_run_bin()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Whether the tests run as root (CI does): some checks need it and skip, saying so, without.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether this machine has two online CPUs; prints why a test skips when it has not.
+pub fn two_online_cpus() -> bool {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let mut n = 0;
+    goset_plan::cpulist::parse(text.as_bytes(), &mut |_| n += 1).unwrap();
+    if n < 2 {
+        eprintln!("skipped: needs 2 online CPUs");
+    }
+    n >= 2
 }
 
 /// Runs `program args` under `goset-run -n <n>` and returns the outcome with the selection.

@@ -1,6 +1,7 @@
-//! Builds for the runtimes issue 7 tests that the common compilers do not cover: a Go program
-//! built with cgo (`None`, the test skips, see [`super::missing`], without golang-go), and the
-//! workspace's own `src/bin` programs.
+//! Builds the common compilers do not cover, for the tests of runtimes that size their pools
+//! from the mask and of programs the shim cannot reach: a Go program built with or without cgo
+//! (`None`, the test skips, see [`super::missing`], without golang-go), and the workspace's own
+//! `src/bin` programs.
 
 use super::{missing, programs_dir, Build};
 use std::path::PathBuf;

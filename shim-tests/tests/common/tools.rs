@@ -25,7 +25,7 @@ pub fn skip_note(message: &str) {
 }
 
 /// Whether `program --version` runs.
-fn runs(program: &str) -> bool {
+pub fn runs(program: &str) -> bool {
     Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
@@ -123,7 +123,8 @@ impl Build {
         self.c_with(&["-static"], source, out)
     }
 
-    fn c_with(&self, flags: &[&str], source: &str, out: &str) -> Option<PathBuf> {
+    /// `cc -pthread <flags>` (`-static-pie`, say); `None` (skipped) without a C compiler.
+    pub fn c_with(&self, flags: &[&str], source: &str, out: &str) -> Option<PathBuf> {
         let cc = first_runnable(&[
             std::env::var("CC").unwrap_or_else(|_| "cc".into()),
             "gcc".into(),
@@ -244,7 +245,7 @@ impl Build {
     }
 }
 
-/// How `.ci/run` makes the Python environment of `tests/real_runtimes.rs`.
+/// How `.ci/run` makes the Python environment of `tests/placement_real_runtimes.rs`.
 pub const PYVENV_INSTALL: &str = "apt-get install -y python3-venv python3-pip && \
 /usr/bin/python3 -m venv target/pyvenv && target/pyvenv/bin/python -m pip install \
 --only-binary=:all: -r shim-tests/runtimes/requirements.txt";

@@ -1,4 +1,4 @@
-//! Placement that follows demand (issue 13): busy threads the shim placed by count alone and
+//! Placement that follows demand: busy threads the shim placed by count alone and
 //! that doubled up on one CPU while a planned CPU had no busy thread are spread by the
 //! housekeeper, once, and stay; `--no-adapt` leaves them. A Go program's threads, placed by
 //! the housekeeper, stay where their demand put them.

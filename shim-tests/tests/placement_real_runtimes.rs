@@ -1,12 +1,12 @@
-//! Real runtimes (issue 22): scikit-learn KMeans (OpenMP), numba `prange` and ONNX Runtime
-//! with two intra-op threads (the scripts in `runtimes/`, run by the venv `target/pyvenv` that
-//! `.ci/run` makes) print the same one line plain (`taskset -c` the two CPUs the shim gets by
-//! hand, so that every runtime sizes its pools alike), under the shim by hand and under
-//! `goset-run -n 2`; redis-server with `--io-threads 2`, under the shim by hand and under
-//! goset-run, serves a redis-benchmark run from outside the task to the end. Meanwhile an
-//! observer (`common/observer.rs`) watches the task's threads from `/proc`: no two of them may
-//! each burn 40% of a window on one CPU for three windows in a row. A doubled-up pair fails
-//! the test with its tids, names, CPU, times and the placement log's lines for those threads.
+//! Real runtimes, placed without help from their authors: scikit-learn KMeans (OpenMP), numba
+//! `prange` and ONNX Runtime with two intra-op threads (the scripts in `runtimes/`, run by the venv
+//! `target/pyvenv` that `.ci/run` makes) print the same one line plain (`taskset -c` the two CPUs
+//! the shim gets by hand, so that every runtime sizes its pools alike), under the shim by hand and
+//! under `goset-run -n 2`; redis-server with `--io-threads 2`, under the shim by hand and under
+//! goset-run, serves a redis-benchmark run from outside the task to the end. Meanwhile an observer
+//! (`common/observer.rs`) watches the task's threads from `/proc`: no two of them may each burn 40%
+//! of a window on one CPU for three windows in a row. A doubled-up pair fails the test with its
+//! tids, names, CPU, times and the placement log's lines for those threads.
 //!
 //! One task at a time in this file: on 2 CPUs a second task would take CPU time from the
 //! first, and two of its threads sharing a CPU would each get less than 40%, unseen.
@@ -21,18 +21,12 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Fewest windows the observer must have seen the task in (0.2 s): fewer means it watched
 /// nothing.
 const MIN_WINDOWS: usize = 10;
-
-/// One task at a time (see the module's note).
-fn alone() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// The first two CPUs this process may use, as a cpulist; `None` (skipped) with fewer.
 fn two_cpus() -> Option<String> {
@@ -145,7 +139,7 @@ fn runtime(name: &str, under: Under) {
     let Some(cpus) = two_cpus() else {
         return;
     };
-    let _alone = alone();
+    let _alone = launcher_lock();
     let expected = plain(&python, name, &cpus);
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("placement.log");
@@ -350,8 +344,7 @@ fn redis(under: Under) {
     let Some(cpus) = two_cpus() else {
         return;
     };
-    let _alone = alone();
-    let _launcher = (under == Under::GosetRun).then(launcher_lock);
+    let _alone = launcher_lock();
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("placement.log");
     let json = dir.path().join("selection.json");
@@ -450,7 +443,7 @@ fn observer_sees_two_busy_processes_on_one_cpu() {
         return;
     };
     let cpu = a.to_string();
-    let _alone = alone();
+    let _alone = launcher_lock();
     let tag = tag();
     // Two loops share CPU a while a sleeper of the task sits on CPU b: a CPU left idle.
     let script = format!(

@@ -1,27 +1,24 @@
-//! A task cannot crash or starve the launcher (issue 8): whatever it writes into its slot
+//! A task cannot crash or starve the launcher: whatever it writes into its slot
 //! table or its log, however many threads it has, whatever names it gives them, goset-run
 //! finishes its report. Runs that could read without end are started under `ulimit -v`, so
 //! that a launcher that did would fail here instead of taking the machine's memory, and under
 //! `timeout -k`, so that one that hung ends.
 
 mod common;
-// Shared with tests/housekeeper.rs, which uses the helpers this file does not.
-#[allow(dead_code)]
-#[path = "housekeeper/support.rs"]
-mod support;
 
+use common::launch::{goset_run, json, run};
+use common::{goset_run_bin, launcher_lock, two_online_cpus, Build};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{gcc, goset_run, json, run, SERIAL};
 
 /// Address space for runs that must not read without end: goset-run needs some 8 MiB.
 const VM_KIB: &str = "262144";
 
 /// Builds one of the test programs statically (out of the shim's reach: only the housekeeper
 /// places its threads); `None` (skipped) without gcc.
-fn static_program(dir: &Path, src: &str) -> Option<PathBuf> {
-    gcc(dir, src, &["-static"])
+fn static_program(build: &Build, src: &str) -> Option<PathBuf> {
+    build.c_static(src, src.trim_end_matches(".c"))
 }
 
 /// `sh -c script` as the task, with `$1`... the given arguments.
@@ -39,7 +36,7 @@ fn finishes(dir: &Path, args: &[&OsStr], task: &[std::ffi::OsString]) -> serde_j
     cmd.arg("-c")
         .arg(format!("ulimit -v {VM_KIB} && exec timeout -k 1 60 \"$@\""))
         .arg("sh")
-        .arg(common::bin("goset-run"))
+        .arg(goset_run_bin())
         .args(["--sample", "0", "-n", "2", "--json"])
         .arg(&json_path)
         .args(args)
@@ -47,7 +44,7 @@ fn finishes(dir: &Path, args: &[&OsStr], task: &[std::ffi::OsString]) -> serde_j
         .args(task);
     let out = run(cmd);
     assert_eq!(
-        out.code,
+        out.status.code(),
         Some(0),
         "stdout {}\nstderr {}",
         out.stdout,
@@ -62,12 +59,12 @@ const SLOT_COUNT_AT: u32 = 8;
 
 #[test]
 fn a_table_full_of_0xff_leaves_the_launcher_running() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::two_online_cpus() {
+    let _serial = launcher_lock();
+    if !two_online_cpus() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let Some(sleepers) = static_program(dir.path(), "sleepers.c") else {
+    let build = Build::new();
+    let Some(sleepers) = static_program(&build, "sleepers.c") else {
         return;
     };
     // Every byte 0xff: a slot count of 2^32 - 1 and counts no claims could make. The sleeper
@@ -77,18 +74,18 @@ fn a_table_full_of_0xff_leaves_the_launcher_running() {
          | dd of=\"$GOSET_PLAN/slots\" conv=notrunc status=none && exec \"$1\" 1 30",
         goset_plan::SlotTable::SIZE
     );
-    let report = finishes(dir.path(), &[], &sh(&script, &[sleepers.as_os_str()]));
+    let report = finishes(build.dir(), &[], &sh(&script, &[sleepers.as_os_str()]));
     assert!(report["telemetry"]["housekeeper"]["placed"].as_u64() >= Some(1));
 }
 
 #[test]
 fn a_slot_count_past_the_layout_leaves_the_launcher_running() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::two_online_cpus() {
+    let _serial = launcher_lock();
+    if !two_online_cpus() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let Some(sleepers) = static_program(dir.path(), "sleepers.c") else {
+    let build = Build::new();
+    let Some(sleepers) = static_program(&build, "sleepers.c") else {
         return;
     };
     // 2000 slots (0x7d0) where the layout holds 1024; the busy thread makes the housekeeper
@@ -97,25 +94,25 @@ fn a_slot_count_past_the_layout_leaves_the_launcher_running() {
         "printf '\\320\\007\\000\\000' | dd of=\"$GOSET_PLAN/slots\" bs=1 seek={SLOT_COUNT_AT} \
          conv=notrunc status=none && exec \"$1\" 1 30 busy"
     );
-    let report = finishes(dir.path(), &[], &sh(&script, &[sleepers.as_os_str()]));
+    let report = finishes(build.dir(), &[], &sh(&script, &[sleepers.as_os_str()]));
     assert!(report["telemetry"]["housekeeper"]["placed"].as_u64() >= Some(1));
 }
 
 #[test]
 fn a_truncated_and_replaced_table_leaves_the_launcher_running() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::two_online_cpus() {
+    let _serial = launcher_lock();
+    if !two_online_cpus() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let Some(sleepers) = static_program(dir.path(), "sleepers.c") else {
+    let build = Build::new();
+    let Some(sleepers) = static_program(&build, "sleepers.c") else {
         return;
     };
     // Truncating is refused now (the table is sealed); the file is then replaced by an empty
     // one. The thread is placed only by a poll after both, and every poll reads the table.
     let script = "truncate -s 0 \"$GOSET_PLAN/slots\" 2>/dev/null; \
         rm -f \"$GOSET_PLAN/slots\" && : > \"$GOSET_PLAN/slots\" && exec \"$1\" 1 30";
-    let report = finishes(dir.path(), &[], &sh(script, &[sleepers.as_os_str()]));
+    let report = finishes(build.dir(), &[], &sh(script, &[sleepers.as_os_str()]));
     assert!(report["telemetry"]["housekeeper"]["placed"].as_u64() >= Some(1));
 }
 
@@ -128,18 +125,18 @@ fn with_log(log: &Path) -> (Option<i32>, String, bool) {
     cmd.arg("-c")
         .arg(format!("ulimit -v {VM_KIB} && exec timeout -k 1 20 \"$@\""))
         .arg("sh")
-        .arg(common::bin("goset-run"))
+        .arg(goset_run_bin())
         .args(["-q", "--sample", "0", "--log"])
         .arg(log)
         .args(["--", "touch"])
         .arg(&marker);
     let out = run(cmd);
-    (out.code, out.stderr, marker.exists())
+    (out.status.code(), out.stderr, marker.exists())
 }
 
 #[test]
 fn a_log_that_is_not_a_regular_file_is_refused_before_the_task_runs() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
@@ -186,7 +183,7 @@ fn the_shell(report: &serde_json::Value) -> &serde_json::Value {
 
 #[test]
 fn one_invalid_utf8_byte_in_the_log_keeps_the_threads_table() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     let dir = tempfile::tempdir().unwrap();
     let report = logged_run(dir.path(), "printf '\\377\\n' >> \"$1\"");
     let shell = the_shell(&report);
@@ -195,7 +192,7 @@ fn one_invalid_utf8_byte_in_the_log_keeps_the_threads_table() {
 
 #[test]
 fn a_log_appended_without_a_newline_keeps_the_records_before_it() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     let dir = tempfile::tempdir().unwrap();
     // 300 MiB without a newline, more than goset-run's whole address space here.
     let report = logged_run(
@@ -208,12 +205,12 @@ fn a_log_appended_without_a_newline_keeps_the_records_before_it() {
 
 #[test]
 fn an_escape_sequence_in_a_thread_name_reaches_stderr_escaped() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let Some(named) = gcc(dir.path(), "named.c", &[]) else {
+    let _serial = launcher_lock();
+    let build = Build::new();
+    let Some(named) = build.c("named.c", "named") else {
         return;
     };
-    let json_path = dir.path().join("report.json");
+    let json_path = build.dir().join("report.json");
     let name: &OsStr = "\x1b[2Jevil".as_ref();
     let out = goset_run(
         &["--sample", "0"],
@@ -221,7 +218,7 @@ fn an_escape_sequence_in_a_thread_name_reaches_stderr_escaped() {
         &[named.as_os_str(), name],
         &[],
     );
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
     assert!(
         !out.stderr.contains('\x1b'),
         "raw ESC on stderr: {:?}",
@@ -242,25 +239,25 @@ fn an_escape_sequence_in_a_thread_name_reaches_stderr_escaped() {
 /// goset-run on two task CPUs with 2000 sleeping threads, under `limit` (a `ulimit` option);
 /// asserts that each thread was placed, so read, and returns the task's `nofile` line.
 fn two_thousand_threads(limit: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(sleepers) = static_program(dir.path(), "sleepers.c") else {
+    let build = Build::new();
+    let Some(sleepers) = static_program(&build, "sleepers.c") else {
         return String::new();
     };
-    let json_path = dir.path().join("report.json");
+    let json_path = build.dir().join("report.json");
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!(
             "ulimit {limit} 1024 && exec timeout -k 1 80 \"$@\""
         ))
         .arg("sh")
-        .arg(common::bin("goset-run"))
+        .arg(goset_run_bin())
         .args(["-q", "--sample", "0", "-n", "2", "--json"])
         .arg(&json_path)
         .arg("--")
         .arg(&sleepers)
         .args(["2000", "60"]);
     let out = run(cmd);
-    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("placed 2000 of 2000"), "{}", out.stdout);
     let report = json(&json_path);
     let threads = report["threads"].as_array().unwrap();
@@ -273,8 +270,8 @@ fn two_thousand_threads(limit: &str) -> String {
 
 #[test]
 fn two_thousand_threads_are_read_under_ulimit_n_1024() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::two_online_cpus() {
+    let _serial = launcher_lock();
+    if !two_online_cpus() {
         return;
     }
     // Soft and hard limit 1024: only keeping fewer descriptors open helps.
@@ -283,8 +280,8 @@ fn two_thousand_threads_are_read_under_ulimit_n_1024() {
 
 #[test]
 fn a_raised_descriptor_limit_is_the_launchers_alone() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::two_online_cpus() {
+    let _serial = launcher_lock();
+    if !two_online_cpus() {
         return;
     }
     let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
@@ -298,43 +295,5 @@ fn a_raised_descriptor_limit_is_the_launchers_alone() {
     let nofile = two_thousand_threads("-Sn");
     if !nofile.is_empty() {
         assert_eq!(nofile, "nofile 1024");
-    }
-}
-
-#[test]
-fn devices_and_fifos_in_an_fsroot_dump_are_errors_not_endless_reads() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let copied = Command::new("cp")
-        .arg("-a")
-        .arg(common::fixture_root("offline-cpu0-node0"))
-        .arg(&root)
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    let proc = root.join("proc");
-    for file in ["cmdline", "interrupts"] {
-        let _ = std::fs::remove_file(proc.join(file));
-        std::os::unix::fs::symlink("/dev/zero", proc.join(file)).unwrap();
-    }
-    let _ = std::fs::remove_file(proc.join("stat"));
-    nix::unistd::mkfifo(
-        &proc.join("stat"),
-        nix::sys::stat::Mode::from_bits_truncate(0o600),
-    )
-    .unwrap();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(format!("ulimit -v {VM_KIB} && exec timeout -k 1 20 \"$@\""))
-        .arg("sh")
-        .arg(common::bin("goset-run"))
-        .args(["--dry-run", "-n", "1", "--fsroot"])
-        .arg(&root)
-        .args(["--", "true"]);
-    let out = run(cmd);
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    for file in ["/proc/cmdline", "/proc/interrupts", "/proc/stat"] {
-        let line = format!("  {file}: not a regular file\n");
-        assert!(out.stderr.contains(&line), "{}", out.stderr);
     }
 }

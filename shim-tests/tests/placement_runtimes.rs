@@ -1,4 +1,4 @@
-//! Runtimes that size their pools from the affinity mask see the task's CPUs (issue 7), and
+//! Runtimes that size their pools from the affinity mask see the task's CPUs, and
 //! their busy threads still run one to a planned CPU: OpenBLAS (`programs/openblas_dgemm.c`,
 //! which loads it late, as numpy does; `openblas_get_num_threads()` and its threads from /proc), rayon (`src/bin/rayon_pool.rs`,
 //! `current_num_threads()` and each busy worker from inside), and Go with cgo

@@ -5,22 +5,11 @@
 
 mod common;
 
+use common::{goset_run_bin, is_root, launcher_lock};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-/// One test at a time: a launcher killed by one test is swept by the next one's runs.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// Where goset-run puts run directories, given `XDG_RUNTIME_DIR=xdg`.
 fn base(xdg: &Path) -> PathBuf {
@@ -33,7 +22,7 @@ fn base(xdg: &Path) -> PathBuf {
 
 /// goset-run with a short start and the runtime directory `xdg` (used unless root).
 fn goset_run(xdg: &Path) -> Command {
-    let mut cmd = Command::new(common::bin("goset-run"));
+    let mut cmd = Command::new(goset_run_bin());
     cmd.env("XDG_RUNTIME_DIR", xdg)
         .args(["-q", "--sample", "0"]);
     cmd
@@ -187,7 +176,8 @@ impl Drop for Planted {
 
 #[test]
 fn a_dead_launchers_directory_is_swept_a_live_ones_kept_and_both_are_private() {
-    let _serial = serial();
+    // One test at a time: a launcher killed by one test is swept by the next one's runs.
+    let _serial = launcher_lock();
     let tmp = tempfile::tempdir().unwrap();
     let base = base(tmp.path());
     let victim = tmp.path().join("victim");
@@ -264,7 +254,7 @@ fn a_dead_launchers_directory_is_swept_a_live_ones_kept_and_both_are_private() {
 
 #[test]
 fn kill_9_leaves_the_task_running_unless_die_with_launcher_and_the_next_run_sweeps() {
-    let _serial = serial();
+    let _serial = launcher_lock();
     become_subreaper();
     let tmp = tempfile::tempdir().unwrap();
 
@@ -313,7 +303,7 @@ fn as_root_json_and_log_do_not_follow_a_link_planted_where_others_can_write() {
         eprintln!("skipped: the symlink rule is root's (run as root to test it)");
         return;
     }
-    let _serial = serial();
+    let _serial = launcher_lock();
     let tmp = tempfile::tempdir().unwrap();
     let victim = tmp.path().join("victim");
     std::fs::write(&victim, "victim\n").unwrap();

@@ -19,11 +19,6 @@ fn two_cpus() -> Option<(usize, usize)> {
     }
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[test]
 fn sibling_processes_started_by_hand_take_different_cpus() {
     let (Some(prog), Some((a, b))) = (Program::c("pthreads.c"), two_cpus()) else {

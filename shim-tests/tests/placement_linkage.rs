@@ -3,57 +3,30 @@
 //! and the shim's `LD_PRELOAD` entry in the run directory, removed with it.
 
 mod common;
-// Not every helper of the housekeeper tests is used here.
-#[allow(dead_code)]
-#[path = "housekeeper/support.rs"]
-mod support;
 
+use common::launch::run;
+use common::{goset_run_bin, launcher_lock, shim, Build};
 use goset::elf::{self, Linkage};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::*;
-
-/// `musl-gcc -pthread` of a launcher test program; `None` (skipped) without musl-tools.
-fn musl_gcc(dir: &Path, src: &str) -> Option<PathBuf> {
-    if missing("musl-gcc", "apt-get install -y musl-tools") {
-        return None;
-    }
-    let out = dir.join(format!("{}-musl", src.trim_end_matches(".c")));
-    let res = Command::new("musl-gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&out)
-        .arg(programs().join(src))
-        .output()
-        .expect("run musl-gcc");
-    assert!(
-        res.status.success(),
-        "musl-gcc {src}: {}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    Some(out)
-}
 
 #[test]
 fn linkage_of_real_programs() {
-    let dir = tempfile::TempDir::new().unwrap();
-    if let Some(dynamic) = gcc(dir.path(), "ctxsw.c", &[]) {
+    let build = Build::new();
+    if let Some(dynamic) = build.c("ctxsw.c", "ctxsw") {
         match elf::read_file(&dynamic) {
             Linkage::Dynamic(interp) => assert!(elf::is_glibc_loader(&interp), "{interp:?}"),
             other => panic!("gcc's program: {other:?}"),
         }
         assert_eq!(elf::read_file(&dynamic).why_no_shim(), None);
     }
-    let static_dir = dir.path().join("static");
-    std::fs::create_dir(&static_dir).unwrap();
-    if let Some(fixed) = gcc(&static_dir, "ctxsw.c", &["-static"]) {
+    if let Some(fixed) = build.c_static("ctxsw.c", "ctxsw-static") {
         assert_eq!(elf::read_file(&fixed), Linkage::Static);
     }
-    let pie_dir = dir.path().join("static-pie");
-    std::fs::create_dir(&pie_dir).unwrap();
-    if let Some(pie) = gcc(&pie_dir, "ctxsw.c", &["-static-pie"]) {
+    if let Some(pie) = build.c_with(&["-static-pie"], "ctxsw.c", "ctxsw-static-pie") {
         assert_eq!(elf::read_file(&pie), Linkage::Static);
     }
-    if let Some(musl) = musl_gcc(dir.path(), "ctxsw.c") {
+    if let Some(musl) = build.musl("ctxsw.c", "ctxsw-musl") {
         match elf::read_file(&musl) {
             Linkage::Dynamic(interp) => {
                 assert!(!elf::is_glibc_loader(&interp), "{interp:?}");
@@ -62,19 +35,19 @@ fn linkage_of_real_programs() {
             other => panic!("musl-gcc's program: {other:?}"),
         }
     }
-    let script = dir.path().join("script");
+    let script = build.dir().join("script");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
     assert_eq!(elf::read_file(&script), Linkage::NotElf);
     // The head of an ELF file alone: the program headers it points to are missing.
     let sh = std::fs::read("/bin/sh").unwrap();
-    let cut = dir.path().join("cut");
+    let cut = build.dir().join("cut");
     std::fs::write(&cut, &sh[..64]).unwrap();
     assert_eq!(elf::read_file(&cut), Linkage::NotElf);
 }
 
 /// The note goset-run prints for the program it starts, if any.
 fn note_for(argv: &[&std::ffi::OsStr]) -> String {
-    let out = Command::new(common::bin("goset-run"))
+    let out = Command::new(goset_run_bin())
         .args(["--sample", "0", "-n", "1", "--"])
         .args(argv)
         .output()
@@ -93,15 +66,15 @@ fn note_for(argv: &[&std::ffi::OsStr]) -> String {
 
 #[test]
 fn a_program_the_shim_cannot_reach_is_named_once() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let build = Build::new();
+    let _serial = launcher_lock();
     // A glibc program, and a script, say nothing.
     assert_eq!(note_for(&["true".as_ref()]), "");
-    let script = dir.path().join("script");
+    let script = build.dir().join("script");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     assert_eq!(note_for(&[script.as_os_str()]), "");
-    if let Some(fixed) = gcc(dir.path(), "ctxsw.c", &["-static"]) {
+    if let Some(fixed) = build.c_static("ctxsw.c", "ctxsw-static") {
         let note = note_for(&[fixed.as_os_str(), "0".as_ref()]);
         assert_eq!(
             note,
@@ -111,7 +84,7 @@ fn a_program_the_shim_cannot_reach_is_named_once() {
             )
         );
     }
-    if let Some(musl) = musl_gcc(dir.path(), "ctxsw.c") {
+    if let Some(musl) = build.musl("ctxsw.c", "ctxsw-musl") {
         let note = note_for(&[musl.as_os_str(), "0".as_ref()]);
         assert!(
             note.starts_with(&format!("goset-run: {}: loaded by /", musl.display()))
@@ -124,14 +97,14 @@ fn a_program_the_shim_cannot_reach_is_named_once() {
 
 #[test]
 fn the_shim_is_preloaded_after_the_users_entries_from_the_run_directory() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut cmd = Command::new(common::bin("goset-run"));
+    let _serial = launcher_lock();
+    let mut cmd = Command::new(goset_run_bin());
     cmd.env("LD_PRELOAD", "/nonexistent/user.so")
         .args(["-q", "--sample", "0", "-n", "1", "--", "sh", "-c"])
         .arg(r#"echo "$LD_PRELOAD"; echo "$GOSET_PLAN"; readlink "$GOSET_PLAN"/lib/*/libgoset.so"#);
     let out = run(cmd);
     let text = out.stdout;
-    assert_eq!(out.code, Some(0), "{text}{}", out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", out.stderr);
     let lines: Vec<&str> = text.lines().collect();
     let plan = PathBuf::from(lines[1]);
     assert_eq!(
@@ -142,7 +115,7 @@ fn the_shim_is_preloaded_after_the_users_entries_from_the_run_directory() {
         )
     );
     // Every platform link names the built shim.
-    let shim = std::fs::canonicalize(common::bin("goset-run").with_file_name("libgoset.so"));
+    let shim = std::fs::canonicalize(shim());
     assert!(lines.len() > 2, "no platform links: {text}");
     for link in &lines[2..] {
         assert_eq!(Path::new(link), shim.as_deref().unwrap(), "{text}");

@@ -1,4 +1,4 @@
-//! Concurrent goset-runs on this machine never take the same task CPUs (issue 11): runs started
+//! Concurrent goset-runs on this machine never take the same task CPUs: runs started
 //! back to back (within a few milliseconds), each holding its CPUs until all have selected, get
 //! disjoint CPUs, or one line naming the runs that
 //! hold them (exit 1); `kill -9` of a launcher frees its booking for the next run. The CPUs
@@ -6,13 +6,10 @@
 
 mod common;
 
+use common::{goset_bin, goset_run_bin, is_root, launcher_lock};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// These tests book this machine's CPUs: one at a time.
-static MACHINE: Mutex<()> = Mutex::new(());
 
 /// Kills what a test started even when it fails.
 struct Started(Vec<Child>);
@@ -30,7 +27,7 @@ impl Drop for Started {
 /// for `<dir>/go`: every run that got CPUs is still running when the next one selects.
 fn holder(dir: &Path, id: usize) -> Command {
     let d = dir.display();
-    let mut cmd = Command::new(common::bin("goset-run"));
+    let mut cmd = Command::new(goset_run_bin());
     cmd.args(["-q", "-n", "1", "--sample", "0", "--", "sh", "-c"])
         .arg(format!(
             "grep Cpus_allowed_list /proc/self/status > {d}/{id}.tmp && mv {d}/{id}.tmp {d}/{id}; \
@@ -117,7 +114,8 @@ fn check_round(results: &[Got]) -> usize {
 
 #[test]
 fn runs_started_together_get_disjoint_cpus_fifty_times() {
-    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    // These tests book this machine's CPUs: one at a time.
+    let _machine = launcher_lock();
     for _ in 0..50 {
         let results = round(2);
         assert_eq!(check_round(&results), 2.min(cpus_online()), "{results:?}");
@@ -126,7 +124,7 @@ fn runs_started_together_get_disjoint_cpus_fifty_times() {
 
 #[test]
 fn four_runs_together_get_disjoint_cpus_or_a_clear_error() {
-    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let _machine = launcher_lock();
     let results = round(4);
     let placed = check_round(&results);
     assert_eq!(placed, 4.min(cpus_online()), "{results:?}");
@@ -134,9 +132,9 @@ fn four_runs_together_get_disjoint_cpus_or_a_clear_error() {
 
 #[test]
 fn kill_9_of_a_launcher_frees_its_booking() {
-    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let _machine = launcher_lock();
     let n = cpus_online().to_string();
-    let mut all = Command::new(common::bin("goset-run"));
+    let mut all = Command::new(goset_run_bin());
     all.args(["-q", "-n", &n, "--sample", "0", "--", "sleep", "60"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -147,7 +145,7 @@ fn kill_9_of_a_launcher_frees_its_booking() {
     // Booked once bare goset lists it.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let bare = Command::new(common::bin("goset")).output().unwrap();
+        let bare = Command::new(goset_bin()).output().unwrap();
         if String::from_utf8_lossy(&bare.stderr).contains(&format!("pid {pid} (sleep 60)")) {
             break;
         }
@@ -197,14 +195,9 @@ fn kill_9_of_a_launcher_frees_its_booking() {
     started.0.clear();
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// The shared registry's lock, made by a first run.
 fn shared_lock() -> &'static Path {
-    let ok = Command::new(common::bin("goset-run"))
+    let ok = Command::new(goset_run_bin())
         .args(["-q", "-n", "1", "--sample", "0", "--", "true"])
         .status()
         .unwrap();
@@ -218,7 +211,7 @@ fn another_user_cannot_hold_the_registrys_lock() {
         eprintln!("skipped: needs root (the shared registry, and another user to run as)");
         return;
     }
-    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let _machine = launcher_lock();
     let lock = shared_lock();
     // As nobody: the lock cannot even be opened (it was 0644: flock -x held every run).
     let out = Command::new("runuser")
@@ -240,7 +233,7 @@ fn a_held_lock_is_waited_for_within_a_bound_and_signals_end_the_wait() {
         eprintln!("skipped: needs root (the shared registry)");
         return;
     }
-    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let _machine = launcher_lock();
     let lock = shared_lock();
     // flock and its sleep in a group of their own, ended together (SIGKILL to the group)
     // however the test ends.
@@ -275,7 +268,7 @@ fn a_held_lock_is_waited_for_within_a_bound_and_signals_end_the_wait() {
     }
     // --wait 1: one line naming the holder, exit 1, in about a second.
     let started = Instant::now();
-    let out = Command::new(common::bin("goset-run"))
+    let out = Command::new(goset_run_bin())
         .args([
             "-q", "-n", "1", "--sample", "0", "--wait", "1", "--", "true",
         ])
@@ -290,7 +283,7 @@ fn a_held_lock_is_waited_for_within_a_bound_and_signals_end_the_wait() {
         started.elapsed()
     );
     // Without --wait, SIGTERM while waiting ends the run at once (128 + 15).
-    let mut run = Command::new(common::bin("goset-run"))
+    let mut run = Command::new(goset_run_bin())
         .args(["-q", "-n", "1", "--sample", "0", "--", "true"])
         .stderr(Stdio::piped())
         .spawn()

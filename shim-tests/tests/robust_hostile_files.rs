@@ -104,8 +104,7 @@ fn a_log_that_is_a_fifo_never_blocks() {
 
 /// Whether the tests run as root; prints why a test skips otherwise.
 fn root_or_skip(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         skip_note(&format!(
             "{test}: needs root (to drop privileges with setpriv)"
         ));
@@ -241,8 +240,7 @@ fn give_away(path: &Path) {
 
 #[test]
 fn as_root_goset_log_does_not_follow_a_link_planted_where_others_can_write() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         skip_note("as_root_goset_log_...: the link rule is root's (run as root to test it)");
         return;
     }
@@ -296,8 +294,7 @@ fn as_root_goset_log_does_not_follow_a_link_planted_where_others_can_write() {
 
 #[test]
 fn as_root_a_plan_in_another_users_directory_is_refused() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         skip_note("as_root_a_plan_in_...: the rule is root's (run as root to test it)");
         return;
     }

@@ -1,7 +1,7 @@
 //! A static program under `goset-run -n` = every CPU: no CPU is left outside the plan, so the
 //! housekeeper shares the last slot's CPU, and the threads it sends there (sleepers) sit on a
 //! task CPU. Such a thread takes a share of that slot, so a busy thread beside it moves to the
-//! slot it left (issue 9: two task threads never left on one CPU).
+//! slot it left: two task threads are never left on one CPU.
 
 mod common;
 use common::*;

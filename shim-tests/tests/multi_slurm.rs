@@ -1,9 +1,9 @@
-//! goset-run under a real Slurm (issue 11): a single-node cluster on this machine (munged,
-//! slurmctld and slurmd from Debian's packages, configuration written here, controller and node
-//! on localhost), `srun -n 2` and `sbatch` jobs through goset-run. Each rank's busy thread must
-//! hold a CPU of its own, read by the thread itself from `/proc` inside the job. The cluster is
-//! stopped and its files removed afterwards, also when the test fails. Needs root (the daemons
-//! run as root here) and `apt-get install slurmctld slurmd slurm-client munge`.
+//! goset-run under a real Slurm, whose ranks book CPUs like concurrent runs: a single-node cluster
+//! on this machine (munged, slurmctld and slurmd from Debian's packages, configuration written
+//! here, controller and node on localhost), `srun -n 2` and `sbatch` jobs through goset-run. Each
+//! rank's busy thread must hold a CPU of its own, read by the thread itself from `/proc` inside the
+//! job. The cluster is stopped and its files removed afterwards, also when the test fails. Needs
+//! root (the daemons run as root here) and `apt-get install slurmctld slurmd slurm-client munge`.
 
 mod common;
 use common::*;
@@ -148,8 +148,7 @@ fn held(out: &Outcome) -> Vec<usize> {
 
 #[test]
 fn srun_and_sbatch_through_goset_run_give_each_rank_its_own_cpu() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         skip_note("a Slurm cluster of our own needs root (CI runs as root)");
         return;
     }

@@ -1,4 +1,4 @@
-//! A CPU that turns noisy mid-run (issue 13): with `--spare 1` the task's thread leaves its CPU
+//! A CPU that turns noisy mid-run: with `--spare 1` the task's thread leaves its CPU
 //! for the spare once a busy loop of another process shares it, and its per-second figures
 //! come back; with `--spare 0`, in the same test, they stay halved.
 
@@ -7,10 +7,6 @@ use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Held by each test for its runs: one test's busy loop is noise to the other's. (`launcher_lock`
-/// serialises single goset-run invocations only, and the busy loop outlives them.)
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A busy loop pinned to one CPU that starts after a delay, outside the task (a thread of this
 /// test); stopped and joined when dropped.
@@ -167,7 +163,8 @@ fn a_thread_leaves_a_cpu_that_turns_noisy_for_the_spare() {
     let Some(program) = Program::c("seconds_loop.c") else {
         return;
     };
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // For the whole test: its busy loop outlives each run and is noise to the other test's.
+    let _alone = launcher_lock();
     let (out, selection, records) = until_moved(&program, &["--spare", "1"]);
     let [spare] = selection.spares[..] else {
         panic!("one spare: {selection:?}");
@@ -218,7 +215,8 @@ fn noise_the_task_makes_itself_does_not_move_it_back_and_forth() {
     let Some(program) = Program::c("own_noise.c") else {
         return;
     };
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // For the whole test: its busy loop outlives each run and is noise to the other test's.
+    let _alone = launcher_lock();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("place.log");
     let args = ["--spare", "1", "--log", log.to_str().unwrap()];

@@ -11,11 +11,6 @@ use common::*;
 use serde_json::Value;
 use std::process::Command;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// `goset-run -n 2 --json <json> -- <wrapper...> pthreads 1`, run; the outcome and the JSON.
 fn run_wrapped(wrapper: &[&str], prog: &Program) -> (Outcome, Value, Selection) {
     let dir = tempfile::tempdir().unwrap();

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::{goset_run_bin, goset_run_ok, is_root, launcher_lock, two_online_cpus};
 use std::process::{Child, Command, Stdio};
 
 /// A busy loop pinned to one CPU, killed when dropped.
@@ -26,14 +27,6 @@ impl Drop for BusyLoop {
     }
 }
 
-/// goset-run calls in this file run one at a time: a test's short tasks must not load the CPU
-/// the busy-loop test expects to be idle.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Runs goset-run with `args` plus `--json`, until a sampling window in which CPU 0 was busy
 /// (the busy loop) and CPU 1 idle: only such a window says something about the ranking, and the
 /// machine may be shared. Returns that run's stdout and JSON report.
@@ -43,7 +36,7 @@ fn run_in_a_clean_window(args: &[&str]) -> (String, serde_json::Value) {
         let json_path = json.path().to_str().unwrap();
         let mut all = vec!["--json", json_path];
         all.extend_from_slice(args);
-        let out = common::goset_run_ok(&all);
+        let out = goset_run_ok(&all);
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(json.path()).unwrap()).unwrap();
         let busy = |cpu: u64| {
@@ -61,10 +54,10 @@ fn run_in_a_clean_window(args: &[&str]) -> (String, serde_json::Value) {
 
 #[test]
 fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
-    if !common::two_online_cpus() {
+    if !two_online_cpus() {
         return;
     }
-    let _serial = serial();
+    let _serial = launcher_lock();
     let _busy = BusyLoop::on(0);
     let (_, dry) = run_in_a_clean_window(&["-n", "1", "--dry-run"]);
     assert_eq!(
@@ -90,9 +83,9 @@ fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
 
 #[test]
 fn exit_status_is_the_tasks() {
-    let _serial = serial();
+    let _serial = launcher_lock();
     let run = |args: &[&str]| {
-        Command::new(common::bin("goset-run"))
+        Command::new(goset_run_bin())
             .args(["--sample", "0", "-n", "1", "--"])
             .args(args)
             .output()
@@ -121,9 +114,9 @@ fn exit_status_is_the_tasks() {
 /// leaves a user's values alone.
 #[test]
 fn sets_thread_counts_only_when_unset() {
-    let _serial = serial();
+    let _serial = launcher_lock();
     let thread_counts = |omp: Option<&str>, go: Option<&str>| {
-        let mut cmd = Command::new(common::bin("goset-run"));
+        let mut cmd = Command::new(goset_run_bin());
         for (name, value) in [("OMP_NUM_THREADS", omp), ("GOMAXPROCS", go)] {
             match value {
                 Some(v) => cmd.env(name, v),
@@ -144,9 +137,9 @@ fn sets_thread_counts_only_when_unset() {
 
 #[test]
 fn numa_binds_the_tasks_memory_to_the_node() {
-    let _serial = serial();
+    let _serial = launcher_lock();
     let first_policy = |numa: &str| {
-        let out = common::goset_run_ok(&[
+        let out = goset_run_ok(&[
             "--quiet",
             "--sample",
             "0",
@@ -171,11 +164,11 @@ fn numa_binds_the_tasks_memory_to_the_node() {
 
 #[test]
 fn goset_run_inside_a_goset_task_is_not_placed_by_the_outer_shim() {
-    if !common::two_online_cpus() {
+    if !two_online_cpus() {
         return;
     }
-    let _serial = serial();
-    let inner = common::bin("goset-run");
+    let _serial = launcher_lock();
+    let inner = goset_run_bin();
     let inner = inner.to_str().unwrap();
     // Were the outer shim to place the inner goset-run as a worker, it would see one CPU and
     // refuse -n 2.
@@ -192,16 +185,15 @@ fn goset_run_inside_a_goset_task_is_not_placed_by_the_outer_shim() {
 /// as every program the shim cannot reach does, and its children are not all confined to one.
 #[test]
 fn a_secure_exec_command_starts_on_all_the_task_cpus() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         eprintln!("skipped: needs root (to make a set-user-id file of another user)");
         return;
     }
-    if !common::two_online_cpus() {
+    if !two_online_cpus() {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
-    let _serial = serial();
+    let _serial = launcher_lock();
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let grep = dir.path().join("grep");
@@ -221,7 +213,7 @@ fn cpus_allowed_under_goset_run(wrapper: &[&str], grep: &str) -> (String, String
     let mut args = vec!["-q", "--sample", "0", "-n", "2", "--"];
     args.extend(wrapper);
     args.extend([grep, "Cpus_allowed_list", "/proc/self/status"]);
-    let out = common::goset_run_ok(&args);
+    let out = goset_run_ok(&args);
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -6,19 +6,24 @@
 //! compiler skip with the reason when it is missing, and fail instead under `CI=true`.
 
 mod common;
-#[path = "housekeeper/support.rs"]
-mod support;
 
+use common::launch::*;
+use common::{
+    goset_run_bin, is_root, launcher_lock, missing, runs, two_online_cpus, Build, Outcome, Started,
+};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::*;
 /// Every busy thread is allowed one planned CPU, runs on it, and no two share one; the
 /// housekeeper says it placed them.
-fn assert_each_on_its_own_planned_cpu(out: &Output, report: &Value, n: usize) {
+fn assert_each_on_its_own_planned_cpu(out: &Outcome, report: &Value, n: usize) {
     let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert_eq!(out.code, Some(0), "the program timed out unpinned: {ctx}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the program timed out unpinned: {ctx}"
+    );
     let planned = planned_cpus(report);
     let busy = busy_lines(&out.stdout);
     assert_eq!(busy.len(), n, "{ctx}");
@@ -81,12 +86,12 @@ fn wrapped(wrap: Wrap, prog: &Path, args: &[&str]) -> Option<Vec<std::ffi::OsStr
             argv.extend(["sh", "-c", r#"sleep 0.3; "$0" "$@"; exit $?"#].map(Into::into));
         }
         Wrap::Mpirun => {
-            if missing("mpirun", "apt-get install -y openmpi-bin") {
+            if !runs("mpirun") {
+                missing("mpirun", "apt-get install -y openmpi-bin");
                 return None;
             }
             argv.extend(["mpirun", "-np", "1"].map(Into::into));
-            // SAFETY: geteuid has no preconditions.
-            if unsafe { libc::geteuid() } == 0 {
+            if is_root() {
                 argv.push("--allow-run-as-root".into());
             }
             argv.extend(["--oversubscribe", "--mca", "btl", "self,vader"].map(Into::into));
@@ -99,17 +104,17 @@ fn wrapped(wrap: Wrap, prog: &Path, args: &[&str]) -> Option<Vec<std::ffi::OsStr
 
 /// The static program's two busy threads, started as `wrap` says, end on their own CPUs.
 fn static_program(wrap: Wrap) {
-    if !common::two_online_cpus() {
+    if !two_online_cpus() {
         return;
     }
-    let dir = tempfile::TempDir::new().unwrap();
-    let Some(prog) = gcc(dir.path(), "spin_static.c", &["-static"]) else {
+    let build = Build::new();
+    let Some(prog) = build.c_static("spin_static.c", "spin_static") else {
         return;
     };
     let Some(task) = wrapped(wrap, &prog, &BUSY_ARGS) else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     if matches!(wrap, Wrap::Direct) {
         // The check can fail: without goset the threads share the process mask until the
         // deadline.
@@ -119,13 +124,13 @@ fn static_program(wrap: Wrap) {
             c
         });
         assert_eq!(
-            alone.code,
+            alone.status.code(),
             Some(3),
             "unpinned threads must time out: {}",
             alone.stdout
         );
     }
-    let report = dir.path().join("report.json");
+    let report = build.dir().join("report.json");
     let task: Vec<&std::ffi::OsStr> = task.iter().map(|a| a.as_os_str()).collect();
     let out = goset_run(&["-n", "2", "--interval", "20"], &report, &task, &[]);
     assert_each_on_its_own_planned_cpu(&out, &json(&report), 2);
@@ -133,17 +138,17 @@ fn static_program(wrap: Wrap) {
 
 /// The Go program's two busy threads, started as `wrap` says, end on their own CPUs.
 fn go_program(wrap: Wrap) {
-    if !common::two_online_cpus() {
+    if !two_online_cpus() {
         return;
     }
+    let Some(go) = common::runtimes::go("spin_go.go", false) else {
+        return;
+    };
+    let Some(task) = wrapped(wrap, &go.path, &BUSY_ARGS) else {
+        return;
+    };
+    let _serial = launcher_lock();
     let dir = tempfile::TempDir::new().unwrap();
-    let Some(prog) = go_build(dir.path()) else {
-        return;
-    };
-    let Some(task) = wrapped(wrap, &prog, &BUSY_ARGS) else {
-        return;
-    };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let report = dir.path().join("report.json");
     let task: Vec<&std::ffi::OsStr> = task.iter().map(|a| a.as_os_str()).collect();
     let out = goset_run(
@@ -231,12 +236,13 @@ fn context_switches_of_a_thread_are_counted() {
 /// what `wait4` says the tree used, less the shell's and `sleep`'s few milliseconds.
 #[test]
 fn a_process_below_a_waiting_shell_is_counted_to_its_end() {
-    if missing("dd", "apt-get install -y coreutils") {
+    if !runs("dd") {
+        missing("dd", "apt-get install -y coreutils");
         return;
     }
     let dir = tempfile::TempDir::new().unwrap();
     let report = dir.path().join("report.json");
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     let script = "sleep 0.1; dd if=/dev/zero of=/dev/null bs=1 count=2000000 2>/dev/null; exit $?";
     let out = goset_run(
         &["-n", "1", "--sample", "0", "--interval", "20"],
@@ -245,7 +251,7 @@ fn a_process_below_a_waiting_shell_is_counted_to_its_end() {
         &[],
     );
     let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert_eq!(out.code, Some(0), "{ctx}");
+    assert_eq!(out.status.code(), Some(0), "{ctx}");
     let v = json(&report);
     let ru = &v["run"]["rusage"];
     let tree_s = ru["user_s"].as_f64().unwrap() + ru["system_s"].as_f64().unwrap();
@@ -276,14 +282,14 @@ fn a_process_below_a_waiting_shell_is_counted_to_its_end() {
 fn report_keeps_its_keys_and_never_shows_a_fake_zero() {
     let dir = tempfile::TempDir::new().unwrap();
     let report = dir.path().join("report.json");
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     let out = goset_run(
         &["-n", "1", "--quiet"],
         &report,
         &["sleep".as_ref(), "0.3".as_ref()],
         &[],
     );
-    assert_eq!(out.code, Some(0));
+    assert_eq!(out.status.code(), Some(0));
     assert!(
         out.stderr.is_empty() || out.stderr.starts_with("Errors\n"),
         "--quiet prints nothing but errors: {}",
@@ -339,12 +345,12 @@ fn report_keeps_its_keys_and_never_shows_a_fake_zero() {
 /// once per poll, so its demand is measured, not zero).
 #[test]
 fn a_busy_thread_stays_placed_while_other_threads_come_and_go() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let Some(prog) = gcc(dir.path(), "churn.c", &["-static"]) else {
+    let build = Build::new();
+    let Some(prog) = build.c_static("churn.c", "churn") else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let report = dir.path().join("report.json");
+    let _serial = launcher_lock();
+    let report = build.dir().join("report.json");
     let out = goset_run(
         &["-n", "1", "--interval", "20"],
         &report,
@@ -352,7 +358,11 @@ fn a_busy_thread_stays_placed_while_other_threads_come_and_go() {
         &[],
     );
     let ctx = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert_eq!(out.code, Some(0), "the busy thread was never placed: {ctx}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the busy thread was never placed: {ctx}"
+    );
     let planned = json(&report)["selection"]["task_cpus"][0]
         .as_i64()
         .unwrap()
@@ -379,20 +389,20 @@ fn a_busy_thread_stays_placed_while_other_threads_come_and_go() {
 /// the demand rule comes after the record): it must decide from the kernel's view of a thread,
 /// not from how long its record takes.
 fn held_workers(mode: &str) {
-    if !common::two_online_cpus() {
+    if !two_online_cpus() {
         return;
     }
-    let dir = tempfile::TempDir::new().unwrap();
-    let Some(prog) = gcc(dir.path(), "held.c", &["-pthread"]) else {
+    let build = Build::new();
+    let Some(prog) = build.c("held.c", "held") else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = launcher_lock();
     let (report, log, pidfile) = (
-        dir.path().join("report.json"),
-        dir.path().join("placement.log"),
-        dir.path().join("pid"),
+        build.dir().join("report.json"),
+        build.dir().join("placement.log"),
+        build.dir().join("pid"),
     );
-    let mut cmd = Command::new(common::bin("goset-run"));
+    let mut cmd = Command::new(goset_run_bin());
     cmd.args(["-n", "2", "--interval", "20", "--json"])
         .arg(&report)
         .arg("--log")
@@ -402,7 +412,7 @@ fn held_workers(mode: &str) {
         .arg(mode)
         .arg(&pidfile)
         .arg("1");
-    let run = support::Started::new(cmd);
+    let run = Started::new(cmd);
     let deadline = Instant::now() + Duration::from_secs(20);
     let pid: i32 = loop {
         if let Some(pid) = std::fs::read_to_string(&pidfile)
@@ -411,21 +421,24 @@ fn held_workers(mode: &str) {
         {
             break pid;
         }
-        assert!(Instant::now() < deadline, "no pid file: {:?}", run.finish());
+        assert!(
+            Instant::now() < deadline,
+            "no pid file: {:?}",
+            run.finish(RUN_DEADLINE)
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
-    let Some(held) = support::hold_new_tasks(pid, 2, Duration::from_millis(500), || run.go())
-    else {
+    let Some(held) = hold_new_tasks(pid, 2, Duration::from_millis(500), || run.go()) else {
         return;
     };
-    let out = run.finish();
+    let out = run.finish(RUN_DEADLINE);
     let ctx = format!(
         "held {held:?}\nstdout:\n{}\nstderr:\n{}\nlog:\n{}",
         out.stdout,
         out.stderr,
         std::fs::read_to_string(&log).unwrap_or_default()
     );
-    assert_eq!(out.code, Some(0), "{ctx}");
+    assert_eq!(out.status.code(), Some(0), "{ctx}");
     let planned = planned_cpus(&json(&report));
     let busy = busy_lines(&out.stdout);
     assert_eq!(busy.len(), 2, "{ctx}");

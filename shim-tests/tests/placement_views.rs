@@ -1,4 +1,4 @@
-//! What a program reads back from the affinity calls (issue 7): a thread that never asked
+//! What a program reads back from the affinity calls: a thread that never asked
 //! sees the task's CPUs, so pools size to N; a thread that asked reads back what it asked
 //! (`programs/views.c`, rt-tests' `pi_stress`, which quits or hangs otherwise); a forked
 //! child inherits the forking thread's view, an exec'd program starts afresh (Python's
@@ -144,8 +144,7 @@ fn pi_stress_usable() -> bool {
         missing("pi_stress", "apt-get install -y rt-tests");
         return false;
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         skip_note("pi_stress needs SCHED_FIFO: run the tests as root");
         return false;
     }

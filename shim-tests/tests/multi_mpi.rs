@@ -3,15 +3,10 @@
 //! the reservation and run on the housekeeper CPU. On this 2-CPU machine the housekeeper shares
 //! a task CPU, so "no slot" shows as: helpers on the housekeeper only, never on the other CPU.
 //!
-//! By hand, mpirun's ranks keep the cores mpirun bound them to: `by_hand_tree.rs`.
+//! By hand, mpirun's ranks keep the cores mpirun bound them to: `multi_by_hand_tree.rs`.
 
 mod common;
 use common::*;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 #[test]
 fn ranks_on_own_cpus_helpers_on_the_housekeeper_under_goset_run() {
