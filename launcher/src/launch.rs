@@ -477,7 +477,7 @@ fn execute(
 ) -> Result<Executed> {
     let settings = Settings {
         task_cpus: selection.task_cpus.clone(),
-        housekeeper: parked_cpu(opts, selection),
+        park_cpu: parked_cpu(opts, selection),
         interval: opts.interval,
         // Under one shared mask the housekeeper only watches: it places and moves nothing.
         policy: Policy {

@@ -4,7 +4,7 @@
 //! Owns: one poll ([`Housekeeper::poll`]): follow the placement log, walk the task's process
 //! tree, read every thread's counters, place unplaced threads, sample CPU frequencies; and what
 //! the run adds up to ([`Housekeeper::finish`]). Must not: print, or read any file that makes
-//! the kernel interrupt a task CPU (see [`threads`] and [`telemetry`] for the files and why
+//! the kernel interrupt a task CPU (see [`threads`] and [`cpu_sampler`] for the files and why
 //! they are silent). The launcher stays single-threaded so that nothing it does (an `munmap`,
 //! say) sends TLB shootdowns anywhere: its mm runs on the housekeeper CPU only.
 //!
@@ -22,17 +22,18 @@
 //! ended one (a non-leader thread's `execve` takes its process's pid, which was seen as a
 //! zombie; pid reuse within a run).
 
+pub mod cpu_sampler;
 pub mod logtail;
 pub mod noise_rule;
 pub mod noisewatch;
 pub mod outcome;
 pub mod placer;
 pub mod policy;
-pub mod telemetry;
 pub mod threads;
 pub mod tracked;
 
 use crate::fsroot::{FsRoot, ReadError};
+use cpu_sampler::CpuSampler;
 use logtail::{LogTail, ShimThread};
 use noise_rule::{NoiseRule, NoiseStreaks};
 use noisewatch::NoiseWatch;
@@ -41,7 +42,6 @@ use placer::{Kin, Live, Placer, Policy};
 use policy::Activity;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
-use telemetry::CpuSampler;
 pub use tracked::Tracked;
 use tracked::{Mode, Polled};
 
@@ -50,8 +50,9 @@ use tracked::{Mode, Polled};
 pub struct Settings {
     /// Task CPUs in slot order.
     pub task_cpus: Vec<usize>,
-    /// The housekeeper CPU.
-    pub housekeeper: usize,
+    /// Where threads that hold no slot are parked (helpers, sleepers): the housekeeper CPU, or
+    /// under `--cgroup`, whose cpuset holds the task CPUs only, the last task CPU.
+    pub park_cpu: usize,
     /// Poll interval.
     pub interval: Duration,
     /// Placement thresholds.
@@ -61,7 +62,7 @@ pub struct Settings {
     pub spares: Vec<usize>,
     /// Thresholds of those moves.
     pub noise_rule: NoiseRule,
-    /// The CPU the launcher itself runs on (its time there is not noise).
+    /// The housekeeper CPU: the one the launcher itself runs on (its time there is not noise).
     pub launcher_cpu: usize,
     /// Steerable IRQs are moved away for the run (`--steer`): they are not noise.
     pub steer: bool,
@@ -290,7 +291,7 @@ impl Housekeeper {
             placer: Placer::new(
                 table,
                 settings.task_cpus.clone(),
-                settings.housekeeper,
+                settings.park_cpu,
                 appender,
             ),
             all_children_every: every.clamp(1, u64::MAX as u128) as u64,
@@ -886,7 +887,7 @@ mod tests {
         let me = nix::unistd::gettid().as_raw();
         let settings = Settings {
             task_cpus: vec![usize::MAX - 1],
-            housekeeper: usize::MAX - 2,
+            park_cpu: usize::MAX - 2,
             interval: Duration::from_millis(100),
             policy: Policy::default(),
             spares: Vec::new(),

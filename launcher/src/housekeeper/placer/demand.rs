@@ -47,7 +47,7 @@ impl Placer {
         } else {
             match self.owned.get(&t.tid)?.spot {
                 Spot::Slot(s) => return Some(s),
-                Spot::Housekeeper => return None,
+                Spot::Parked => return None,
             }
         };
         self.task_cpus.iter().position(|&c| c == cpu)

@@ -49,8 +49,9 @@ pub struct Owned {
 pub struct Placer {
     table: &'static SlotTable,
     task_cpus: Vec<usize>,
-    housekeeper: usize,
-    /// The slot whose CPU is the housekeeper's, when no CPU was left outside the plan.
+    /// Where slotless threads are parked (see [`super::Settings::park_cpu`]).
+    park_cpu: usize,
+    /// The slot whose CPU is the park CPU, when no CPU was left outside the plan.
     parked_slot: Option<usize>,
     log: Option<std::fs::File>,
     /// Every record written (the report's source when there is no log file).
@@ -136,14 +137,14 @@ impl Placer {
     pub fn new(
         table: &'static SlotTable,
         task_cpus: Vec<usize>,
-        housekeeper: usize,
+        park_cpu: usize,
         log: Option<std::fs::File>,
     ) -> Placer {
         Placer {
             table,
-            parked_slot: task_cpus.iter().position(|&c| c == housekeeper),
+            parked_slot: task_cpus.iter().position(|&c| c == park_cpu),
             task_cpus,
-            housekeeper,
+            park_cpu,
             log,
             records: Vec::new(),
             owned: BTreeMap::new(),
@@ -251,13 +252,7 @@ impl Placer {
             let logged = logged_claims(live, &self.task_cpus);
             pending_claims(self.table.records(), &own, &logged, &self.task_cpus)
         };
-        let left = leave_alone(
-            &masks,
-            &pending,
-            &assigned,
-            &self.task_cpus,
-            self.housekeeper,
-        );
+        let left = leave_alone(&masks, &pending, &assigned, &self.task_cpus, self.park_cpu);
         let mut pending = BTreeMap::new();
         for ((t, left), seen) in unclaimed.into_iter().zip(left).zip(masks) {
             if left {
@@ -285,16 +280,16 @@ impl Placer {
         for action in decide(&views, &live_counts, &groups, self.parked_slot, policy) {
             match action {
                 Action::Claim { tid, slot } => self.claim(by_tid[&tid], slot, comm_of),
-                Action::Housekeeper { tid } => {
+                Action::Park { tid } => {
                     let t = by_tid[&tid];
-                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Housekeeper, None);
+                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Parked, None);
                 }
                 Action::Demote { tid } => {
                     if let Some(c) = self.owned.get_mut(&tid).and_then(|o| o.claim.take()) {
                         self.table.release(&c);
                     }
                     let t = by_tid[&tid];
-                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Housekeeper, None);
+                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Parked, None);
                 }
             }
         }
@@ -407,7 +402,7 @@ impl Placer {
                 || self
                     .owned
                     .get(&t.tid)
-                    .is_some_and(|o| o.spot == Spot::Housekeeper);
+                    .is_some_and(|o| o.spot == Spot::Parked);
             if slotless || mask_of(t.tid) != Mask::Cpus(vec![from]) {
                 continue;
             }
@@ -527,8 +522,8 @@ impl Placer {
 
     fn apply(&mut self, tid: i32, pid: i32, comm: &str, spot: Spot, claim: Option<Claim>) {
         let cpu = match spot {
-            Spot::Slot(s) => self.task_cpus.get(s).copied().unwrap_or(self.housekeeper),
-            Spot::Housekeeper => self.housekeeper,
+            Spot::Slot(s) => self.task_cpus.get(s).copied().unwrap_or(self.park_cpu),
+            Spot::Parked => self.park_cpu,
         };
         if let Err(why) = self.pin(tid, cpu) {
             if let Some(c) = claim {
@@ -644,7 +639,7 @@ fn mask_of(tid: i32) -> Mask {
 pub fn role_of(spot: Spot) -> Role {
     match spot {
         Spot::Slot(_) => Role::Worker,
-        Spot::Housekeeper => Role::Helper,
+        Spot::Parked => Role::Helper,
     }
 }
 
@@ -914,11 +909,11 @@ mod tests {
             assert_eq!(step(&mut p, 0.0, false), Spot::Slot(0));
         }
         step(&mut p, 0.0, false);
-        assert_eq!(p.owned[&tid].spot, Spot::Housekeeper);
+        assert_eq!(p.owned[&tid].spot, Spot::Parked);
         // Parked beside others it gets a small share, but it is runnable: a slot again, once
         // that held for promote_after polls.
         for _ in 1..policy.promote_after {
-            assert_eq!(step(&mut p, 0.1, true), Spot::Housekeeper);
+            assert_eq!(step(&mut p, 0.1, true), Spot::Parked);
         }
         assert!(matches!(step(&mut p, 0.1, true), Spot::Slot(_)));
         done_tx.send(()).unwrap();
@@ -990,12 +985,7 @@ mod tests {
         p.step(&[unplaced(sleeper, 0.0)], &[], &Policy::default(), &|_| {
             "s".into()
         });
-        assert_eq!(
-            p.owned[&sleeper].spot,
-            Spot::Housekeeper,
-            "{:?}",
-            p.failures
-        );
+        assert_eq!(p.owned[&sleeper].spot, Spot::Parked, "{:?}", p.failures);
         // The first burner takes slot 0, not the sleeper's slot 1; the second goes beside the
         // sleeper rather than beside the first.
         let live = [sleeper, first, second]
