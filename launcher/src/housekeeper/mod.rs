@@ -293,6 +293,7 @@ impl Housekeeper {
                 settings.task_cpus.clone(),
                 settings.park_cpu,
                 appender,
+                Box::new(placer::Kernel),
             ),
             all_children_every: every.clamp(1, u64::MAX as u128) as u64,
             // The noise of a CPU is its busy time less the task's: a thread left unread would

@@ -2,7 +2,7 @@
 //! count published for the shim's births, threads that take turns widened, busy threads moved to
 //! a slot with no busy thread.
 
-use super::{mask_of, Live, Owned, Placer};
+use super::{Live, Owned, Placer};
 use crate::housekeeper::policy::{
     computes, ran_there, rebalance, rested, steady, takes_turns, Busy, Mask, Policy, Spot,
 };
@@ -154,7 +154,7 @@ impl Placer {
                 let Some(record_slot) = t.shim_slot else {
                     continue;
                 };
-                let Mask::Cpus(cpus) = mask_of(t.tid) else {
+                let Mask::Cpus(cpus) = self.affinity.get(t.tid) else {
                     continue;
                 };
                 match cpus[..] {

@@ -18,11 +18,13 @@ use std::time::Instant;
 use super::noise_rule::NoiseMove;
 use super::policy::{is_busy, settled, wanted};
 
+mod affinity;
 mod demand;
 pub use super::policy::{
     decide, leave_alone, pending_claims, rebalance, Action, Activity, Busy, Kin, Mask, Policy,
     Spot, Unclaimed, View,
 };
+pub use affinity::{Affinity, Kernel};
 
 /// A thread the housekeeper placed.
 #[derive(Debug, Clone)]
@@ -54,6 +56,8 @@ pub struct Placer {
     /// The slot whose CPU is the park CPU, when no CPU was left outside the plan.
     parked_slot: Option<usize>,
     log: Option<std::fs::File>,
+    /// Its kernel calls.
+    affinity: Box<dyn Affinity>,
     /// Every record written (the report's source when there is no log file).
     pub records: Vec<Record>,
     /// Threads the housekeeper placed, live or ended, by tid.
@@ -133,12 +137,14 @@ impl Live {
 }
 
 impl Placer {
-    /// A placer over `table`, writing records to `log` (the placement log, opened `O_APPEND`).
+    /// A placer over `table`, writing records to `log` (the placement log, opened `O_APPEND`),
+    /// setting and reading masks through `affinity` ([`Kernel`] but in tests).
     pub fn new(
         table: &'static SlotTable,
         task_cpus: Vec<usize>,
         park_cpu: usize,
         log: Option<std::fs::File>,
+        affinity: Box<dyn Affinity>,
     ) -> Placer {
         Placer {
             table,
@@ -146,6 +152,7 @@ impl Placer {
             task_cpus,
             park_cpu,
             log,
+            affinity,
             records: Vec::new(),
             owned: BTreeMap::new(),
             pending: BTreeMap::new(),
@@ -239,7 +246,7 @@ impl Placer {
             .map(|t| Unclaimed {
                 tid: t.tid,
                 pid: t.pid,
-                mask: mask_of(t.tid),
+                mask: self.affinity.get(t.tid),
                 kin: t.kin,
             })
             .collect();
@@ -403,7 +410,7 @@ impl Placer {
                     .owned
                     .get(&t.tid)
                     .is_some_and(|o| o.spot == Spot::Parked);
-            if slotless || mask_of(t.tid) != Mask::Cpus(vec![from]) {
+            if slotless || self.affinity.get(t.tid) != Mask::Cpus(vec![from]) {
                 continue;
             }
             if let Err(why) = self.pin(t.tid, to) {
@@ -448,13 +455,9 @@ impl Placer {
 
     /// Sets `tid`'s mask to `set`, as [`Placer::pin`].
     fn pin_set(&self, tid: i32, set: &CpuSet) -> Result<(), Option<String>> {
-        let (mask, len) = set.as_raw();
-        // SAFETY: mask points into `set`, alive until the call returns, `len` bytes long.
-        let rc = unsafe { libc::sched_setaffinity(tid, len, mask as *const libc::cpu_set_t) };
-        if rc == 0 {
+        let Err(e) = self.affinity.set(tid, set) else {
             return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
+        };
         let mut cpus = String::new();
         let _ = goset_plan::cpulist::write_ranges(&mut cpus, set);
         let why = format!("cpu {cpus}: {e}");
@@ -470,7 +473,7 @@ impl Placer {
         let Some(o) = self.owned.get(&tid) else {
             return false;
         };
-        let Mask::Cpus(now) = mask_of(tid) else {
+        let Mask::Cpus(now) = self.affinity.get(tid) else {
             return false;
         };
         if now == [o.cpu] {
@@ -605,7 +608,6 @@ impl Placer {
     }
 }
 
-/// A thread's affinity mask.
 /// The claims the shim's records account for, as [`pending_claims`] keys them: each logged
 /// thread's pid and the CPU of its record's slot: where it runs, or, for a thread that roams
 /// the slots' CPUs (and the housekeeper has not moved), its record's slot's CPU. Left out, a
@@ -623,18 +625,6 @@ fn logged_claims(live: &[Live], task_cpus: &[usize]) -> Vec<(i32, usize)> {
         .collect()
 }
 
-fn mask_of(tid: i32) -> Mask {
-    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)) {
-        Ok(set) => Mask::Cpus(
-            (0..nix::sched::CpuSet::count())
-                .filter(|&c| set.is_set(c).unwrap_or(false))
-                .collect(),
-        ),
-        // Gone or not ours: nothing to place.
-        Err(_) => Mask::Unknown,
-    }
-}
-
 /// The role the report shows for a thread the housekeeper placed.
 pub fn role_of(spot: Spot) -> Role {
     match spot {
@@ -645,6 +635,7 @@ pub fn role_of(spot: Spot) -> Role {
 
 #[cfg(test)]
 mod tests {
+    use super::affinity::Fake;
     use super::*;
 
     fn table(slots: usize) -> &'static SlotTable {
@@ -653,30 +644,14 @@ mod tests {
         t
     }
 
-    /// The CPUs this test process may run on.
-    fn own_cpus() -> Vec<usize> {
-        let home = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
-        (0..nix::sched::CpuSet::count())
-            .filter(|&c| home.is_set(c).unwrap_or(false))
-            .collect()
-    }
+    /// The mask a thread inherits from the test process: wider than the plan's CPUs.
+    const WIDE: &[usize] = &[0, 1, 2, 3];
 
-    /// A waiting thread of this test: its tid, what ends the wait, its handle.
-    type Waiter = (
-        i32,
-        std::sync::mpsc::Sender<()>,
-        std::thread::JoinHandle<()>,
-    );
-
-    /// A thread of this test that waits until the returned sender is dropped or sent to.
-    fn parked_thread() -> Waiter {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let h = std::thread::spawn(move || {
-            tx.send(nix::unistd::gettid().as_raw()).unwrap();
-            let _ = done_rx.recv();
-        });
-        (rx.recv().unwrap(), done_tx, h)
+    /// A placer over `t` whose kernel calls land in the returned fake.
+    fn placer(t: &'static SlotTable, task_cpus: Vec<usize>, park_cpu: usize) -> (Placer, Fake) {
+        let fake = Fake::default();
+        let p = Placer::new(t, task_cpus, park_cpu, None, Box::new(fake.clone()));
+        (p, fake)
     }
 
     /// A busy thread the shim did not place.
@@ -708,51 +683,28 @@ mod tests {
         }
     }
 
-    /// A placer of two task CPUs, the first one this test runs on (and the housekeeper's), the
-    /// second none (so that a thread's mask, the test's, is not a single planned CPU), with a
-    /// waiting thread of this test; `None` (skipped) without two CPUs.
-    #[allow(clippy::type_complexity)]
-    fn one_thread_placer(
-        slots: usize,
-    ) -> Option<(
-        &'static SlotTable,
-        Placer,
-        usize,
-        (
-            i32,
-            std::sync::mpsc::Sender<()>,
-            std::thread::JoinHandle<()>,
-        ),
-    )> {
+    /// The tid of the one thread of [`one_thread_placer`].
+    const TID: i32 = 101;
+
+    /// A placer of two task CPUs, CPU 0 (also the park CPU) and none (so that a thread's mask,
+    /// the test's, is not a single planned CPU), with thread [`TID`] on the test's mask: the
+    /// table, the placer, its fake kernel, CPU 0.
+    fn one_thread_placer(slots: usize) -> (&'static SlotTable, Placer, Fake, usize) {
         let t = table(slots);
-        let cpus = own_cpus();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
-            return None;
-        }
-        let cpu = cpus[0];
-        let thread = parked_thread();
-        let p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
-        Some((t, p, cpu, thread))
+        let cpu = 0;
+        let (p, fake) = placer(t, vec![cpu, usize::MAX - 1], cpu);
+        fake.put(TID, WIDE);
+        (t, p, fake, cpu)
     }
 
     #[test]
     fn a_slot_that_moves_takes_its_threads_and_leaves_the_helpers_parked_on_its_cpu() {
-        let cpus = own_cpus();
-        let [c0, c1, ..] = cpus[..] else {
-            eprintln!("skipped: needs two CPUs");
-            return;
-        };
-        // The slot's CPU is also the housekeeper's (as with --cgroup on a small machine).
-        let mut p = Placer::new(table(1), vec![c0], c0, None);
-        let (worker, helper) = (parked_thread(), parked_thread());
-        let only = |tid: i32, cpu: usize| {
-            let mut one = nix::sched::CpuSet::new();
-            one.set(cpu).unwrap();
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &one).unwrap();
-        };
-        only(worker.0, c0);
-        only(helper.0, c0);
+        let (c0, c1) = (0, 1);
+        // The slot's CPU is also the park CPU (as with --cgroup on a small machine).
+        let (mut p, fake) = placer(table(1), vec![c0], c0);
+        let (worker, helper) = (101, 102);
+        fake.put(worker, &[c0]);
+        fake.put(helper, &[c0]);
         let shim = |tid: i32, slotted: bool| Live {
             shim_placed: true,
             shim_slot: slotted.then_some(0),
@@ -767,71 +719,58 @@ mod tests {
             to_pct: 0.0,
             polls: 3,
         };
-        let live = [shim(worker.0, true), shim(helper.0, false)];
+        let live = [shim(worker, true), shim(helper, false)];
         p.move_slot(&m, &live, "noise", &|_| "w".into());
         assert_eq!(p.task_cpus(), [c1]);
-        assert_eq!(mask_of(worker.0), Mask::Cpus(vec![c1]), "{:?}", p.failures);
+        assert_eq!(fake.get(worker), Mask::Cpus(vec![c1]), "{:?}", p.failures);
         assert_eq!(
-            mask_of(helper.0),
+            fake.get(helper),
             Mask::Cpus(vec![c0]),
             "a helper holds no slot"
         );
-        assert_eq!(p.relocated(worker.0, Some(c0)), Some(c1));
-        assert_eq!(p.relocated(helper.0, Some(c0)), None);
+        assert_eq!(p.relocated(worker, Some(c0)), Some(c1));
+        assert_eq!(p.relocated(helper, Some(c0)), None);
         // A newer record of the shim's (it placed the thread again) is the truth.
-        assert_eq!(p.relocated(worker.0, Some(c1)), None);
-        p.step(&[], &[worker.0], &Policy::default(), &|_| "w".into());
+        assert_eq!(p.relocated(worker, Some(c1)), None);
+        p.step(&[], &[worker], &Policy::default(), &|_| "w".into());
         assert_eq!(
-            p.relocated(worker.0, Some(c0)),
+            p.relocated(worker, Some(c0)),
             None,
             "forgotten when it ends"
         );
-        for (_, done, h) in [worker, helper] {
-            done.send(()).unwrap();
-            h.join().unwrap();
-        }
     }
 
     #[test]
     fn places_an_unplaced_thread_and_releases_its_slot_when_it_ends() {
-        let Some((t, mut p, cpu, (tid, done_tx, h))) = one_thread_placer(1) else {
-            return;
-        };
-        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
+        let (t, mut p, fake, cpu) = one_thread_placer(1);
+        p.step(&[unplaced(TID, 1.0)], &[], &Policy::default(), &|_| {
             "w".into()
         });
         assert_eq!(t.live(0), 1, "{:?}", p.failures);
-        assert_eq!(p.owned[&tid].spot, Spot::Slot(0));
-        let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
-        assert!(mask.is_set(cpu).unwrap());
+        assert_eq!(p.owned[&TID].spot, Spot::Slot(0));
+        assert_eq!(fake.get(TID), Mask::Cpus(vec![cpu]));
         assert_eq!(p.records[0].placed_by.as_deref(), Some("housekeeper"));
-        done_tx.send(()).unwrap();
-        h.join().unwrap();
-        p.step(&[], &[tid], &Policy::default(), &|_| "w".into());
+        p.step(&[], &[TID], &Policy::default(), &|_| "w".into());
         assert_eq!(t.live(0), 0);
         assert_eq!(p.records.last().unwrap().event, "exit");
     }
 
     #[test]
     fn a_thread_someone_else_moved_is_given_up_and_placed_afresh() {
-        let Some((t, mut p, cpu, (tid, done_tx, h))) = one_thread_placer(1) else {
-            return;
-        };
+        let (t, mut p, fake, cpu) = one_thread_placer(1);
         let policy = Policy::default();
         let step = |p: &mut Placer, read: bool| {
             let live = Live {
                 read,
-                ..unplaced(tid, 1.0)
+                ..unplaced(TID, 1.0)
             };
             p.step(&[live], &[], &policy, &|_| "w".into())
         };
         step(&mut p, true);
-        assert_eq!(p.owned[&tid].spot, Spot::Slot(0), "{:?}", p.failures);
+        assert_eq!(p.owned[&TID].spot, Spot::Slot(0), "{:?}", p.failures);
         // Someone else (the kernel, another tool) moves it to a CPU outside the plan.
-        let elsewhere = *own_cpus().iter().find(|&&c| c != cpu).unwrap();
-        let mut one = nix::sched::CpuSet::new();
-        one.set(elsewhere).unwrap();
-        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &one).unwrap();
+        let elsewhere = 1;
+        fake.put(TID, &[elsewhere]);
         // Asleep, so left unread this poll: its mask is checked all the same.
         step(&mut p, false);
         let events: Vec<(&str, Option<usize>)> = (p.records.iter())
@@ -845,59 +784,48 @@ mod tests {
                 ("place", Some(cpu))
             ]
         );
-        let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
-        assert!(mask.is_set(cpu).unwrap() && !mask.is_set(elsewhere).unwrap());
+        assert_eq!(fake.get(TID), Mask::Cpus(vec![cpu]));
         assert_eq!(t.live(0), 1, "the old claim released, one claim again");
-        done_tx.send(()).unwrap();
-        h.join().unwrap();
         p.release_all();
     }
 
     #[test]
     fn a_thread_whose_mask_is_changing_is_placed_once_it_holds_still() {
-        let Some((_, mut p, cpu, (tid, done_tx, h))) = one_thread_placer(1) else {
-            return;
-        };
+        let (_, mut p, fake, cpu) = one_thread_placer(1);
         let policy = Policy::default();
         let step = |p: &mut Placer, age_s: f64| {
             let live = Live {
                 age_s,
-                ..unplaced(tid, 1.0)
+                ..unplaced(TID, 1.0)
             };
             p.step(&[live], &[], &policy, &|_| "w".into())
         };
         // Newborn: given a poll.
         step(&mut p, 0.0);
         assert!(p.records.is_empty());
-        // Then sent to the housekeeper CPU, its record not yet written (as the shim does with
+        // Then sent to the park CPU, its record not yet written (as the shim does with
         // --main-on-housekeeper while the housekeeper holds that CPU).
-        let mut one = nix::sched::CpuSet::new();
-        one.set(cpu).unwrap();
-        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &one).unwrap();
+        fake.put(TID, &[cpu]);
         step(&mut p, 1.0);
         assert!(p.records.is_empty(), "placed while its mask changed");
         // Still unlogged a poll later, with the same mask: nobody's placement, placed.
         step(&mut p, 1.1);
         let events: Vec<&str> = p.records.iter().map(|r| r.event.as_str()).collect();
         assert_eq!(events, ["place"], "{:?}", p.failures);
-        done_tx.send(()).unwrap();
-        h.join().unwrap();
         p.release_all();
     }
 
     #[test]
     fn a_runnable_thread_is_never_demoted_and_a_parked_one_that_is_runnable_gets_a_slot_back() {
-        let Some((_, mut p, _, (tid, done_tx, h))) = one_thread_placer(2) else {
-            return;
-        };
+        let (_, mut p, _fake, _) = one_thread_placer(2);
         let policy = Policy::default();
         let step = |p: &mut Placer, demand: f64, runnable: bool| {
             let live = Live {
                 runnable,
-                ..unplaced(tid, demand)
+                ..unplaced(TID, demand)
             };
             p.step(&[live], &[], &policy, &|_| "w".into());
-            p.owned[&tid].spot
+            p.owned[&TID].spot
         };
         assert_eq!(step(&mut p, 1.0, false), Spot::Slot(0), "{:?}", p.failures);
         // Starved (a vCPU the host did not run): no run time, but runnable. Kept.
@@ -909,15 +837,13 @@ mod tests {
             assert_eq!(step(&mut p, 0.0, false), Spot::Slot(0));
         }
         step(&mut p, 0.0, false);
-        assert_eq!(p.owned[&tid].spot, Spot::Parked);
+        assert_eq!(p.owned[&TID].spot, Spot::Parked);
         // Parked beside others it gets a small share, but it is runnable: a slot again, once
         // that held for promote_after polls.
         for _ in 1..policy.promote_after {
             assert_eq!(step(&mut p, 0.1, true), Spot::Parked);
         }
         assert!(matches!(step(&mut p, 0.1, true), Spot::Slot(_)));
-        done_tx.send(()).unwrap();
-        h.join().unwrap();
         p.release_all();
     }
 
@@ -935,17 +861,12 @@ mod tests {
 
     #[test]
     fn a_table_the_task_wrote_garbage_into_is_read_within_the_plan() {
-        let cpus = own_cpus();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
-            return;
-        }
-        let (tid, _done, _h) = parked_thread();
         // All 0xff: a slot count of 2^32 - 1 (once a 16 GiB vector of counts) and counts no
         // claims could make, so no slot can be claimed.
         let t = scribbled(0, &[0xff; SlotTable::SIZE]);
-        let mut p = Placer::new(t, vec![cpus[0], usize::MAX - 1], cpus[0], None);
-        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
+        let (mut p, fake) = placer(t, vec![0, usize::MAX - 1], 0);
+        fake.put(TID, WIDE);
+        p.step(&[unplaced(TID, 1.0)], &[], &Policy::default(), &|_| {
             "w".into()
         });
         assert!(p.owned.is_empty(), "{:?}", p.owned);
@@ -953,35 +874,31 @@ mod tests {
         // stays among the plan's two.
         let t = scribbled(8, &2000u32.to_le_bytes());
         assert_eq!(t.slot_count(), 2000);
-        let mut p = Placer::new(t, vec![cpus[0], usize::MAX - 1], cpus[0], None);
-        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
+        let (mut p, fake) = placer(t, vec![0, usize::MAX - 1], 0);
+        fake.put(TID, WIDE);
+        p.step(&[unplaced(TID, 1.0)], &[], &Policy::default(), &|_| {
             "w".into()
         });
-        assert_eq!(p.owned[&tid].spot, Spot::Slot(0), "{:?}", p.failures);
+        assert_eq!(p.owned[&TID].spot, Spot::Slot(0), "{:?}", p.failures);
         p.release_all();
     }
 
-    /// `-n 2` on two CPUs: the housekeeper shares slot 1's CPU. The table, the placer, and
-    /// (housekeeper CPU, the other CPU); `None` (skipped) without two CPUs.
-    fn shared_housekeeper() -> Option<(&'static SlotTable, Placer, usize, usize)> {
-        let cpus = own_cpus();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs a mask of two CPUs");
-            return None;
-        }
-        let (hk, other) = (cpus[1], cpus[0]);
+    /// `-n 2` on two CPUs: the housekeeper shares slot 1's CPU, where it parks threads. The
+    /// table, the placer, its fake kernel, the park CPU, the other CPU.
+    fn shared_housekeeper() -> (&'static SlotTable, Placer, Fake, usize, usize) {
+        let (hk, other) = (1, 0);
         let t = table(2);
-        Some((t, Placer::new(t, vec![other, hk], hk, None), hk, other))
+        let (p, fake) = placer(t, vec![other, hk], hk);
+        (t, p, fake, hk, other)
     }
 
     #[test]
     fn burners_take_the_empty_slot_before_the_one_a_sleeper_shares() {
-        let Some((t, mut p, _, _)) = shared_housekeeper() else {
-            return;
-        };
-        let (sleeper, sleeper_done, sleeper_h) = parked_thread();
-        let (first, first_done, first_h) = parked_thread();
-        let (second, second_done, second_h) = parked_thread();
+        let (t, mut p, fake, _, _) = shared_housekeeper();
+        let (sleeper, first, second) = (101, 102, 103);
+        for tid in [sleeper, first, second] {
+            fake.put(tid, WIDE);
+        }
         p.step(&[unplaced(sleeper, 0.0)], &[], &Policy::default(), &|_| {
             "s".into()
         });
@@ -995,14 +912,6 @@ mod tests {
         p.step(&live, &[], &Policy::default(), &|_| "b".into());
         assert_eq!(p.owned[&second].spot, Spot::Slot(1), "{:?}", p.failures);
         assert_eq!((t.live(0), t.live(1)), (1, 1));
-        for (done, h) in [
-            (sleeper_done, sleeper_h),
-            (first_done, first_h),
-            (second_done, second_h),
-        ] {
-            done.send(()).unwrap();
-            h.join().unwrap();
-        }
         p.release_all();
     }
 
@@ -1032,26 +941,11 @@ mod tests {
     #[test]
     fn threads_that_inherited_the_shared_housekeeper_cpu_are_placed() {
         // A launcher's static child and its threads inherited {housekeeper}.
-        let Some((_, mut p, hk, other)) = shared_housekeeper() else {
-            return;
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let done_rx = std::sync::Arc::new(std::sync::Mutex::new(done_rx));
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let (tx, done_rx) = (tx.clone(), done_rx.clone());
-                std::thread::spawn(move || {
-                    let me = nix::unistd::Pid::from_raw(0);
-                    let mut one = nix::sched::CpuSet::new();
-                    one.set(hk).unwrap();
-                    nix::sched::sched_setaffinity(me, &one).unwrap();
-                    tx.send(nix::unistd::gettid().as_raw()).unwrap();
-                    let _ = done_rx.lock().unwrap().recv();
-                })
-            })
-            .collect();
-        let tids = [rx.recv().unwrap(), rx.recv().unwrap()];
+        let (_, mut p, fake, hk, other) = shared_housekeeper();
+        let tids = [101, 102];
+        for tid in tids {
+            fake.put(tid, &[hk]);
+        }
         let live: Vec<Live> = tids.iter().map(|&tid| unplaced(tid, 1.0)).collect();
         p.step(&live, &[], &Policy::default(), &|_| "w".into());
         let mut on: Vec<usize> = tids
@@ -1062,7 +956,7 @@ mod tests {
                     "{:?}",
                     p.failures
                 );
-                match mask_of(tid) {
+                match fake.get(tid) {
                     Mask::Cpus(c) if c.len() == 1 => c[0],
                     m => panic!("tid {tid}: {m:?}"),
                 }
@@ -1072,10 +966,6 @@ mod tests {
         let mut want = vec![other, hk];
         want.sort_unstable();
         assert_eq!(on, want, "each on its own planned CPU");
-        drop(done_tx);
-        for h in handles {
-            h.join().unwrap();
-        }
         p.release_all();
     }
 }
