@@ -6,25 +6,33 @@
 //! slots are taken, and a record with `placed_by: "housekeeper"` in the placement log). Must
 //! not: read `/proc`, or decide anything itself: the decisions are the pure functions
 //! [`decide`] and [`leave_alone`].
+//!
+//! Here: placing and demoting the threads nobody answers for, one poll at a time
+//! ([`Placer::step`]). Beside it: spreading busy threads the shim placed (`demand`), following
+//! a slot that moved off a noisy CPU (`follow`), writing records (`records`), and the kernel
+//! calls on a thread's mask (`affinity`, [`Affinity`]).
 
 use crate::placement::Record;
-use goset_plan::log::{Event, PlacedBy, Role};
+use goset_plan::log::Event;
 use goset_plan::slots::{self, Claim};
 use goset_plan::{CpuSet, SlotTable};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::time::Instant;
 
-use super::noise_rule::NoiseMove;
 use super::policy::{is_busy, settled, wanted};
 
 mod affinity;
 mod demand;
+mod follow;
+mod records;
+#[cfg(test)]
+mod testing;
 pub use super::policy::{
     decide, leave_alone, pending_claims, rebalance, Action, Activity, Busy, Kin, Mask, Policy,
     Spot, Unclaimed, View,
 };
 pub use affinity::{Affinity, Kernel};
+pub use records::role_of;
 
 /// A thread the housekeeper placed.
 #[derive(Debug, Clone)]
@@ -341,112 +349,6 @@ impl Placer {
             .collect()
     }
 
-    /// Notes that the housekeeper moved `t`, which the shim placed, to `cpu`.
-    fn relocate(&mut self, t: &Live, cpu: usize) {
-        // Moved before: `t.shim_cpu` already is where it moved; the record's CPU is kept.
-        let record = self.relocated.get(&t.tid).map_or(t.shim_cpu, |r| r.1);
-        self.relocated.insert(t.tid, (cpu, record));
-    }
-
-    /// Where the housekeeper moved `tid` since the shim's record that placed it on
-    /// `record_cpu`; `None` if it did not, or the shim placed it again since.
-    pub fn relocated(&self, tid: i32, record_cpu: Option<usize>) -> Option<usize> {
-        (self.relocated.get(&tid)).and_then(|&(cpu, record)| (record == record_cpu).then_some(cpu))
-    }
-
-    /// Each slot's CPU now, in slot order (a slot moves off a CPU that turns noisy).
-    pub fn task_cpus(&self) -> &[usize] {
-        &self.task_cpus
-    }
-
-    /// Moves slot `m.slot` off its noisy CPU: the slot table names the new CPU first (the shim
-    /// answers and places from it from then on), then every live thread allowed only the old
-    /// CPU moves, each with a `move` record giving `reason`.
-    pub fn move_slot(
-        &mut self,
-        m: &NoiseMove,
-        live: &[Live],
-        reason: &str,
-        comm_of: &dyn Fn(i32) -> String,
-    ) {
-        self.table.move_slot(m.slot, m.to);
-        if let Some(c) = self.task_cpus.get_mut(m.slot) {
-            *c = m.to;
-        }
-        self.retired.retain(|&cpu, _| cpu != m.to);
-        self.retired.insert(m.from, m.slot);
-        self.follow_slot(m.from, m.slot, live.iter(), reason, comm_of);
-    }
-
-    /// Threads that ran on a CPU a slot left follow the slot: the shim may have placed one
-    /// from the table as it changed.
-    fn follow_retired(&mut self, live: &[Live], comm_of: &dyn Fn(i32) -> String) {
-        let retired: Vec<(usize, usize)> = self.retired.iter().map(|(&c, &s)| (c, s)).collect();
-        for (cpu, slot) in retired {
-            let to = self.task_cpus.get(slot).copied().unwrap_or(cpu);
-            let reason = format!("slot {slot} moved from cpu {cpu} to cpu {to}");
-            self.follow_slot(cpu, slot, live.iter().filter(|t| t.read), &reason, comm_of);
-        }
-    }
-
-    /// Moves each of `threads` allowed only `from` to slot `slot`'s CPU.
-    fn follow_slot<'a>(
-        &mut self,
-        from: usize,
-        slot: usize,
-        threads: impl Iterator<Item = &'a Live>,
-        reason: &str,
-        comm_of: &dyn Fn(i32) -> String,
-    ) {
-        let Some(&to) = self.task_cpus.get(slot) else {
-            return;
-        };
-        for t in threads {
-            // The shim's helpers and the threads parked here hold no slot: they stay, even on
-            // a CPU the slot leaves (the housekeeper's CPU can be a task CPU or an --adapt
-            // candidate).
-            let slotless = (t.shim_placed && t.shim_slot.is_none())
-                || self
-                    .owned
-                    .get(&t.tid)
-                    .is_some_and(|o| o.spot == Spot::Parked);
-            if slotless || self.affinity.get(t.tid) != Mask::Cpus(vec![from]) {
-                continue;
-            }
-            if let Err(why) = self.pin(t.tid, to) {
-                self.failures.extend(why);
-                continue;
-            }
-            let moved = match self.owned.get_mut(&t.tid) {
-                Some(o) => {
-                    o.cpu = to;
-                    o.clone()
-                }
-                None => {
-                    self.relocate(t, to);
-                    Owned {
-                        pid: t.pid,
-                        comm: comm_of(t.tid),
-                        spot: Spot::Slot(slot),
-                        cpu: to,
-                        claim: None,
-                        idle_polls: 0,
-                        busy_polls: 0,
-                        shared: false,
-                    }
-                }
-            };
-            self.moves += 1;
-            self.write(
-                t.tid,
-                &moved,
-                Event::Move,
-                Some(to),
-                Some((Some(from), reason.to_string())),
-            );
-        }
-    }
-
     /// Pins `tid` to `cpu`. `Err(None)`: the thread is gone; `Err(Some(why))`: a failure to
     /// report (once).
     fn pin(&self, tid: i32, cpu: usize) -> Result<(), Option<String>> {
@@ -549,55 +451,6 @@ impl Placer {
         self.owned.insert(tid, owned);
     }
 
-    /// Appends one record; one `write` on an `O_APPEND` file, so lines of the shim's processes
-    /// and the housekeeper's never interleave.
-    /// `moved`: for an [`Event::Move`] record, the CPU the thread left and why.
-    fn write(
-        &mut self,
-        tid: i32,
-        o: &Owned,
-        event: Event,
-        cpu: Option<usize>,
-        moved: Option<(Option<usize>, String)>,
-    ) {
-        let (from_cpu, reason) = moved.unzip();
-        let from_cpu = from_cpu.flatten();
-        let record = Record {
-            time: super::unix_now_s(),
-            pid: o.pid,
-            tid,
-            comm: o.comm.clone(),
-            exe: String::new(),
-            event: event.as_str().to_string(),
-            call: "sched_setaffinity".to_string(),
-            requested: None,
-            cpu,
-            // A thread moved by someone else holds no slot and has no role of goset's.
-            slot: match o.spot {
-                Spot::Slot(s) if event != Event::Moved => Some(s),
-                _ => None,
-            },
-            role: if event == Event::Moved {
-                Role::Moved
-            } else {
-                role_of(o.spot)
-            }
-            .as_str()
-            .to_string(),
-            shared: o.shared,
-            // A move to no single CPU is one to the whole reservation.
-            roams: event == Event::Move && cpu.is_none(),
-            placed_by: Some(PlacedBy::Housekeeper.as_str().to_string()),
-            from_cpu,
-            reason,
-        };
-        if let Some(f) = &mut self.log {
-            let line = serde_json::to_string(&record).expect("record serialises") + "\n";
-            let _ = f.write(line.as_bytes());
-        }
-        self.records.push(record);
-    }
-
     /// Gives back every claim still held (the task ended).
     pub fn release_all(&mut self) {
         for o in self.owned.values_mut() {
@@ -625,63 +478,11 @@ fn logged_claims(live: &[Live], task_cpus: &[usize]) -> Vec<(i32, usize)> {
         .collect()
 }
 
-/// The role the report shows for a thread the housekeeper placed.
-pub fn role_of(spot: Spot) -> Role {
-    match spot {
-        Spot::Slot(_) => Role::Worker,
-        Spot::Parked => Role::Helper,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::affinity::Fake;
+    use super::testing::{placer, table, unplaced, WIDE};
     use super::*;
-
-    fn table(slots: usize) -> &'static SlotTable {
-        let t = goset_plan::slots::map(None).unwrap();
-        t.init(slots);
-        t
-    }
-
-    /// The mask a thread inherits from the test process: wider than the plan's CPUs.
-    const WIDE: &[usize] = &[0, 1, 2, 3];
-
-    /// A placer over `t` whose kernel calls land in the returned fake.
-    fn placer(t: &'static SlotTable, task_cpus: Vec<usize>, park_cpu: usize) -> (Placer, Fake) {
-        let fake = Fake::default();
-        let p = Placer::new(t, task_cpus, park_cpu, None, Box::new(fake.clone()));
-        (p, fake)
-    }
-
-    /// A busy thread the shim did not place.
-    fn unplaced(tid: i32, demand: f64) -> Live {
-        Live {
-            tid,
-            pid: std::process::id() as i32,
-            age_s: 1.0,
-            demand,
-            runnable: false,
-            activity: ran(demand),
-            shim_placed: false,
-            shim_cpu: None,
-            shim_slot: None,
-            shim_roams: false,
-            kin: Kin::Other,
-            read: true,
-        }
-    }
-
-    /// What a thread that used `share` of a CPU over a 100 ms poll did: one long run.
-    fn ran(share: f64) -> Activity {
-        Activity {
-            ran: share,
-            runs: (share > 0.0) as u64,
-            run_ns: (share * 1e8) as u64,
-            voluntary: 0,
-            involuntary: 0,
-        }
-    }
 
     /// The tid of the one thread of [`one_thread_placer`].
     const TID: i32 = 101;
@@ -696,50 +497,6 @@ mod tests {
         fake.put(TID, WIDE);
         (t, p, fake, cpu)
     }
-
-    #[test]
-    fn a_slot_that_moves_takes_its_threads_and_leaves_the_helpers_parked_on_its_cpu() {
-        let (c0, c1) = (0, 1);
-        // The slot's CPU is also the park CPU (as with --cgroup on a small machine).
-        let (mut p, fake) = placer(table(1), vec![c0], c0);
-        let (worker, helper) = (101, 102);
-        fake.put(worker, &[c0]);
-        fake.put(helper, &[c0]);
-        let shim = |tid: i32, slotted: bool| Live {
-            shim_placed: true,
-            shim_slot: slotted.then_some(0),
-            shim_cpu: Some(c0),
-            ..unplaced(tid, 0.0)
-        };
-        let m = NoiseMove {
-            slot: 0,
-            from: c0,
-            to: c1,
-            from_pct: 50.0,
-            to_pct: 0.0,
-            polls: 3,
-        };
-        let live = [shim(worker, true), shim(helper, false)];
-        p.move_slot(&m, &live, "noise", &|_| "w".into());
-        assert_eq!(p.task_cpus(), [c1]);
-        assert_eq!(fake.get(worker), Mask::Cpus(vec![c1]), "{:?}", p.failures);
-        assert_eq!(
-            fake.get(helper),
-            Mask::Cpus(vec![c0]),
-            "a helper holds no slot"
-        );
-        assert_eq!(p.relocated(worker, Some(c0)), Some(c1));
-        assert_eq!(p.relocated(helper, Some(c0)), None);
-        // A newer record of the shim's (it placed the thread again) is the truth.
-        assert_eq!(p.relocated(worker, Some(c1)), None);
-        p.step(&[], &[worker], &Policy::default(), &|_| "w".into());
-        assert_eq!(
-            p.relocated(worker, Some(c0)),
-            None,
-            "forgotten when it ends"
-        );
-    }
-
     #[test]
     fn places_an_unplaced_thread_and_releases_its_slot_when_it_ends() {
         let (t, mut p, fake, cpu) = one_thread_placer(1);
