@@ -19,7 +19,7 @@ use goset_plan::{CpuSet, SlotTable};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use super::policy::{is_busy, settled, wanted};
+use super::policy::{is_busy, settled, streaks_after_read, wanted};
 
 mod affinity;
 mod demand;
@@ -96,6 +96,23 @@ pub struct Placer {
     /// Threads the shim placed that the housekeeper moved since: their CPU now, and the CPU
     /// of the shim's record it stands for (a later record of the shim's is newer).
     relocated: BTreeMap<i32, (usize, Option<usize>)>,
+}
+
+/// The blocks of one poll (see [`View::group`]): each slot's, and each process's as it is
+/// first met.
+struct Groups {
+    slots: Vec<u32>,
+    known: BTreeMap<i32, u32>,
+}
+
+/// The live threads of one poll by who answers for them (see [`Placer::answer_for`]).
+struct Answered<'a> {
+    /// The housekeeper's own threads, as [`decide`] sees them.
+    views: Vec<View>,
+    /// The CPU of each live thread the shim logged or the housekeeper owns.
+    assigned: Vec<usize>,
+    /// The threads nobody claims yet.
+    unclaimed: Vec<&'a Live>,
 }
 
 /// A live thread as the placer needs it.
@@ -185,6 +202,43 @@ impl Placer {
         policy: &Policy,
         comm_of: &dyn Fn(i32) -> String,
     ) {
+        self.forget(ended);
+        if !policy.place {
+            self.polls += 1;
+            return;
+        }
+        // The slots' blocks, read once a poll, and each process's as it is first met.
+        let mut groups = Groups {
+            slots: self.groups(),
+            known: BTreeMap::new(),
+        };
+        let answered = self.answer_for(live, policy, &mut groups);
+        let mut views = answered.views;
+        views.extend(self.placeable(
+            answered.unclaimed,
+            live,
+            &answered.assigned,
+            policy,
+            &mut groups,
+        ));
+        let actions = decide(
+            &views,
+            &self.live_counts(),
+            &groups.slots,
+            self.parked_slot,
+            policy,
+        );
+        self.carry_out(actions, live, comm_of);
+        self.polls += 1;
+        if !self.retired.is_empty() {
+            self.follow_retired(live, comm_of);
+        }
+        self.follow_demand(live, policy, comm_of);
+    }
+
+    /// Forgets threads that ended; those the housekeeper placed give their claims back and get
+    /// an exit record.
+    fn forget(&mut self, ended: &[i32]) {
         for &tid in ended {
             self.pending.remove(&tid);
             self.relocated.remove(&tid);
@@ -198,57 +252,67 @@ impl Placer {
                 self.write(tid, &o, Event::Exit, None, None);
             }
         }
-        if !policy.place {
-            self.polls += 1;
-            return;
-        }
-        let mut views = Vec::new();
-        // The slots' blocks, read once a poll, and each process's as it is first met.
-        let groups = self.groups();
-        let mut group_known: BTreeMap<i32, u32> = BTreeMap::new();
-        // CPUs of the live threads someone answers for, and the threads nobody claims yet.
-        let mut assigned = Vec::new();
-        let mut unclaimed = Vec::new();
+    }
+
+    /// Sorts the live threads by who answers for them: the shim (a thread the housekeeper held
+    /// is handed over), the housekeeper (its streaks counted, as a [`View`] for [`decide`]), or
+    /// nobody (among them one the housekeeper placed that someone else moved since).
+    fn answer_for<'a>(
+        &mut self,
+        live: &'a [Live],
+        policy: &Policy,
+        groups: &mut Groups,
+    ) -> Answered<'a> {
+        let mut out = Answered {
+            views: Vec::new(),
+            assigned: Vec::new(),
+            unclaimed: Vec::new(),
+        };
         for t in live {
             if t.shim_placed {
                 self.hand_over(t.tid);
-                assigned.extend(t.shim_cpu);
+                out.assigned.extend(t.shim_cpu);
                 continue;
             }
             // Checked at every poll, read or not: a sleeper (left unread) is moved as easily.
             if self.moved_by_someone_else(t.tid) {
-                unclaimed.push(t);
+                out.unclaimed.push(t);
                 continue;
             }
-            let group = self.group_of(t.pid, &groups, &mut group_known);
-            if let Some(o) = self.owned.get_mut(&t.tid) {
-                // Idleness is counted in reads: a thread left unread is as it was.
-                // A runnable thread is never idle: starved is not asleep.
-                if t.read {
-                    o.idle_polls = if t.demand < policy.idle && !t.runnable {
-                        o.idle_polls + 1
-                    } else {
-                        0
-                    };
-                    o.busy_polls = if t.wanted(policy) >= policy.burn {
-                        o.busy_polls + 1
-                    } else {
-                        0
-                    };
-                }
-                views.push(View {
-                    tid: t.tid,
-                    demand: t.wanted(policy),
-                    spot: Some(o.spot),
-                    idle_polls: o.idle_polls,
-                    busy_polls: o.busy_polls,
-                    group,
-                });
-                assigned.push(o.cpu);
+            let group = self.group_of(t.pid, groups);
+            let Some(o) = self.owned.get_mut(&t.tid) else {
+                out.unclaimed.push(t);
                 continue;
+            };
+            // Idleness is counted in reads: a thread left unread is as it was.
+            if t.read {
+                (o.idle_polls, o.busy_polls) =
+                    streaks_after_read((o.idle_polls, o.busy_polls), t.demand, t.runnable, policy);
             }
-            unclaimed.push(t);
+            out.views.push(View {
+                tid: t.tid,
+                demand: t.wanted(policy),
+                spot: Some(o.spot),
+                idle_polls: o.idle_polls,
+                busy_polls: o.busy_polls,
+                group,
+            });
+            out.assigned.push(o.cpu);
         }
+        out
+    }
+
+    /// The threads nobody claims that are to be placed now, as [`View`]s: not those someone
+    /// else placed ([`leave_alone`]), nor one whose mask changed since the last poll (kept
+    /// pending until it holds still, see [`settled`]). `assigned`: as [`Answered::assigned`].
+    fn placeable(
+        &mut self,
+        unclaimed: Vec<&Live>,
+        live: &[Live],
+        assigned: &[usize],
+        policy: &Policy,
+        groups: &mut Groups,
+    ) -> Vec<View> {
         let masks: Vec<Unclaimed> = unclaimed
             .iter()
             .map(|t| Unclaimed {
@@ -267,7 +331,8 @@ impl Placer {
             let logged = logged_claims(live, &self.task_cpus);
             pending_claims(self.table.records(), &own, &logged, &self.task_cpus)
         };
-        let left = leave_alone(&masks, &pending, &assigned, &self.task_cpus, self.park_cpu);
+        let left = leave_alone(&masks, &pending, assigned, &self.task_cpus, self.park_cpu);
+        let mut views = Vec::new();
         let mut pending = BTreeMap::new();
         for ((t, left), seen) in unclaimed.into_iter().zip(left).zip(masks) {
             if left {
@@ -283,16 +348,20 @@ impl Placer {
                     spot: None,
                     idle_polls: 0,
                     busy_polls: 0,
-                    group: self.group_of(t.pid, &groups, &mut group_known),
+                    group: self.group_of(t.pid, groups),
                 });
             } else {
                 pending.insert(t.tid, seen.mask);
             }
         }
         self.pending = pending;
-        let live_counts = self.live_counts();
+        views
+    }
+
+    /// Carries out [`decide`]'s actions on `live` threads.
+    fn carry_out(&mut self, actions: Vec<Action>, live: &[Live], comm_of: &dyn Fn(i32) -> String) {
         let by_tid: BTreeMap<i32, &Live> = live.iter().map(|t| (t.tid, t)).collect();
-        for action in decide(&views, &live_counts, &groups, self.parked_slot, policy) {
+        for action in actions {
             match action {
                 Action::Claim { tid, slot } => self.claim(by_tid[&tid], slot, comm_of),
                 Action::Park { tid } => {
@@ -308,11 +377,6 @@ impl Placer {
                 }
             }
         }
-        self.polls += 1;
-        if !self.retired.is_empty() {
-            self.follow_retired(live, comm_of);
-        }
-        self.follow_demand(live, policy, comm_of);
     }
 
     /// The block each planned slot is in: the pid of its process, 0 for none.
@@ -322,20 +386,21 @@ impl Placer {
             .collect()
     }
 
-    /// The block process `pid` keeps to (see [`View::group`]), given the slots' `groups`: its
+    /// The block process `pid` keeps to (see [`View::group`]), given the slots' blocks: its
     /// own, else the one its main thread's slot is in (a forked child's), else none (0).
-    /// Looked up once a poll for each process (`known`), and not at all while no slot is in a
-    /// block: the poll reads thousands of threads.
-    fn group_of(&self, pid: i32, groups: &[u32], known: &mut BTreeMap<i32, u32>) -> u32 {
-        if groups.iter().all(|&g| g == 0) {
+    /// Looked up once a poll for each process, and not at all while no slot is in a block: the
+    /// poll reads thousands of threads.
+    fn group_of(&self, pid: i32, groups: &mut Groups) -> u32 {
+        let slots = &groups.slots;
+        if slots.iter().all(|&g| g == 0) {
             return 0;
         }
-        *known.entry(pid).or_insert_with(|| {
-            if groups.contains(&(pid as u32)) {
+        *groups.known.entry(pid).or_insert_with(|| {
+            if slots.contains(&(pid as u32)) {
                 return pid as u32;
             }
             (self.table.find(pid))
-                .and_then(|(_, slot)| groups.get(slot).copied())
+                .and_then(|(_, slot)| slots.get(slot).copied())
                 .unwrap_or(0)
         })
     }

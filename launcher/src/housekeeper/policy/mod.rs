@@ -80,6 +80,28 @@ impl Default for Policy {
     }
 }
 
+/// A placed thread's `(idle, busy)` streaks (see [`View::idle_polls`], [`View::busy_polls`])
+/// after one more read that found `demand` and `runnable`. A runnable thread is never idle:
+/// starved is not asleep.
+pub fn streaks_after_read(
+    (idle, busy): (u32, u32),
+    demand: f64,
+    runnable: bool,
+    policy: &Policy,
+) -> (u32, u32) {
+    let idle = if demand < policy.idle && !runnable {
+        idle + 1
+    } else {
+        0
+    };
+    let busy = if wanted(demand, runnable, policy) >= policy.burn {
+        busy + 1
+    } else {
+        0
+    };
+    (idle, busy)
+}
+
 /// What to do with one thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
