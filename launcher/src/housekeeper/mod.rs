@@ -74,8 +74,6 @@ pub struct Settings {
 /// the rule that only a thread that ran can have forked (a `CLONE_PARENT` child joins a
 /// parent that did not run; a nohz_full CPU may not update a running thread's run time).
 const ALL_CHILDREN_EVERY: Duration = Duration::from_secs(1);
-/// CPU time after which a fork of the shim's process that wrote no record is not the shim's.
-const FORK_RUN_NS: u64 = 10_000_000;
 /// A thread that keeps sleeping is read at least this often (and at every all-children poll).
 const IDLE_READ_EVERY: Duration = Duration::from_millis(250);
 
@@ -359,14 +357,9 @@ impl Housekeeper {
             let kin = *kins
                 .entry(t.pid)
                 .or_insert_with(|| policy::kin_of(t.pid, &lineage, &mut exe));
-            // The shim's fork handler runs first thing in a child: one that has run this long
-            // without a record was made behind libc's back (a raw clone, `_Fork`).
-            let ran_long = (self.threads.get(&t.tid)).is_some_and(|x| x.cpu_ns() >= FORK_RUN_NS);
-            t.kin = if kin == Kin::Fork && ran_long {
-                Kin::Other
-            } else {
-                kin
-            };
+            // A thread never read has run no time that counts.
+            let ran_ns = (self.threads.get(&t.tid)).map_or(0, |x| x.cpu_ns());
+            t.kin = policy::kin_after_run(kin, ran_ns);
         }
     }
 

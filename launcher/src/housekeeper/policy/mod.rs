@@ -129,72 +129,127 @@ pub fn decide(
     parked_slot: Option<usize>,
     policy: &Policy,
 ) -> Vec<Action> {
-    let group_of = |s: usize| group.get(s).copied().unwrap_or(0);
-    let mut load = live.to_vec();
-    // Parked threads; they count as neighbours in `parked_slot` only.
-    let mut parked = threads
-        .iter()
-        .filter(|t| t.spot == Some(Spot::Parked))
-        .count() as u32;
-    let sleepers = |s: usize, parked: u32| if parked_slot == Some(s) { parked } else { 0 };
-    // A burner's slot: the fewest live threads, then the fewest sleepers (a sleeper is a better
-    // neighbour than a burner, nobody better than either), then the lowest index.
-    let least_loaded = |load: &[u32], parked: u32, g: u32| {
-        (0..load.len())
-            .filter(|&s| group_of(s) == g)
-            .min_by_key(|&s| (load[s], sleepers(s, parked), s))
+    let mut loads = Loads {
+        load: live.to_vec(),
+        parked: (threads.iter())
+            .filter(|t| t.spot == Some(Spot::Parked))
+            .count() as u32,
+        group,
+        parked_slot,
     };
     let mut actions = Vec::new();
-    // A thread on a slot that a process's block took since (it was placed before the block
-    // was: a shell of the task, a static program) leaves it for a slot of its own group, else
-    // the park CPU: no other process's thread stays in a block.
-    let mut evicted: Vec<i32> = Vec::new();
+    let evicted = evict(threads, &mut loads, policy, &mut actions);
+    let threads: Vec<&View> = threads
+        .iter()
+        .filter(|t| !evicted.contains(&t.tid))
+        .collect();
+    demote_idle(&threads, &mut loads, policy, &mut actions);
+    for &t in &threads {
+        if t.spot.is_none() && t.demand < policy.burn {
+            actions.push(Action::Park { tid: t.tid });
+            loads.parked += 1;
+        }
+    }
+    place_burners(&threads, &mut loads, policy, &mut actions);
+    actions
+}
+
+/// The slots' loads as [`decide`] goes: the live count of each slot, and the parked threads,
+/// which count as neighbours on `parked_slot` only.
+struct Loads<'a> {
+    load: Vec<u32>,
+    parked: u32,
+    /// Each slot's block (as [`View::group`]).
+    group: &'a [u32],
+    parked_slot: Option<usize>,
+}
+
+impl Loads<'_> {
+    fn group_of(&self, s: usize) -> u32 {
+        self.group.get(s).copied().unwrap_or(0)
+    }
+
+    /// The parked threads that sit on slot `s`'s CPU.
+    fn sleepers(&self, s: usize) -> u32 {
+        if self.parked_slot == Some(s) {
+            self.parked
+        } else {
+            0
+        }
+    }
+
+    /// A burner's slot in block `g`: the fewest live threads, then the fewest sleepers (a
+    /// sleeper is a better neighbour than a burner, nobody better than either), then the
+    /// lowest index.
+    fn least_loaded(&self, g: u32) -> Option<usize> {
+        (0..self.load.len())
+            .filter(|&s| self.group_of(s) == g)
+            .min_by_key(|&s| (self.load[s], self.sleepers(s), s))
+    }
+
+    /// One thread fewer on slot `s`.
+    fn leave(&mut self, s: usize) {
+        if let Some(l) = self.load.get_mut(s) {
+            *l = l.saturating_sub(1);
+        }
+    }
+}
+
+/// A thread on a slot that a process's block took since (it was placed before the block was: a
+/// shell of the task, a static program) leaves it for a slot of its own group, else the park
+/// CPU: no other process's thread stays in a block. Returns the threads moved.
+fn evict(
+    threads: &[View],
+    loads: &mut Loads,
+    policy: &Policy,
+    actions: &mut Vec<Action>,
+) -> Vec<i32> {
+    let mut evicted = Vec::new();
     for t in threads {
         let Some(Spot::Slot(s)) = t.spot else {
             continue;
         };
-        if group_of(s) == t.group {
+        if loads.group_of(s) == t.group {
             continue;
         }
-        if let Some(l) = load.get_mut(s) {
-            *l = l.saturating_sub(1);
-        }
+        loads.leave(s);
         evicted.push(t.tid);
-        match least_loaded(&load, parked, t.group) {
+        match loads.least_loaded(t.group) {
             Some(best) if t.demand >= policy.burn => {
-                load[best] += 1;
+                loads.load[best] += 1;
                 actions.push(Action::Claim {
                     tid: t.tid,
                     slot: best,
                 });
             }
             _ => {
-                parked += 1;
+                loads.parked += 1;
                 actions.push(Action::Demote { tid: t.tid });
             }
         }
     }
-    let threads: Vec<&View> = threads
-        .iter()
-        .filter(|t| !evicted.contains(&t.tid))
-        .collect();
-    for &t in &threads {
+    evicted
+}
+
+/// A slotted thread idle for [`Policy::demote_after`] reads, and not burning, gives its slot
+/// back.
+fn demote_idle(threads: &[&View], loads: &mut Loads, policy: &Policy, actions: &mut Vec<Action>) {
+    for &t in threads {
         if let Some(Spot::Slot(s)) = t.spot {
             if t.idle_polls >= policy.demote_after && t.demand < policy.burn {
                 actions.push(Action::Demote { tid: t.tid });
-                if let Some(l) = load.get_mut(s) {
-                    *l = l.saturating_sub(1);
-                }
-                parked += 1;
+                loads.leave(s);
+                loads.parked += 1;
             }
         }
     }
-    for &t in &threads {
-        if t.spot.is_none() && t.demand < policy.burn {
-            actions.push(Action::Park { tid: t.tid });
-            parked += 1;
-        }
-    }
+}
+
+/// Burners claim in order of demand (then tid): an unplaced one, or a parked one busy for
+/// [`Policy::promote_after`] polls, takes the least-loaded slot of its group; a slotted one
+/// moves only to a slot emptier by two, or by one with no sleeper there either when a sleeper
+/// shares its own (with one fewer thread there, moving would just swap which slot is shared).
+fn place_burners(threads: &[&View], loads: &mut Loads, policy: &Policy, actions: &mut Vec<Action>) {
     let mut burners: Vec<&View> = (threads.iter().copied())
         .filter(|t| t.demand >= policy.burn)
         .filter(|t| t.spot != Some(Spot::Parked) || t.busy_polls >= policy.promote_after)
@@ -202,20 +257,17 @@ pub fn decide(
     burners.sort_by(|a, b| b.demand.total_cmp(&a.demand).then(a.tid.cmp(&b.tid)));
     for t in burners {
         if t.spot == Some(Spot::Parked) {
-            parked -= 1;
+            loads.parked -= 1;
         }
-        let Some(best) = least_loaded(&load, parked, t.group) else {
+        let Some(best) = loads.least_loaded(t.group) else {
             continue;
         };
         match t.spot {
             Some(Spot::Slot(s)) => {
-                // Move only to a slot emptier by two, or by one with no sleeper there either
-                // when a sleeper shares this one: with one fewer thread there, moving would just
-                // swap which slot is shared.
-                let here = (load.get(s).copied().unwrap_or(0), sleepers(s, parked));
-                if (load[best] + 1, sleepers(best, parked)) < here {
-                    load[s] -= 1;
-                    load[best] += 1;
+                let here = (loads.load.get(s).copied().unwrap_or(0), loads.sleepers(s));
+                if (loads.load[best] + 1, loads.sleepers(best)) < here {
+                    loads.load[s] -= 1;
+                    loads.load[best] += 1;
                     // Claiming anew gives the old slot back first.
                     actions.push(Action::Claim {
                         tid: t.tid,
@@ -224,7 +276,7 @@ pub fn decide(
                 }
             }
             _ => {
-                load[best] += 1;
+                loads.load[best] += 1;
                 actions.push(Action::Claim {
                     tid: t.tid,
                     slot: best,
@@ -232,7 +284,6 @@ pub fn decide(
             }
         }
     }
-    actions
 }
 
 /// What `sched_getaffinity` said about a thread nobody claims yet.
@@ -297,6 +348,20 @@ pub fn kin_of(pid: i32, lineage: &Lineage, exe: &mut dyn FnMut(i32) -> Option<St
         child = parent;
     }
     Kin::Other
+}
+
+/// CPU time after which a fork of the shim's process that wrote no record is not the shim's.
+pub const FORK_RUN_NS: u64 = 10_000_000;
+
+/// The standing of a thread whose process is `kin` ([`kin_of`]) once the thread has run
+/// `ran_ns`: the shim's fork handler runs first thing in a child, so a [`Kin::Fork`] thread that
+/// has run [`FORK_RUN_NS`] without a record was made behind libc's back (a raw clone, `_Fork`).
+pub fn kin_after_run(kin: Kin, ran_ns: u64) -> Kin {
+    if kin == Kin::Fork && ran_ns >= FORK_RUN_NS {
+        Kin::Other
+    } else {
+        kin
+    }
 }
 
 /// A thread that neither the shim logged nor the housekeeper owns.
