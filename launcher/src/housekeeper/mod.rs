@@ -1,9 +1,12 @@
 //! The housekeeper: while the task runs, the launcher (pinned to the housekeeper CPU) polls
 //! telemetry and places the threads the shim could not place.
 //!
-//! Owns: one poll ([`Housekeeper::poll`]): follow the placement log, walk the task's process
-//! tree, read every thread's counters, place unplaced threads, sample CPU frequencies; and what
-//! the run adds up to ([`Housekeeper::finish`]). Must not: print, or read any file that makes
+//! Owns: one poll ([`Housekeeper::poll`]), as a sequence of steps: follow the placement log,
+//! walk the task's process tree and read its threads (`tree`, finding threads with `listing`),
+//! tell how each unanswered thread's process stands with the shim, place unplaced threads
+//! ([`placer`], by the rules of [`policy`]), sample CPU frequencies ([`cpu_sampler`]), move
+//! slots off noisy CPUs ([`noise_rule`]); and what the run adds up to
+//! ([`Housekeeper::finish`]). Must not: print, or read any file that makes
 //! the kernel interrupt a task CPU (see [`threads`] and [`cpu_sampler`] for the files and why
 //! they are silent). The launcher stays single-threaded so that nothing it does (an `munmap`,
 //! say) sends TLB shootdowns anywhere: its mm runs on the housekeeper CPU only.
