@@ -126,16 +126,7 @@ impl Placer {
             a.run_ns / a.runs.max(1) / 1000,
             a.voluntary * 100 / switches
         );
-        let widened = Owned {
-            pid: t.pid,
-            comm: comm_of(t.tid),
-            spot: Spot::Slot(slot),
-            cpu: from,
-            claim: None,
-            idle_polls: 0,
-            busy_polls: 0,
-            shared: false,
-        };
+        let widened = Owned::moved(t.pid, comm_of(t.tid), slot, from);
         self.write(
             t.tid,
             &widened,
@@ -253,16 +244,7 @@ impl Placer {
         self.moved_at.insert(t.tid, now_s);
         self.relocate(t, cpu);
         self.moves += 1;
-        let moved = Owned {
-            pid: t.pid,
-            comm: comm_of(t.tid),
-            spot: Spot::Slot(m.to),
-            cpu,
-            claim: None,
-            idle_polls: 0,
-            busy_polls: 0,
-            shared: false,
-        };
+        let moved = Owned::moved(t.pid, comm_of(t.tid), m.to, cpu);
         let (left, reason) = if m.roamed {
             let why = format!(
                 "demand: computes on the reservation, no busy thread on slot {} (cpu {cpu})",

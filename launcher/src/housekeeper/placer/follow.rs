@@ -7,7 +7,7 @@
 
 use super::{Live, Owned, Placer};
 use crate::housekeeper::noise_rule::NoiseMove;
-use crate::housekeeper::policy::{Mask, Spot};
+use crate::housekeeper::policy::{holds_slot, Mask};
 use goset_plan::log::Event;
 
 impl Placer {
@@ -72,15 +72,9 @@ impl Placer {
             return;
         };
         for t in threads {
-            // The shim's helpers and the threads parked here hold no slot: they stay, even on
-            // a CPU the slot leaves (the housekeeper's CPU can be a task CPU or an --adapt
-            // candidate).
-            let slotless = (t.shim_placed && t.shim_slot.is_none())
-                || self
-                    .owned
-                    .get(&t.tid)
-                    .is_some_and(|o| o.spot == Spot::Parked);
-            if slotless || self.affinity.get(t.tid) != Mask::Cpus(vec![from]) {
+            let spot = self.owned.get(&t.tid).map(|o| o.spot);
+            let holds_slot = holds_slot(t.shim_placed, t.shim_slot, spot);
+            if !holds_slot || self.affinity.get(t.tid) != Mask::Cpus(vec![from]) {
                 continue;
             }
             if let Err(why) = self.pin(t.tid, to) {
@@ -94,16 +88,7 @@ impl Placer {
                 }
                 None => {
                     self.relocate(t, to);
-                    Owned {
-                        pid: t.pid,
-                        comm: comm_of(t.tid),
-                        spot: Spot::Slot(slot),
-                        cpu: to,
-                        claim: None,
-                        idle_polls: 0,
-                        busy_polls: 0,
-                        shared: false,
-                    }
+                    Owned::moved(t.pid, comm_of(t.tid), slot, to)
                 }
             };
             self.moves += 1;

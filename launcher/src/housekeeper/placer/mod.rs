@@ -55,6 +55,23 @@ pub struct Owned {
     pub shared: bool,
 }
 
+impl Owned {
+    /// A thread the housekeeper moved onto slot `slot`'s CPU `cpu` without a claim of its own
+    /// (the shim's record, or its own earlier claim, stands for it).
+    fn moved(pid: i32, comm: String, slot: usize, cpu: usize) -> Owned {
+        Owned {
+            pid,
+            comm,
+            spot: Spot::Slot(slot),
+            cpu,
+            claim: None,
+            idle_polls: 0,
+            busy_polls: 0,
+            shared: false,
+        }
+    }
+}
+
 /// Carries out the policy on live threads.
 pub struct Placer {
     table: &'static SlotTable,

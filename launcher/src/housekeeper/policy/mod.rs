@@ -102,6 +102,14 @@ pub fn streaks_after_read(
     (idle, busy)
 }
 
+/// Whether a thread holds a slot, and so follows it when the slot moves: the shim's helpers
+/// (`shim_placed` with no `shim_slot`) and the threads parked by the housekeeper (`spot`) hold
+/// none, and stay even on a CPU the slot leaves (the park CPU can be a task CPU or an
+/// `--adapt` candidate).
+pub fn holds_slot(shim_placed: bool, shim_slot: Option<usize>, spot: Option<Spot>) -> bool {
+    !((shim_placed && shim_slot.is_none()) || spot == Some(Spot::Parked))
+}
+
 /// What to do with one thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
