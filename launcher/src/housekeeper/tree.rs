@@ -20,7 +20,7 @@ use std::ops::RangeInclusive;
 use std::time::Instant;
 
 /// A live thread between reads: what the placer saw of it at its last read, and how many
-/// polls it is left unread (see [`tracked::idle_skip`]). Kept beside its process's other
+/// polls it is left unread (see [`super::tracked::idle_skip`]). Kept beside its process's other
 /// threads, so that a poll passes over a sleeping thread without touching its [`Tracked`].
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Rest {

@@ -11,7 +11,7 @@ use goset_plan::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Placer {
-    /// The demand rule ([`super::policy::demand`]) on the task's threads, at every poll: each
+    /// The demand rule ([`crate::housekeeper::policy::demand`]) on the task's threads, at every poll: each
     /// slot's count of threads that ran there is published for the shim's next births; unless
     /// `--no-adapt`, a thread that takes turns runs on the whole reservation, and a busy thread
     /// moves to a slot with no busy thread, a roaming one first.
@@ -140,7 +140,7 @@ impl Placer {
     /// thread on the reservation that computes (born roaming, or that took turns) first, then
     /// one of a slot that holds two or more. The thread's record moves in the table (the shim
     /// answers its later affinity calls from there, and releases it there), then the thread
-    /// itself. The housekeeper's own threads are spread by [`decide`].
+    /// itself. The housekeeper's own threads are spread by [`crate::housekeeper::policy::decide`].
     fn spread_busy(
         &mut self,
         live: &[Live],
