@@ -4,10 +4,10 @@
 
 use super::{Live, Owned, Placer};
 use crate::housekeeper::policy::{
-    computes, ran_there, rebalance, rested, steady, takes_turns, Busy, Mask, Move, Policy, Spot,
+    computes, ran_there, rebalance, rested, steady, takes_turns, turn_reservation, Busy, Mask,
+    Move, Policy, Spot,
 };
 use goset_plan::log::Event;
-use goset_plan::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Placer {
@@ -87,8 +87,7 @@ impl Placer {
         self.turns_before = turns;
     }
 
-    /// Lets `t`, on slot `slot`, run on its slot's CPU and those of the slots where no thread
-    /// computes (`computing`), with a `move` record; nothing when that is its CPU alone.
+    /// Lets `t`, on slot `slot`, run on its [`turn_reservation`], with a `move` record.
     fn widen(
         &mut self,
         t: &Live,
@@ -97,16 +96,10 @@ impl Placer {
         now_s: f64,
         comm_of: &dyn Fn(i32) -> String,
     ) {
-        let from = self.task_cpus[slot];
-        let mut reservation = CpuSet::single(from);
-        for (s, &cpu) in self.task_cpus.iter().enumerate() {
-            if !computing.contains(&s) {
-                reservation.insert(cpu);
-            }
-        }
-        if reservation.count() < 2 {
+        let Some(reservation) = turn_reservation(slot, &self.task_cpus, computing) else {
             return;
-        }
+        };
+        let from = self.task_cpus[slot];
         if let Err(why) = self.pin_set(t.tid, &reservation) {
             self.failures.extend(why);
             return;
