@@ -155,7 +155,8 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
     // same rule as the housekeeper's); a dump's files are plain files.
     let x86 = cfg!(any(target_arch = "x86", target_arch = "x86_64"));
     let release = root.read_opt("/proc/sys/kernel/osrelease");
-    let cur_freq_ok = match crate::housekeeper::telemetry::freq_is_silent(x86, release.as_deref()) {
+    let cur_freq_ok = match crate::housekeeper::cpu_sampler::freq_is_silent(x86, release.as_deref())
+    {
         Err(why) if root.is_live() => {
             errors.push(ReadError {
                 file: "/sys/devices/system/cpu/cpuN/cpufreq/scaling_cur_freq".into(),

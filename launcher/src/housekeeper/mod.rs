@@ -1,10 +1,13 @@
 //! The housekeeper: while the task runs, the launcher (pinned to the housekeeper CPU) polls
 //! telemetry and places the threads the shim could not place.
 //!
-//! Owns: one poll ([`Housekeeper::poll`]): follow the placement log, walk the task's process
-//! tree, read every thread's counters, place unplaced threads, sample CPU frequencies; and what
-//! the run adds up to ([`Housekeeper::finish`]). Must not: print, or read any file that makes
-//! the kernel interrupt a task CPU (see [`threads`] and [`telemetry`] for the files and why
+//! Owns: one poll ([`Housekeeper::poll`]), as a sequence of steps: follow the placement log,
+//! walk the task's process tree and read its threads (`tree`, finding threads with `listing`),
+//! tell how each unanswered thread's process stands with the shim, place unplaced threads
+//! ([`placer`], by the rules of [`policy`]), sample CPU frequencies ([`cpu_sampler`]), move
+//! slots off noisy CPUs ([`noise_rule`]); and what the run adds up to
+//! ([`Housekeeper::finish`]). Must not: print, or read any file that makes
+//! the kernel interrupt a task CPU (see [`threads`] and [`cpu_sampler`] for the files and why
 //! they are silent). The launcher stays single-threaded so that nothing it does (an `munmap`,
 //! say) sends TLB shootdowns anywhere: its mm runs on the housekeeper CPU only.
 //!
@@ -22,36 +25,39 @@
 //! ended one (a non-leader thread's `execve` takes its process's pid, which was seen as a
 //! zombie; pid reuse within a run).
 
+pub mod cpu_sampler;
+mod listing;
 pub mod logtail;
 pub mod noise_rule;
 pub mod noisewatch;
 pub mod outcome;
 pub mod placer;
 pub mod policy;
-pub mod telemetry;
 pub mod threads;
 pub mod tracked;
+mod tree;
 
 use crate::fsroot::{FsRoot, ReadError};
-use logtail::{LogTail, ShimThread};
+use cpu_sampler::CpuSampler;
+use logtail::LogTail;
 use noise_rule::{NoiseRule, NoiseStreaks};
 use noisewatch::NoiseWatch;
 pub use outcome::{Outcome, ThreadReport};
 use placer::{Kin, Live, Placer, Policy};
-use policy::Activity;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
-use telemetry::CpuSampler;
+use tracked::Mode;
 pub use tracked::Tracked;
-use tracked::{Mode, Polled};
+use tree::{Known, Walk};
 
 /// What the housekeeper needs to know about the plan.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Task CPUs in slot order.
     pub task_cpus: Vec<usize>,
-    /// The housekeeper CPU.
-    pub housekeeper: usize,
+    /// Where threads that hold no slot are parked (helpers, sleepers): the housekeeper CPU, or
+    /// under `--cgroup`, whose cpuset holds the task CPUs only, the last task CPU.
+    pub park_cpu: usize,
     /// Poll interval.
     pub interval: Duration,
     /// Placement thresholds.
@@ -61,7 +67,7 @@ pub struct Settings {
     pub spares: Vec<usize>,
     /// Thresholds of those moves.
     pub noise_rule: NoiseRule,
-    /// The CPU the launcher itself runs on (its time there is not noise).
+    /// The housekeeper CPU: the one the launcher itself runs on (its time there is not noise).
     pub launcher_cpu: usize,
     /// Steerable IRQs are moved away for the run (`--steer`): they are not noise.
     pub steer: bool,
@@ -71,8 +77,6 @@ pub struct Settings {
 /// the rule that only a thread that ran can have forked (a `CLONE_PARENT` child joins a
 /// parent that did not run; a nohz_full CPU may not update a running thread's run time).
 const ALL_CHILDREN_EVERY: Duration = Duration::from_secs(1);
-/// CPU time after which a fork of the shim's process that wrote no record is not the shim's.
-const FORK_RUN_NS: u64 = 10_000_000;
 /// A thread that keeps sleeping is read at least this often (and at every all-children poll).
 const IDLE_READ_EVERY: Duration = Duration::from_millis(250);
 
@@ -152,115 +156,6 @@ fn raise_nofile() -> u64 {
     soft
 }
 
-/// The threads of a process, as `/proc/<pid>/task` lists them.
-#[derive(Debug, PartialEq, Eq)]
-enum Listing {
-    /// Its tids, sorted.
-    Tids(Vec<i32>),
-    /// The process is gone (reaped).
-    Gone,
-    /// The directory could not be read, though the process may live (out of descriptors).
-    Unreadable(String),
-}
-
-/// The last pid the kernel handed out in the launcher's pid namespace.
-fn last_pid(root: &FsRoot) -> Option<i32> {
-    std::fs::read_to_string(root.path("/proc/sys/kernel/ns_last_pid"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// The threads of process `pid` among tids `born` (those handed out since the last poll):
-/// a lookup each, where a listing costs one entry per thread the process has.
-fn probe_threads(root: &FsRoot, pid: i32, born: std::ops::RangeInclusive<i32>) -> Vec<i32> {
-    born.filter(|tid| {
-        std::fs::symlink_metadata(root.path(&format!("/proc/{pid}/task/{tid}"))).is_ok()
-    })
-    .collect()
-}
-
-fn list_threads(root: &FsRoot, pid: i32) -> Listing {
-    let dir = match std::fs::read_dir(root.path(&format!("/proc/{pid}/task"))) {
-        Ok(d) => d,
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
-            return Listing::Gone
-        }
-        Err(e) => return Listing::Unreadable(e.to_string()),
-    };
-    let mut tids: Vec<i32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    tids.sort_unstable();
-    // A process being reaped lists nothing: gone as well.
-    if tids.is_empty() {
-        return Listing::Gone;
-    }
-    Listing::Tids(tids)
-}
-
-/// A live thread between reads: what the placer saw of it at its last read, and how many
-/// polls it is left unread (see [`tracked::idle_skip`]). Kept beside its process's other
-/// threads, so that a poll passes over a sleeping thread without touching its [`Tracked`].
-#[derive(Debug, Clone, Copy)]
-struct Rest {
-    last: Live,
-    skip: u32,
-}
-
-/// A process's live threads between polls, sorted by tid: a poll walks them in order, and
-/// a lookup is a binary search in one contiguous array.
-#[derive(Debug, Default)]
-struct Known(Vec<(i32, Rest)>);
-
-impl Known {
-    fn get(&self, tid: i32) -> Option<&Rest> {
-        let at = self.0.binary_search_by_key(&tid, |e| e.0).ok()?;
-        Some(&self.0[at].1)
-    }
-
-    fn contains(&self, tid: i32) -> bool {
-        self.get(tid).is_some()
-    }
-
-    fn tids(&self) -> impl Iterator<Item = i32> + '_ {
-        self.0.iter().map(|e| e.0)
-    }
-
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// What the placer sees of a live thread.
-fn live_view(
-    pid: i32,
-    tid: i32,
-    polled: (f64, f64, bool, Activity),
-    shim: Option<ShimThread>,
-) -> Live {
-    let (age_s, demand, runnable, activity) = polled;
-    Live {
-        tid,
-        pid,
-        age_s,
-        demand,
-        runnable,
-        activity,
-        shim_placed: shim.is_some(),
-        shim_cpu: shim.and_then(|s| s.cpu),
-        shim_slot: shim.and_then(|s| s.slot),
-        shim_roams: shim.is_some_and(|s| s.roams),
-        kin: Kin::Other,
-        read: true,
-    }
-}
-
 impl Housekeeper {
     /// Starts the run's telemetry (the first CPU snapshot), before the task starts. `table` is
     /// the slot table shared with the shim; `log` the placement log, followed and appended to.
@@ -290,8 +185,9 @@ impl Housekeeper {
             placer: Placer::new(
                 table,
                 settings.task_cpus.clone(),
-                settings.housekeeper,
+                settings.park_cpu,
                 appender,
+                Box::new(placer::Kernel),
             ),
             all_children_every: every.clamp(1, u64::MAX as u128) as u64,
             // The noise of a CPU is its busy time less the task's: a thread left unread would
@@ -340,10 +236,10 @@ impl Housekeeper {
     /// the tids born since the last poll are looked up if they are few next to its threads; a
     /// thread that keeps sleeping is read less and less often (at least every 250 ms), a main
     /// thread every poll. A thread ends when its own files are gone or it is a zombie, a
-    /// process when its `/proc/<pid>/task` is gone. New processes are found in the `children` of the threads
-    /// that ran (only a running thread forks), of the leader of a process that lost a thread
-    /// (its children move there), and of every thread once a second, when every thread is
-    /// also read and every process listed.
+    /// process when its `/proc/<pid>/task` is gone. New processes are found in the `children`
+    /// of the threads that ran (only a running thread forks), of the leader of a process that
+    /// lost a thread (its children move there), and of every thread once a second, when every
+    /// thread is also read and every process listed.
     pub fn poll(&mut self) {
         self.polls += 1;
         if let Some(log) = &mut self.log {
@@ -356,211 +252,19 @@ impl Housekeeper {
             0 => self.all_children_every - 1,
             n => n - 1,
         };
-        // The tids handed out since the last poll, when that is a plain range (no wrap).
-        let last = last_pid(&self.root);
-        let born = match (self.last_pid, last) {
-            (Some(prev), Some(now)) if now >= prev => Some(prev + 1..=now),
-            _ => None,
-        };
-        self.last_pid = last;
-        let mut live = Vec::new();
-        let mut ended = Vec::new();
-        let mut queue: VecDeque<i32> = self.procs.keys().copied().collect();
-        let mut visited = BTreeSet::new();
-        let mut found = Vec::new();
-        while let Some(pid) = queue.pop_front() {
-            if !visited.insert(pid) {
-                continue;
-            }
-            let known = self.procs.remove(&pid).unwrap_or_default();
-            // Listing /proc/<pid>/task builds a dentry per thread: skip it while the thread
-            // count is what we know (a thread that ends shows as a failed read below, and the
-            // once-a-second poll lists anyway).
-            let (count, start) = self.process_stat(pid);
-            let recorded = self.starts.entry(pid).or_insert(start);
-            let reused = matches!((*recorded, start), (Some(a), Some(b)) if a != b);
-            if recorded.is_none() {
-                *recorded = start;
-            }
-            if reused {
-                // The pid was reused by an unrelated process: ours is gone.
-                self.starts.remove(&pid);
-                self.proc_stats.remove(&pid);
-                self.end(known.tids().collect(), &mut ended);
-                continue;
-            }
-            let unchanged = !all_children && !known.is_empty() && count == Some(known.len());
-            // A process with many threads and few tids born since the last poll: look those
-            // up instead of listing them all (its threads that ended show as failed reads,
-            // and the once-a-second poll lists anyway).
-            let probe = born.clone().filter(|b| {
-                let born_count = (i64::from(*b.end()) - i64::from(*b.start()) + 1).max(0);
-                !all_children && (born_count as usize) < known.len() / 2
-            });
-            let list_or_probe = |root: &FsRoot| match probe.clone() {
-                Some(b) => {
-                    let mut tids: BTreeSet<i32> = known.tids().collect();
-                    tids.extend(probe_threads(root, pid, b));
-                    Listing::Tids(tids.into_iter().collect())
-                }
-                None => list_threads(root, pid),
-            };
-            let listing = if unchanged {
-                Listing::Tids(known.tids().collect())
-            } else {
-                list_or_probe(&self.root)
-            };
-            let tids = match listing {
-                Listing::Tids(t) => t,
-                Listing::Gone => {
-                    self.proc_stats.remove(&pid);
-                    self.starts.remove(&pid);
-                    self.end(known.tids().collect(), &mut ended);
-                    continue;
-                }
-                Listing::Unreadable(why) => {
-                    // Not gone: its threads are neither read nor ended this time.
-                    self.note_failed("/proc/<pid>/task", why);
-                    self.procs.insert(pid, known);
-                    continue;
-                }
-            };
-            let mut alive = Known::default();
-            let mut lost = BTreeSet::new();
-            let first = live.len();
-            // Each thread is read at most once a poll: a second read would see no time pass
-            // and make a busy thread look idle.
-            let read_each = |hk: &mut Self,
-                             tids: Vec<i32>,
-                             found: &mut Vec<i32>,
-                             live: &mut Vec<Live>,
-                             alive: &mut Known,
-                             lost: &mut BTreeSet<i32>| {
-                for tid in tids {
-                    if let Some(mut rest) = known.get(tid).copied().filter(|r| r.skip > 0) {
-                        if !all_children {
-                            // Asleep at its last reads: as it was then, alive until a read or
-                            // a listing says otherwise.
-                            rest.skip -= 1;
-                            let shim = hk.shim_of(tid);
-                            let view = Live {
-                                read: false,
-                                ..live_view(
-                                    pid,
-                                    tid,
-                                    // Unread: asleep, nothing done since.
-                                    (
-                                        rest.last.age_s,
-                                        rest.last.demand,
-                                        rest.last.runnable,
-                                        Activity::default(),
-                                    ),
-                                    shim,
-                                )
-                            };
-                            alive.0.push((tid, rest));
-                            live.push(view);
-                            continue;
-                        }
-                    }
-                    if hk.threads.get(&tid).is_some_and(|t| t.ended) {
-                        continue;
-                    }
-                    match hk.read_thread(pid, tid, now, boot_s, all_children, found) {
-                        Some(rest) => {
-                            alive.0.push((tid, rest));
-                            live.push(rest.last);
-                        }
-                        None => {
-                            lost.insert(tid);
-                        }
-                    }
-                }
-            };
-            // The listed threads not read above.
-            let read_new = |hk: &mut Self,
-                            listed: Vec<i32>,
-                            found: &mut Vec<i32>,
-                            live: &mut Vec<Live>,
-                            alive: &mut Known,
-                            lost: &mut BTreeSet<i32>| {
-                let new: Vec<i32> = listed
-                    .into_iter()
-                    .filter(|&t| !alive.contains(t) && !lost.contains(&t))
-                    .collect();
-                read_each(hk, new, found, live, alive, lost);
-                alive.0.sort_unstable_by_key(|e| e.0);
-            };
-            read_each(self, tids, &mut found, &mut live, &mut alive, &mut lost);
-            let mut listed = !unchanged && probe.is_none();
-            if unchanged && !lost.is_empty() {
-                // A thread ended while the count held, so another was born: look up or list,
-                // and read only the threads not read above.
-                if let Listing::Tids(now_listed) = list_or_probe(&self.root) {
-                    read_new(
-                        self, now_listed, &mut found, &mut live, &mut alive, &mut lost,
-                    );
-                }
-                listed = probe.is_none();
-            }
-            // What a lookup found, with the sleeping threads taken as alive, must add up to the
-            // thread count; when it does not (a tid handed out before the last poll but not
-            // yet in /proc then, a sleeping thread that ended), list: threads no longer listed
-            // ended, and the new ones are read.
-            if !listed && count.is_some_and(|n| alive.len() != n) {
-                if let Listing::Tids(now_listed) = list_threads(&self.root, pid) {
-                    let in_listing: BTreeSet<i32> = now_listed.iter().copied().collect();
-                    let gone: BTreeSet<i32> =
-                        alive.tids().filter(|t| !in_listing.contains(t)).collect();
-                    if !gone.is_empty() {
-                        alive.0.retain(|(t, _)| !gone.contains(t));
-                        let mine = live.split_off(first);
-                        live.extend(mine.into_iter().filter(|l| !gone.contains(&l.tid)));
-                        lost.extend(gone);
-                    }
-                    read_new(
-                        self, now_listed, &mut found, &mut live, &mut alive, &mut lost,
-                    );
-                }
-            }
-            lost.extend(known.tids().filter(|&t| !alive.contains(t)));
-            if !lost.is_empty() && !all_children && !self.mode.no_children {
-                // A thread's children move to the first live thread of its process when it
-                // ends (kernel/exit.c, find_alive_thread): the leader while it lives, which
-                // may sleep; without it, any.
-                let heirs: Vec<i32> = if alive.contains(pid) {
-                    vec![pid]
-                } else {
-                    live[first..].iter().map(|l| l.tid).collect()
-                };
-                for tid in heirs {
-                    if let Some(t) = self.threads.get_mut(&tid) {
-                        t.children(&mut found);
-                    }
-                }
-            }
-            self.end(lost, &mut ended);
-            self.procs.insert(pid, alive);
-            for child in found.drain(..) {
-                self.procs.entry(child).or_default();
-                queue.push_back(child);
-            }
-        }
-        ended.sort_unstable();
-        ended.dedup();
+        let mut walk = Walk::new(now, boot_s, all_children, self.born_since_last_poll());
+        self.walk_tree(&mut walk);
         if self.mode.no_children {
-            self.scan_for_children(&visited);
+            self.scan_for_children(&walk.visited);
         }
-        self.set_kin(&mut live);
+        self.set_kin(&mut walk.live);
         let threads = &self.threads;
-        let comm_of = |tid: i32| {
-            (threads.get(&tid).and_then(|t| t.stat.as_ref()))
-                .map_or_else(String::new, |s| s.comm.clone())
-        };
         self.placer
-            .step(&live, &ended, &self.settings.policy, &comm_of);
+            .step(&walk.live, &walk.ended, &self.settings.policy, &|tid| {
+                comm_of(threads, tid)
+            });
         self.cpus.poll();
-        self.move_off_noise(&live, &ended);
+        self.move_off_noise(&walk.live, &walk.ended);
     }
 
     /// Moves each slot whose CPU stays noisier than the quietest spare (see
@@ -599,10 +303,7 @@ impl Housekeeper {
             &self.settings.noise_rule,
         );
         let threads = &self.threads;
-        let comm_of = |tid: i32| {
-            (threads.get(&tid).and_then(|t| t.stat.as_ref()))
-                .map_or_else(String::new, |s| s.comm.clone())
-        };
+        let comm = |tid: i32| comm_of(threads, tid);
         for m in moves {
             let figures = noise.get(&m.from).copied().flatten().unwrap_or_default();
             let reason = format!(
@@ -616,137 +317,10 @@ impl Housekeeper {
                 m.to,
                 m.to_pct
             );
-            self.placer.move_slot(&m, live, &reason, &comm_of);
+            self.placer.move_slot(&m, live, &reason, &comm);
             self.spares.retain(|&c| c != m.to);
             self.spares.push(m.from);
         }
-    }
-
-    /// Process `pid`'s thread count and start time (clock ticks after boot), from its leader's
-    /// `stat`; the start time tells a reused pid from the process we followed.
-    fn process_stat(&mut self, pid: i32) -> (Option<usize>, Option<u64>) {
-        let root = &self.root;
-        let handle = self
-            .proc_stats
-            .entry(pid)
-            // The leader thread's stat, not the process's: both give the thread count and the
-            // start time, but the process's adds up the time of every thread.
-            .or_insert_with(|| {
-                threads::Handle::new(root.path(&format!("/proc/{pid}/task/{pid}/stat")))
-            });
-        match handle.read() {
-            threads::Read::Text(text) => (
-                crate::procfs::stat::parse_num_threads(&text),
-                crate::procfs::stat::parse_pid_stat(&text).map(|s| s.start_ticks),
-            ),
-            _ => (None, None),
-        }
-    }
-
-    /// Marks `tids` ended (their files gone without a read noticing) and adds them to `ended`.
-    fn end(&mut self, tids: BTreeSet<i32>, ended: &mut Vec<i32>) {
-        for tid in tids {
-            if let Some(t) = self.threads.get_mut(&tid) {
-                if !t.ended {
-                    t.ended = true;
-                    t.close();
-                }
-            }
-            ended.push(tid);
-        }
-    }
-
-    fn note_missing(&mut self, file: &'static str, reason: &str) {
-        if self.missing.insert(file) {
-            self.errors.push(ReadError {
-                file: threads::pattern(file),
-                reason: reason.to_string(),
-            });
-        }
-    }
-
-    fn note_failed(&mut self, file: &str, why: String) {
-        let file = if file.starts_with('/') {
-            file.to_string()
-        } else {
-            threads::pattern(file)
-        };
-        let e = ReadError { file, reason: why };
-        if !self.errors.contains(&e) {
-            self.errors.push(e);
-        }
-    }
-
-    /// Reads one thread; `None` when it has ended. The processes it forked join `found`.
-    fn read_thread(
-        &mut self,
-        pid: i32,
-        tid: i32,
-        now: Instant,
-        boot_s: f64,
-        all_children: bool,
-        found: &mut Vec<i32>,
-    ) -> Option<Rest> {
-        let shim = self.shim_of(tid);
-        // Where it should have run since the last read: the shim's CPU, or the one the
-        // housekeeper gave it.
-        let assigned = match shim {
-            Some(s) => s.cpu,
-            None => self.placer.owned.get(&tid).map(|o| o.cpu),
-        };
-        let t = match self.threads.entry(tid) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                self.order.push(tid);
-                e.insert(Tracked::new(&self.root, pid, tid))
-            }
-        };
-        t.assigned = assigned;
-        let polled = t.read(self.mode, now, boot_s, all_children, found)?;
-        // A main thread is read every poll: it is the one that usually forks (a shell, a
-        // launcher), and a fork is found in the children of a thread read as having run.
-        let skip = if tid == pid {
-            0
-        } else {
-            t.rest_polls(self.idle_skip_cap)
-        };
-        let Polled {
-            age_s,
-            demand,
-            runnable,
-            activity,
-            missing,
-            failed,
-        } = polled;
-        for f in missing {
-            let why = match f {
-                "sched" => "missing (CONFIG_SCHED_DEBUG off): migrations n/a, switches from status",
-                "schedstat" => "missing (CONFIG_SCHED_INFO off): run delay n/a, cpu time in ticks",
-                _ => "missing (CONFIG_PROC_CHILDREN off): children found by scanning /proc/*/stat",
-            };
-            self.note_missing(f, why);
-            match f {
-                "sched" => self.mode.no_sched = true,
-                "schedstat" => self.mode.no_schedstat = true,
-                _ => self.mode.no_children = true,
-            }
-        }
-        for (f, why) in failed {
-            self.note_failed(f, why);
-        }
-        Some(Rest {
-            last: live_view(pid, tid, (age_s, demand, runnable, activity), shim),
-            skip,
-        })
-    }
-
-    /// What the shim's records say of `tid`, with the CPU the housekeeper moved it to since.
-    fn shim_of(&self, tid: i32) -> Option<ShimThread> {
-        let mut shim = self.log.as_ref().and_then(|l| l.shim.get(&tid)).copied()?;
-        if let Some(cpu) = self.placer.relocated(tid, shim.cpu) {
-            shim.cpu = Some(cpu);
-        }
-        Some(shim)
     }
 
     /// How the process of each thread that nobody answers for stands with the shim (see
@@ -786,36 +360,12 @@ impl Housekeeper {
             let kin = *kins
                 .entry(t.pid)
                 .or_insert_with(|| policy::kin_of(t.pid, &lineage, &mut exe));
-            // The shim's fork handler runs first thing in a child: one that has run this long
-            // without a record was made behind libc's back (a raw clone, `_Fork`).
-            let ran_long = (self.threads.get(&t.tid)).is_some_and(|x| x.cpu_ns() >= FORK_RUN_NS);
-            t.kin = if kin == Kin::Fork && ran_long {
-                Kin::Other
-            } else {
-                kin
-            };
+            // A thread never read has run no time that counts.
+            let ran_ns = (self.threads.get(&t.tid)).map_or(0, |x| x.cpu_ns());
+            t.kin = policy::kin_after_run(kin, ran_ns);
         }
     }
 
-    /// Without `children` files: processes whose parent is in the tree.
-    fn scan_for_children(&mut self, known: &BTreeSet<i32>) {
-        for name in self.root.list("/proc") {
-            let Ok(pid) = name.parse::<i32>() else {
-                continue;
-            };
-            if known.contains(&pid) {
-                continue;
-            }
-            let Ok(text) = self.root.read(&format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            if crate::procfs::stat::parse_pid_stat(&text).is_some_and(|s| known.contains(&s.ppid)) {
-                self.procs.entry(pid).or_default();
-            }
-        }
-    }
-
-    /// Frees the placement log past its first `kept` bytes once read (see
     /// [`LogTail::free_after`]).
     pub fn free_log_after(&mut self, kept: u64) {
         if let Some(log) = self.log.as_mut() {
@@ -862,6 +412,11 @@ impl Housekeeper {
     }
 }
 
+/// Thread `tid`'s name as its last read found it (empty when never read).
+fn comm_of(threads: &HashMap<i32, Tracked>, tid: i32) -> String {
+    (threads.get(&tid).and_then(|t| t.stat.as_ref())).map_or_else(String::new, |s| s.comm.clone())
+}
+
 /// Seconds since the Unix epoch (the placement log's `time`).
 pub(super) fn unix_now_s() -> f64 {
     std::time::SystemTime::now()
@@ -886,7 +441,7 @@ mod tests {
         let me = nix::unistd::gettid().as_raw();
         let settings = Settings {
             task_cpus: vec![usize::MAX - 1],
-            housekeeper: usize::MAX - 2,
+            park_cpu: usize::MAX - 2,
             interval: Duration::from_millis(100),
             policy: Policy::default(),
             spares: Vec::new(),

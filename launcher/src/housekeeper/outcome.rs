@@ -4,8 +4,8 @@
 //! Owns: the JSON shapes of `telemetry` and of the enriched `threads` entries. Pure: built from
 //! values, no I/O.
 
+use super::cpu_sampler::CpuTelemetry;
 use super::placer::{role_of, Owned, Spot};
-use super::telemetry::CpuTelemetry;
 use super::{Settings, Tracked};
 use crate::fsroot::ReadError;
 use crate::placement_log::{Log, Record, ThreadPlacement};
@@ -207,7 +207,7 @@ impl Outcome {
                 p.role = role_of(o.spot).as_str().to_string();
                 p.slot = match o.spot {
                     Spot::Slot(s) => Some(s),
-                    Spot::Housekeeper => None,
+                    Spot::Parked => None,
                 };
                 p.cpu = Some(o.cpu);
                 p.roams = false;
@@ -253,7 +253,7 @@ impl Outcome {
             cpus: self.cpus.clone(),
             all: self.all.clone(),
             housekeeper: HousekeeperCost {
-                cpu: self.settings.housekeeper,
+                cpu: self.settings.launcher_cpu,
                 cpu_s: self.cpu_s,
                 cpu_pct: if self.wall_s > 0.0 {
                     100.0 * self.cpu_s / self.wall_s

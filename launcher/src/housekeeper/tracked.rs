@@ -85,6 +85,14 @@ pub struct Polled {
     pub failed: Vec<(&'static str, String)>,
 }
 
+/// What a thread's last read found, kept through the next read to tell what it did since.
+struct Before {
+    sched: Option<SchedStat>,
+    switches: Option<Switches>,
+    /// Its CPU time in ticks (`stat`).
+    ticks: Option<u64>,
+}
+
 /// Marks the end of a read: `None`, the thread ended.
 fn gone(t: &mut Tracked) -> Option<Polled> {
     t.ended = true;
@@ -154,68 +162,101 @@ impl Tracked {
         children: &mut Vec<i32>,
     ) -> Option<Polled> {
         let mut out = Polled::default();
-        let files = self.files.as_mut()?;
-        let prev = self.sched;
-        let prev_switches = self.switches;
+        self.files.as_ref()?;
+        let before = Before {
+            sched: self.sched,
+            switches: self.switches,
+            ticks: self.stat.as_ref().map(|s| s.cpu_ticks),
+        };
         // schedstat first: the cheapest file, and it says whether the thread ran since the
         // last poll. One that did not cannot have switched, migrated, forked or moved, so its
         // other files are not read: a sleeping thread costs one pread a poll. Ran means
         // scheduled in again, or its run time grew: a thread that never leaves its CPU is
         // scheduled in once, and one caught running by the last poll may have forked after it.
-        if !mode.no_schedstat {
-            match files.schedstat.read() {
-                Read::Text(s) => self.sched = threads::parse_schedstat(&s).or(self.sched),
-                Read::Gone => return gone(self),
-                Read::Missing => out.missing.push("schedstat"),
-                Read::Failed(why) => out.failed.push(("schedstat", why)),
-            }
+        if !mode.no_schedstat && self.read_schedstat(&mut out).is_none() {
+            return gone(self);
         }
-        let scheduled = match (prev, self.sched) {
+        let scheduled = match (before.sched, self.sched) {
             (Some(p), Some(s)) => s.timeslices != p.timeslices || s.runtime_ns != p.runtime_ns,
             _ => true,
         };
-
-        let prev_ticks = self.stat.as_ref().map(|s| s.cpu_ticks);
         let was_runnable = self.stat.as_ref().is_some_and(|s| s.state == 'R');
-        // A thread last seen runnable that did not run since is starved or asleep: its state
-        // is read again to tell which (one pread, until it shows asleep).
-        let stat = match &self.stat {
-            Some(st) if !scheduled && st.state != 'R' => st.clone(),
-            _ => {
-                let stat = match files.stat.read() {
-                    Read::Text(s) => stat::parse_pid_stat(&s),
-                    _ => None,
-                };
-                let Some(stat) = stat.filter(|s| !matches!(s.state, 'Z' | 'X')) else {
-                    return gone(self);
-                };
-                let switches = if mode.no_sched {
-                    files.status.read()
-                } else {
-                    files.sched.read()
-                };
-                match switches {
-                    Read::Text(s) if mode.no_sched => {
-                        self.switches = threads::parse_status_switches(&s).or(self.switches)
-                    }
-                    Read::Text(s) => self.switches = threads::parse_sched(&s).or(self.switches),
-                    Read::Missing if !mode.no_sched => out.missing.push("sched"),
-                    Read::Failed(why) => out.failed.push(("sched", why)),
-                    _ => {}
-                }
-                stat
-            }
+        let Some(stat) = self.stat_now(mode, scheduled, &mut out) else {
+            return gone(self);
         };
         if !mode.no_children && (scheduled || all_children) && !self.children(children) {
             out.missing.push("children");
         }
         // Ran since the last poll: only then is stat's processor where it ran since.
-        let ran = match (self.sched, prev_ticks) {
+        let ran = match (self.sched, before.ticks) {
             (Some(_), _) => scheduled,
             (None, Some(p)) => stat.cpu_ticks != p,
             (None, None) => true,
         };
         out.runnable = stat.state == 'R' && was_runnable;
+        self.note_ran(&stat, ran);
+        let base = match self.sched {
+            Some(s) => s.runtime_ns.saturating_add(s.run_delay_ns),
+            None => stat.cpu_ticks * (1_000_000_000 / USER_HZ),
+        };
+        out.age_s = (boot_s - stat.start_ticks as f64 / USER_HZ as f64).max(0.0);
+        (out.demand, out.activity) = self.demand_since(now, base, &before, &stat, ran, out.age_s);
+        self.demand_base = Some((now, base));
+        self.polls += 1;
+        self.stat = Some(stat);
+        Some(out)
+    }
+
+    /// Reads `schedstat` into [`Tracked::sched`]; `None` when the thread is gone.
+    fn read_schedstat(&mut self, out: &mut Polled) -> Option<()> {
+        match self.files.as_mut()?.schedstat.read() {
+            Read::Text(s) => self.sched = threads::parse_schedstat(&s).or(self.sched),
+            Read::Gone => return None,
+            Read::Missing => out.missing.push("schedstat"),
+            Read::Failed(why) => out.failed.push(("schedstat", why)),
+        }
+        Some(())
+    }
+
+    /// Its `stat` now, with its switch counters read when it is read; `None` when it ended (a
+    /// zombie, or its files gone). A thread that did not run since the last read (`scheduled`)
+    /// and was not runnable then is as it was: nothing is read.
+    fn stat_now(&mut self, mode: Mode, scheduled: bool, out: &mut Polled) -> Option<PidStat> {
+        // A thread last seen runnable that did not run since is starved or asleep: its state
+        // is read again to tell which (one pread, until it shows asleep).
+        if let Some(st) = self
+            .stat
+            .as_ref()
+            .filter(|st| !scheduled && st.state != 'R')
+        {
+            return Some(st.clone());
+        }
+        let files = self.files.as_mut()?;
+        let stat = match files.stat.read() {
+            Read::Text(s) => stat::parse_pid_stat(&s),
+            _ => None,
+        };
+        let stat = stat.filter(|s| !matches!(s.state, 'Z' | 'X'))?;
+        let switches = if mode.no_sched {
+            files.status.read()
+        } else {
+            files.sched.read()
+        };
+        match switches {
+            Read::Text(s) if mode.no_sched => {
+                self.switches = threads::parse_status_switches(&s).or(self.switches)
+            }
+            Read::Text(s) => self.switches = threads::parse_sched(&s).or(self.switches),
+            Read::Missing if !mode.no_sched => out.missing.push("sched"),
+            Read::Failed(why) => out.failed.push(("sched", why)),
+            _ => {}
+        }
+        Some(stat)
+    }
+
+    /// Counts its reads in a row without a run, and, when it `ran` since the last read, the
+    /// CPU it ran on and whether that was other than the one assigned to it (drift).
+    fn note_ran(&mut self, stat: &PidStat, ran: bool) {
         self.idle_reads = if ran || stat.state == 'R' {
             0
         } else {
@@ -227,51 +268,50 @@ impl Tracked {
                 self.drift_polls += 1;
             }
         }
-        let base = match self.sched {
-            Some(s) => s.runtime_ns.saturating_add(s.run_delay_ns),
-            None => stat.cpu_ticks * (1_000_000_000 / USER_HZ),
-        };
-        out.age_s = (boot_s - stat.start_ticks as f64 / USER_HZ as f64).max(0.0);
-        out.demand = match self.demand_base {
-            Some((then, was)) => {
-                let dt = now.saturating_duration_since(then).as_secs_f64();
-                if dt > 0.0 {
-                    out.activity = activity(prev, self.sched, prev_switches, self.switches, dt);
-                    if self.sched.is_none() && ran {
-                        // Without schedstat: run time in ticks, the runs unknown.
-                        let ns = (stat.cpu_ticks - prev_ticks.unwrap_or(stat.cpu_ticks))
-                            * (1_000_000_000 / USER_HZ);
-                        out.activity.run_ns = ns.max(1);
-                        out.activity.ran = ns as f64 / 1e9 / dt;
-                    }
-                    base.saturating_sub(was) as f64 / 1e9 / dt
-                } else {
-                    0.0
-                }
-            }
+    }
+
+    /// The CPU it wanted (see [`Polled::demand`]) and what it did, since the last read (`base`:
+    /// its run time and run delay now, in ns), or since birth at first sight (`age_s`).
+    fn demand_since(
+        &self,
+        now: Instant,
+        base: u64,
+        before: &Before,
+        stat: &PidStat,
+        ran: bool,
+        age_s: f64,
+    ) -> (f64, Activity) {
+        let Some((then, was)) = self.demand_base else {
             // First sight: since birth; one tick at least, as start times count in ticks.
-            None => {
-                let age = out.age_s.max(1.0 / USER_HZ as f64);
-                // What it did since birth: a thread born since the last poll ran since it.
-                out.activity = activity(
-                    Some(SchedStat::default()),
-                    self.sched,
-                    Some(Switches::default()),
-                    self.switches,
-                    age,
-                );
-                if self.sched.is_none() {
-                    let ns = stat.cpu_ticks * (1_000_000_000 / USER_HZ);
-                    out.activity.run_ns = ns;
-                    out.activity.ran = ns as f64 / 1e9 / age;
-                }
-                base as f64 / 1e9 / age
+            let age = age_s.max(1.0 / USER_HZ as f64);
+            // What it did since birth: a thread born since the last poll ran since it.
+            let mut did = activity(
+                Some(SchedStat::default()),
+                self.sched,
+                Some(Switches::default()),
+                self.switches,
+                age,
+            );
+            if self.sched.is_none() {
+                let ns = stat.cpu_ticks * (1_000_000_000 / USER_HZ);
+                did.run_ns = ns;
+                did.ran = ns as f64 / 1e9 / age;
             }
+            return (base as f64 / 1e9 / age, did);
         };
-        self.demand_base = Some((now, base));
-        self.polls += 1;
-        self.stat = Some(stat);
-        Some(out)
+        let dt = now.saturating_duration_since(then).as_secs_f64();
+        if dt <= 0.0 {
+            return (0.0, Activity::default());
+        }
+        let mut did = activity(before.sched, self.sched, before.switches, self.switches, dt);
+        if self.sched.is_none() && ran {
+            // Without schedstat: run time in ticks, the runs unknown.
+            let ns = (stat.cpu_ticks - before.ticks.unwrap_or(stat.cpu_ticks))
+                * (1_000_000_000 / USER_HZ);
+            did.run_ns = ns.max(1);
+            did.ran = ns as f64 / 1e9 / dt;
+        }
+        (base.saturating_sub(was) as f64 / 1e9 / dt, did)
     }
 }
 

@@ -91,9 +91,7 @@ pub(super) fn execute(
     let threads = outcome.thread_reports(&log);
     let seen_cpu_s = threads.iter().filter_map(|t| t.cpu_s).sum();
     let summary = RunSummary::new(wall_s, ending, rusage.at_least(seen_cpu_s), prepared.shim);
-    let mut telemetry = outcome.telemetry(&threads);
-    // The launcher's CPU: inside a cgroup the housekeeper parks threads on a task CPU instead.
-    telemetry.housekeeper.cpu = selection.housekeeper;
+    let telemetry = outcome.telemetry(&threads);
     Ok(Executed {
         summary,
         threads,
@@ -109,7 +107,7 @@ pub(super) fn execute(
 fn settings(opts: &RunOptions, selection: &select::Selection) -> Settings {
     Settings {
         task_cpus: selection.task_cpus.clone(),
-        housekeeper: parked_cpu(opts, selection),
+        park_cpu: parked_cpu(opts, selection),
         interval: opts.interval,
         policy: Policy {
             spread_busy: opts.adapt && opts.placement == Placement::Thread,

@@ -5,8 +5,8 @@
 
 use super::table::{escape, Table};
 use crate::fsroot::ReadError;
+use crate::housekeeper::cpu_sampler::CpuTelemetry;
 use crate::housekeeper::outcome::{TelemetryReport, ThreadReport};
-use crate::housekeeper::telemetry::CpuTelemetry;
 use crate::summary::RunSummary;
 
 fn na<T: ToString>(v: Option<T>) -> String {

@@ -2,16 +2,16 @@
 //! count published for the shim's births, threads that take turns widened, busy threads moved to
 //! a slot with no busy thread.
 
-use super::{mask_of, Live, Owned, Placer};
+use super::{Live, Owned, Placer};
 use crate::housekeeper::policy::{
-    computes, ran_there, rebalance, rested, steady, takes_turns, Busy, Mask, Policy, Spot,
+    computes, ran_there, rebalance, rested, steady, takes_turns, turn_reservation, Busy, Mask,
+    Move, Policy, Spot,
 };
 use goset_plan::log::Event;
-use goset_plan::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Placer {
-    /// The demand rule ([`super::policy::demand`]) on the task's threads, at every poll: each
+    /// The demand rule ([`crate::housekeeper::policy::demand`]) on the task's threads, at every poll: each
     /// slot's count of threads that ran there is published for the shim's next births; unless
     /// `--no-adapt`, a thread that takes turns runs on the whole reservation, and a busy thread
     /// moves to a slot with no busy thread, a roaming one first.
@@ -47,7 +47,7 @@ impl Placer {
         } else {
             match self.owned.get(&t.tid)?.spot {
                 Spot::Slot(s) => return Some(s),
-                Spot::Housekeeper => return None,
+                Spot::Parked => return None,
             }
         };
         self.task_cpus.iter().position(|&c| c == cpu)
@@ -80,64 +80,60 @@ impl Placer {
             {
                 continue;
             }
-            let Some(slot) = self.slot_of(t) else {
-                continue;
-            };
-            let from = self.task_cpus[slot];
-            let mut reservation = CpuSet::single(from);
-            for (s, &cpu) in self.task_cpus.iter().enumerate() {
-                if !computing.contains(&s) {
-                    reservation.insert(cpu);
-                }
+            if let Some(slot) = self.slot_of(t) {
+                self.widen(t, slot, &computing, now_s, comm_of);
             }
-            if reservation.count() < 2 {
-                continue;
-            }
-            if let Err(why) = self.pin_set(t.tid, &reservation) {
-                self.failures.extend(why);
-                continue;
-            }
-            self.widened.insert(t.tid, (slot, t.shim_cpu));
-            self.relocated.remove(&t.tid);
-            self.moved_at.insert(t.tid, now_s);
-            self.moves += 1;
-            let a = &t.activity;
-            let switches = (a.voluntary + a.involuntary).max(1);
-            let mut cpus = String::new();
-            let _ = goset_plan::cpulist::write_ranges(&mut cpus, &reservation);
-            let reason = format!(
-                "takes turns: {} runs of {} us on average since the last poll, {}% of its \
-                 switches voluntary: runs on cpus {cpus}",
-                a.runs,
-                a.run_ns / a.runs.max(1) / 1000,
-                a.voluntary * 100 / switches
-            );
-            let widened = Owned {
-                pid: t.pid,
-                comm: comm_of(t.tid),
-                spot: Spot::Slot(slot),
-                cpu: from,
-                claim: None,
-                idle_polls: 0,
-                busy_polls: 0,
-                shared: false,
-            };
-            self.write(
-                t.tid,
-                &widened,
-                Event::Move,
-                None,
-                Some((Some(from), reason)),
-            );
         }
         self.turns_before = turns;
+    }
+
+    /// Lets `t`, on slot `slot`, run on its [`turn_reservation`], with a `move` record.
+    fn widen(
+        &mut self,
+        t: &Live,
+        slot: usize,
+        computing: &BTreeSet<usize>,
+        now_s: f64,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
+        let Some(reservation) = turn_reservation(slot, &self.task_cpus, computing) else {
+            return;
+        };
+        let from = self.task_cpus[slot];
+        if let Err(why) = self.pin_set(t.tid, &reservation) {
+            self.failures.extend(why);
+            return;
+        }
+        self.widened.insert(t.tid, (slot, t.shim_cpu));
+        self.relocated.remove(&t.tid);
+        self.moved_at.insert(t.tid, now_s);
+        self.moves += 1;
+        let a = &t.activity;
+        let switches = (a.voluntary + a.involuntary).max(1);
+        let mut cpus = String::new();
+        let _ = goset_plan::cpulist::write_ranges(&mut cpus, &reservation);
+        let reason = format!(
+            "takes turns: {} runs of {} us on average since the last poll, {}% of its \
+             switches voluntary: runs on cpus {cpus}",
+            a.runs,
+            a.run_ns / a.runs.max(1) / 1000,
+            a.voluntary * 100 / switches
+        );
+        let widened = Owned::moved(t.pid, comm_of(t.tid), slot, from);
+        self.write(
+            t.tid,
+            &widened,
+            Event::Move,
+            None,
+            Some((Some(from), reason)),
+        );
     }
 
     /// Moves busy threads the shim placed to a slot with no busy thread ([`rebalance`]): a
     /// thread on the reservation that computes (born roaming, or that took turns) first, then
     /// one of a slot that holds two or more. The thread's record moves in the table (the shim
     /// answers its later affinity calls from there, and releases it there), then the thread
-    /// itself. The housekeeper's own threads are spread by [`decide`].
+    /// itself. The housekeeper's own threads are spread by [`crate::housekeeper::policy::decide`].
     fn spread_busy(
         &mut self,
         live: &[Live],
@@ -145,37 +141,27 @@ impl Placer {
         now_s: f64,
         comm_of: &dyn Fn(i32) -> String,
     ) {
+        let busy = self.busy_threads(live, policy, now_s);
+        if busy.is_empty() {
+            return;
+        }
+        let crowd = |slot: usize| busy.iter().filter(|b| b.slot == slot && !b.roams).count();
+        for m in rebalance(&busy, &self.live_counts(), &self.groups()) {
+            let Some(t) = live.iter().find(|t| t.tid == m.tid) else {
+                continue;
+            };
+            self.move_busy(t, &m, crowd(m.from), now_s, comm_of);
+        }
+    }
+
+    /// The busy threads of `live` as [`rebalance`] sees them, each on the slot it counts on
+    /// (remembered for the next poll's [`steady`]).
+    fn busy_threads(&mut self, live: &[Live], policy: &Policy, now_s: f64) -> Vec<Busy> {
         let mut busy = Vec::new();
         let mut now_busy = BTreeMap::new();
         for t in live.iter().filter(|t| t.busy(policy)) {
-            let (slot, roams) = if t.shim_placed {
-                // Slotless threads (helpers, `--skip`ped ones) are where the plan wants them:
-                // they neither count nor move.
-                let Some(record_slot) = t.shim_slot else {
-                    continue;
-                };
-                let Mask::Cpus(cpus) = mask_of(t.tid) else {
-                    continue;
-                };
-                match cpus[..] {
-                    [cpu] => {
-                        let Some(s) = self.task_cpus.iter().position(|&c| c == cpu) else {
-                            continue;
-                        };
-                        // Back on one CPU (the program asked again): no longer widened.
-                        self.widened.remove(&t.tid);
-                        (s, false)
-                    }
-                    // On the reservation: it holds its record's slot, and gets a CPU of its
-                    // own only when it computes.
-                    _ if !computes(true, &t.activity) => continue,
-                    _ => (self.widened.get(&t.tid).map_or(record_slot, |w| w.0), true),
-                }
-            } else {
-                match self.owned.get(&t.tid).map(|o| o.spot) {
-                    Some(Spot::Slot(s)) => (s, false),
-                    _ => continue,
-                }
+            let Some((slot, roams)) = self.busy_slot(t) else {
+                continue;
             };
             now_busy.insert(t.tid, slot);
             busy.push(Busy {
@@ -189,61 +175,82 @@ impl Placer {
             });
         }
         self.busy_before = now_busy;
-        if busy.is_empty() {
+        busy
+    }
+
+    /// The slot busy thread `t` counts on, and whether it roams the reservation; `None`: it
+    /// neither counts nor moves.
+    fn busy_slot(&mut self, t: &Live) -> Option<(usize, bool)> {
+        if !t.shim_placed {
+            return match self.owned.get(&t.tid)?.spot {
+                Spot::Slot(s) => Some((s, false)),
+                Spot::Parked => None,
+            };
+        }
+        // Slotless threads (helpers, `--skip`ped ones) are where the plan wants them: they
+        // neither count nor move.
+        let record_slot = t.shim_slot?;
+        let Mask::Cpus(cpus) = self.affinity.get(t.tid) else {
+            return None;
+        };
+        match cpus[..] {
+            [cpu] => {
+                let s = self.task_cpus.iter().position(|&c| c == cpu)?;
+                // Back on one CPU (the program asked again): no longer widened.
+                self.widened.remove(&t.tid);
+                Some((s, false))
+            }
+            // On the reservation: it holds its record's slot, and gets a CPU of its own only
+            // when it computes.
+            _ if !computes(true, &t.activity) => None,
+            _ => Some((self.widened.get(&t.tid).map_or(record_slot, |w| w.0), true)),
+        }
+    }
+
+    /// Carries out move `m` of busy thread `t`: its record in the table, then the thread, with
+    /// a `move` record (`crowd`: the busy threads on the slot it leaves).
+    fn move_busy(
+        &mut self,
+        t: &Live,
+        m: &Move,
+        crowd: usize,
+        now_s: f64,
+        comm_of: &dyn Fn(i32) -> String,
+    ) {
+        let (Some(&from_cpu), Some(&cpu)) = (self.task_cpus.get(m.from), self.task_cpus.get(m.to))
+        else {
+            return;
+        };
+        let label = t.label();
+        let record_moves = m.from != m.to;
+        if record_moves && self.table.move_record(label, m.from, m.to).is_none() {
             return;
         }
-        let crowd = |slot: usize| busy.iter().filter(|b| b.slot == slot && !b.roams).count();
-        for m in rebalance(&busy, &self.live_counts(), &self.groups()) {
-            let Some(t) = live.iter().find(|t| t.tid == m.tid) else {
-                continue;
-            };
-            let (Some(&from_cpu), Some(&cpu)) =
-                (self.task_cpus.get(m.from), self.task_cpus.get(m.to))
-            else {
-                continue;
-            };
-            let label = t.label();
-            let record_moves = m.from != m.to;
-            if record_moves && self.table.move_record(label, m.from, m.to).is_none() {
-                continue;
+        if let Err(why) = self.pin(t.tid, cpu) {
+            if record_moves {
+                self.table.move_record(label, m.to, m.from);
             }
-            if let Err(why) = self.pin(t.tid, cpu) {
-                if record_moves {
-                    self.table.move_record(label, m.to, m.from);
-                }
-                self.failures.extend(why);
-                continue;
-            }
-            self.widened.remove(&t.tid);
-            self.moved_at.insert(t.tid, now_s);
-            self.relocate(t, cpu);
-            self.moves += 1;
-            let moved = Owned {
-                pid: t.pid,
-                comm: comm_of(t.tid),
-                spot: Spot::Slot(m.to),
-                cpu,
-                claim: None,
-                idle_polls: 0,
-                busy_polls: 0,
-                shared: false,
-            };
-            let (left, reason) = if m.roamed {
-                let why = format!(
-                    "demand: computes on the reservation, no busy thread on slot {} (cpu {cpu})",
-                    m.to
-                );
-                (None, why)
-            } else {
-                let why = format!(
-                    "demand: {} busy threads on slot {} (cpu {from_cpu}), none on slot {} (cpu {cpu})",
-                    crowd(m.from),
-                    m.from,
-                    m.to
-                );
-                (Some(from_cpu), why)
-            };
-            self.write(t.tid, &moved, Event::Move, Some(cpu), Some((left, reason)));
+            self.failures.extend(why);
+            return;
         }
+        self.widened.remove(&t.tid);
+        self.moved_at.insert(t.tid, now_s);
+        self.relocate(t, cpu);
+        self.moves += 1;
+        let moved = Owned::moved(t.pid, comm_of(t.tid), m.to, cpu);
+        let (left, reason) = if m.roamed {
+            let why = format!(
+                "demand: computes on the reservation, no busy thread on slot {} (cpu {cpu})",
+                m.to
+            );
+            (None, why)
+        } else {
+            let why = format!(
+                "demand: {crowd} busy threads on slot {} (cpu {from_cpu}), none on slot {} (cpu {cpu})",
+                m.from, m.to
+            );
+            (Some(from_cpu), why)
+        };
+        self.write(t.tid, &moved, Event::Move, Some(cpu), Some((left, reason)));
     }
 }

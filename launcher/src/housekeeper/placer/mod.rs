@@ -6,23 +6,33 @@
 //! slots are taken, and a record with `placed_by: "housekeeper"` in the placement log). Must
 //! not: read `/proc`, or decide anything itself: the decisions are the pure functions
 //! [`decide`] and [`leave_alone`].
+//!
+//! Here: placing and demoting the threads nobody answers for, one poll at a time
+//! ([`Placer::step`]). Beside it: spreading busy threads the shim placed (`demand`), following
+//! a slot that moved off a noisy CPU (`follow`), writing records (`records`), and the kernel
+//! calls on a thread's mask (`affinity`, [`Affinity`]).
 
 use crate::placement_log::Record;
-use goset_plan::log::{Event, PlacedBy, Role};
+use goset_plan::log::Event;
 use goset_plan::slots::{self, Claim};
 use goset_plan::{CpuSet, SlotTable};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::time::Instant;
 
-use super::noise_rule::NoiseMove;
-use super::policy::{is_busy, settled, wanted};
+use super::policy::{is_busy, settled, streaks_after_read, wanted};
 
+mod affinity;
 mod demand;
+mod follow;
+mod records;
+#[cfg(test)]
+mod testing;
 pub use super::policy::{
     decide, leave_alone, pending_claims, rebalance, Action, Activity, Busy, Kin, Mask, Policy,
     Spot, Unclaimed, View,
 };
+pub use affinity::{Affinity, Kernel};
+pub use records::role_of;
 
 /// A thread the housekeeper placed.
 #[derive(Debug, Clone)]
@@ -45,14 +55,34 @@ pub struct Owned {
     pub shared: bool,
 }
 
+impl Owned {
+    /// A thread the housekeeper moved onto slot `slot`'s CPU `cpu` without a claim of its own
+    /// (the shim's record, or its own earlier claim, stands for it).
+    fn moved(pid: i32, comm: String, slot: usize, cpu: usize) -> Owned {
+        Owned {
+            pid,
+            comm,
+            spot: Spot::Slot(slot),
+            cpu,
+            claim: None,
+            idle_polls: 0,
+            busy_polls: 0,
+            shared: false,
+        }
+    }
+}
+
 /// Carries out the policy on live threads.
 pub struct Placer {
     table: &'static SlotTable,
     task_cpus: Vec<usize>,
-    housekeeper: usize,
-    /// The slot whose CPU is the housekeeper's, when no CPU was left outside the plan.
+    /// Where slotless threads are parked (see [`super::Settings::park_cpu`]).
+    park_cpu: usize,
+    /// The slot whose CPU is the park CPU, when no CPU was left outside the plan.
     parked_slot: Option<usize>,
     log: Option<std::fs::File>,
+    /// Its kernel calls.
+    affinity: Box<dyn Affinity>,
     /// Every record written (the report's source when there is no log file).
     pub records: Vec<Record>,
     /// Threads the housekeeper placed, live or ended, by tid.
@@ -83,6 +113,23 @@ pub struct Placer {
     /// Threads the shim placed that the housekeeper moved since: their CPU now, and the CPU
     /// of the shim's record it stands for (a later record of the shim's is newer).
     relocated: BTreeMap<i32, (usize, Option<usize>)>,
+}
+
+/// The blocks of one poll (see [`View::group`]): each slot's, and each process's as it is
+/// first met.
+struct Groups {
+    slots: Vec<u32>,
+    known: BTreeMap<i32, u32>,
+}
+
+/// The live threads of one poll by who answers for them (see [`Placer::answer_for`]).
+struct Answered<'a> {
+    /// The housekeeper's own threads, as [`decide`] sees them.
+    views: Vec<View>,
+    /// The CPU of each live thread the shim logged or the housekeeper owns.
+    assigned: Vec<usize>,
+    /// The threads nobody claims yet.
+    unclaimed: Vec<&'a Live>,
 }
 
 /// A live thread as the placer needs it.
@@ -132,19 +179,22 @@ impl Live {
 }
 
 impl Placer {
-    /// A placer over `table`, writing records to `log` (the placement log, opened `O_APPEND`).
+    /// A placer over `table`, writing records to `log` (the placement log, opened `O_APPEND`),
+    /// setting and reading masks through `affinity` ([`Kernel`] but in tests).
     pub fn new(
         table: &'static SlotTable,
         task_cpus: Vec<usize>,
-        housekeeper: usize,
+        park_cpu: usize,
         log: Option<std::fs::File>,
+        affinity: Box<dyn Affinity>,
     ) -> Placer {
         Placer {
             table,
-            parked_slot: task_cpus.iter().position(|&c| c == housekeeper),
+            parked_slot: task_cpus.iter().position(|&c| c == park_cpu),
             task_cpus,
-            housekeeper,
+            park_cpu,
             log,
+            affinity,
             records: Vec::new(),
             owned: BTreeMap::new(),
             pending: BTreeMap::new(),
@@ -169,6 +219,43 @@ impl Placer {
         policy: &Policy,
         comm_of: &dyn Fn(i32) -> String,
     ) {
+        self.forget(ended);
+        if !policy.place {
+            self.polls += 1;
+            return;
+        }
+        // The slots' blocks, read once a poll, and each process's as it is first met.
+        let mut groups = Groups {
+            slots: self.groups(),
+            known: BTreeMap::new(),
+        };
+        let answered = self.answer_for(live, policy, &mut groups);
+        let mut views = answered.views;
+        views.extend(self.placeable(
+            answered.unclaimed,
+            live,
+            &answered.assigned,
+            policy,
+            &mut groups,
+        ));
+        let actions = decide(
+            &views,
+            &self.live_counts(),
+            &groups.slots,
+            self.parked_slot,
+            policy,
+        );
+        self.carry_out(actions, live, comm_of);
+        self.polls += 1;
+        if !self.retired.is_empty() {
+            self.follow_retired(live, comm_of);
+        }
+        self.follow_demand(live, policy, comm_of);
+    }
+
+    /// Forgets threads that ended; those the housekeeper placed give their claims back and get
+    /// an exit record.
+    fn forget(&mut self, ended: &[i32]) {
         for &tid in ended {
             self.pending.remove(&tid);
             self.relocated.remove(&tid);
@@ -182,63 +269,73 @@ impl Placer {
                 self.write(tid, &o, Event::Exit, None, None);
             }
         }
-        if !policy.place {
-            self.polls += 1;
-            return;
-        }
-        let mut views = Vec::new();
-        // The slots' blocks, read once a poll, and each process's as it is first met.
-        let groups = self.groups();
-        let mut group_known: BTreeMap<i32, u32> = BTreeMap::new();
-        // CPUs of the live threads someone answers for, and the threads nobody claims yet.
-        let mut assigned = Vec::new();
-        let mut unclaimed = Vec::new();
+    }
+
+    /// Sorts the live threads by who answers for them: the shim (a thread the housekeeper held
+    /// is handed over), the housekeeper (its streaks counted, as a [`View`] for [`decide`]), or
+    /// nobody (among them one the housekeeper placed that someone else moved since).
+    fn answer_for<'a>(
+        &mut self,
+        live: &'a [Live],
+        policy: &Policy,
+        groups: &mut Groups,
+    ) -> Answered<'a> {
+        let mut out = Answered {
+            views: Vec::new(),
+            assigned: Vec::new(),
+            unclaimed: Vec::new(),
+        };
         for t in live {
             if t.shim_placed {
                 self.hand_over(t.tid);
-                assigned.extend(t.shim_cpu);
+                out.assigned.extend(t.shim_cpu);
                 continue;
             }
             // Checked at every poll, read or not: a sleeper (left unread) is moved as easily.
             if self.moved_by_someone_else(t.tid) {
-                unclaimed.push(t);
+                out.unclaimed.push(t);
                 continue;
             }
-            let group = self.group_of(t.pid, &groups, &mut group_known);
-            if let Some(o) = self.owned.get_mut(&t.tid) {
-                // Idleness is counted in reads: a thread left unread is as it was.
-                // A runnable thread is never idle: starved is not asleep.
-                if t.read {
-                    o.idle_polls = if t.demand < policy.idle && !t.runnable {
-                        o.idle_polls + 1
-                    } else {
-                        0
-                    };
-                    o.busy_polls = if t.wanted(policy) >= policy.burn {
-                        o.busy_polls + 1
-                    } else {
-                        0
-                    };
-                }
-                views.push(View {
-                    tid: t.tid,
-                    demand: t.wanted(policy),
-                    spot: Some(o.spot),
-                    idle_polls: o.idle_polls,
-                    busy_polls: o.busy_polls,
-                    group,
-                });
-                assigned.push(o.cpu);
+            let group = self.group_of(t.pid, groups);
+            let Some(o) = self.owned.get_mut(&t.tid) else {
+                out.unclaimed.push(t);
                 continue;
+            };
+            // Idleness is counted in reads: a thread left unread is as it was.
+            if t.read {
+                (o.idle_polls, o.busy_polls) =
+                    streaks_after_read((o.idle_polls, o.busy_polls), t.demand, t.runnable, policy);
             }
-            unclaimed.push(t);
+            out.views.push(View {
+                tid: t.tid,
+                demand: t.wanted(policy),
+                spot: Some(o.spot),
+                idle_polls: o.idle_polls,
+                busy_polls: o.busy_polls,
+                group,
+            });
+            out.assigned.push(o.cpu);
         }
+        out
+    }
+
+    /// The threads nobody claims that are to be placed now, as [`View`]s: not those someone
+    /// else placed ([`leave_alone`]), nor one whose mask changed since the last poll (kept
+    /// pending until it holds still, see [`settled`]). `assigned`: as [`Answered::assigned`].
+    fn placeable(
+        &mut self,
+        unclaimed: Vec<&Live>,
+        live: &[Live],
+        assigned: &[usize],
+        policy: &Policy,
+        groups: &mut Groups,
+    ) -> Vec<View> {
         let masks: Vec<Unclaimed> = unclaimed
             .iter()
             .map(|t| Unclaimed {
                 tid: t.tid,
                 pid: t.pid,
-                mask: mask_of(t.tid),
+                mask: self.affinity.get(t.tid),
                 kin: t.kin,
             })
             .collect();
@@ -251,13 +348,8 @@ impl Placer {
             let logged = logged_claims(live, &self.task_cpus);
             pending_claims(self.table.records(), &own, &logged, &self.task_cpus)
         };
-        let left = leave_alone(
-            &masks,
-            &pending,
-            &assigned,
-            &self.task_cpus,
-            self.housekeeper,
-        );
+        let left = leave_alone(&masks, &pending, assigned, &self.task_cpus, self.park_cpu);
+        let mut views = Vec::new();
         let mut pending = BTreeMap::new();
         for ((t, left), seen) in unclaimed.into_iter().zip(left).zip(masks) {
             if left {
@@ -273,36 +365,35 @@ impl Placer {
                     spot: None,
                     idle_polls: 0,
                     busy_polls: 0,
-                    group: self.group_of(t.pid, &groups, &mut group_known),
+                    group: self.group_of(t.pid, groups),
                 });
             } else {
                 pending.insert(t.tid, seen.mask);
             }
         }
         self.pending = pending;
-        let live_counts = self.live_counts();
+        views
+    }
+
+    /// Carries out [`decide`]'s actions on `live` threads.
+    fn carry_out(&mut self, actions: Vec<Action>, live: &[Live], comm_of: &dyn Fn(i32) -> String) {
         let by_tid: BTreeMap<i32, &Live> = live.iter().map(|t| (t.tid, t)).collect();
-        for action in decide(&views, &live_counts, &groups, self.parked_slot, policy) {
+        for action in actions {
             match action {
                 Action::Claim { tid, slot } => self.claim(by_tid[&tid], slot, comm_of),
-                Action::Housekeeper { tid } => {
+                Action::Park { tid } => {
                     let t = by_tid[&tid];
-                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Housekeeper, None);
+                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Parked, None);
                 }
                 Action::Demote { tid } => {
                     if let Some(c) = self.owned.get_mut(&tid).and_then(|o| o.claim.take()) {
                         self.table.release(&c);
                     }
                     let t = by_tid[&tid];
-                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Housekeeper, None);
+                    self.apply(t.tid, t.pid, &comm_of(t.tid), Spot::Parked, None);
                 }
             }
         }
-        self.polls += 1;
-        if !self.retired.is_empty() {
-            self.follow_retired(live, comm_of);
-        }
-        self.follow_demand(live, policy, comm_of);
     }
 
     /// The block each planned slot is in: the pid of its process, 0 for none.
@@ -312,20 +403,21 @@ impl Placer {
             .collect()
     }
 
-    /// The block process `pid` keeps to (see [`View::group`]), given the slots' `groups`: its
+    /// The block process `pid` keeps to (see [`View::group`]), given the slots' blocks: its
     /// own, else the one its main thread's slot is in (a forked child's), else none (0).
-    /// Looked up once a poll for each process (`known`), and not at all while no slot is in a
-    /// block: the poll reads thousands of threads.
-    fn group_of(&self, pid: i32, groups: &[u32], known: &mut BTreeMap<i32, u32>) -> u32 {
-        if groups.iter().all(|&g| g == 0) {
+    /// Looked up once a poll for each process, and not at all while no slot is in a block: the
+    /// poll reads thousands of threads.
+    fn group_of(&self, pid: i32, groups: &mut Groups) -> u32 {
+        let slots = &groups.slots;
+        if slots.iter().all(|&g| g == 0) {
             return 0;
         }
-        *known.entry(pid).or_insert_with(|| {
-            if groups.contains(&(pid as u32)) {
+        *groups.known.entry(pid).or_insert_with(|| {
+            if slots.contains(&(pid as u32)) {
                 return pid as u32;
             }
             (self.table.find(pid))
-                .and_then(|(_, slot)| groups.get(slot).copied())
+                .and_then(|(_, slot)| slots.get(slot).copied())
                 .unwrap_or(0)
         })
     }
@@ -339,112 +431,6 @@ impl Placer {
             .collect()
     }
 
-    /// Notes that the housekeeper moved `t`, which the shim placed, to `cpu`.
-    fn relocate(&mut self, t: &Live, cpu: usize) {
-        // Moved before: `t.shim_cpu` already is where it moved; the record's CPU is kept.
-        let record = self.relocated.get(&t.tid).map_or(t.shim_cpu, |r| r.1);
-        self.relocated.insert(t.tid, (cpu, record));
-    }
-
-    /// Where the housekeeper moved `tid` since the shim's record that placed it on
-    /// `record_cpu`; `None` if it did not, or the shim placed it again since.
-    pub fn relocated(&self, tid: i32, record_cpu: Option<usize>) -> Option<usize> {
-        (self.relocated.get(&tid)).and_then(|&(cpu, record)| (record == record_cpu).then_some(cpu))
-    }
-
-    /// Each slot's CPU now, in slot order (a slot moves off a CPU that turns noisy).
-    pub fn task_cpus(&self) -> &[usize] {
-        &self.task_cpus
-    }
-
-    /// Moves slot `m.slot` off its noisy CPU: the slot table names the new CPU first (the shim
-    /// answers and places from it from then on), then every live thread allowed only the old
-    /// CPU moves, each with a `move` record giving `reason`.
-    pub fn move_slot(
-        &mut self,
-        m: &NoiseMove,
-        live: &[Live],
-        reason: &str,
-        comm_of: &dyn Fn(i32) -> String,
-    ) {
-        self.table.move_slot(m.slot, m.to);
-        if let Some(c) = self.task_cpus.get_mut(m.slot) {
-            *c = m.to;
-        }
-        self.retired.retain(|&cpu, _| cpu != m.to);
-        self.retired.insert(m.from, m.slot);
-        self.follow_slot(m.from, m.slot, live.iter(), reason, comm_of);
-    }
-
-    /// Threads that ran on a CPU a slot left follow the slot: the shim may have placed one
-    /// from the table as it changed.
-    fn follow_retired(&mut self, live: &[Live], comm_of: &dyn Fn(i32) -> String) {
-        let retired: Vec<(usize, usize)> = self.retired.iter().map(|(&c, &s)| (c, s)).collect();
-        for (cpu, slot) in retired {
-            let to = self.task_cpus.get(slot).copied().unwrap_or(cpu);
-            let reason = format!("slot {slot} moved from cpu {cpu} to cpu {to}");
-            self.follow_slot(cpu, slot, live.iter().filter(|t| t.read), &reason, comm_of);
-        }
-    }
-
-    /// Moves each of `threads` allowed only `from` to slot `slot`'s CPU.
-    fn follow_slot<'a>(
-        &mut self,
-        from: usize,
-        slot: usize,
-        threads: impl Iterator<Item = &'a Live>,
-        reason: &str,
-        comm_of: &dyn Fn(i32) -> String,
-    ) {
-        let Some(&to) = self.task_cpus.get(slot) else {
-            return;
-        };
-        for t in threads {
-            // The shim's helpers and the threads parked here hold no slot: they stay, even on
-            // a CPU the slot leaves (the housekeeper's CPU can be a task CPU or an --adapt
-            // candidate).
-            let slotless = (t.shim_placed && t.shim_slot.is_none())
-                || self
-                    .owned
-                    .get(&t.tid)
-                    .is_some_and(|o| o.spot == Spot::Housekeeper);
-            if slotless || mask_of(t.tid) != Mask::Cpus(vec![from]) {
-                continue;
-            }
-            if let Err(why) = self.pin(t.tid, to) {
-                self.failures.extend(why);
-                continue;
-            }
-            let moved = match self.owned.get_mut(&t.tid) {
-                Some(o) => {
-                    o.cpu = to;
-                    o.clone()
-                }
-                None => {
-                    self.relocate(t, to);
-                    Owned {
-                        pid: t.pid,
-                        comm: comm_of(t.tid),
-                        spot: Spot::Slot(slot),
-                        cpu: to,
-                        claim: None,
-                        idle_polls: 0,
-                        busy_polls: 0,
-                        shared: false,
-                    }
-                }
-            };
-            self.moves += 1;
-            self.write(
-                t.tid,
-                &moved,
-                Event::Move,
-                Some(to),
-                Some((Some(from), reason.to_string())),
-            );
-        }
-    }
-
     /// Pins `tid` to `cpu`. `Err(None)`: the thread is gone; `Err(Some(why))`: a failure to
     /// report (once).
     fn pin(&self, tid: i32, cpu: usize) -> Result<(), Option<String>> {
@@ -453,13 +439,9 @@ impl Placer {
 
     /// Sets `tid`'s mask to `set`, as [`Placer::pin`].
     fn pin_set(&self, tid: i32, set: &CpuSet) -> Result<(), Option<String>> {
-        let (mask, len) = set.as_raw();
-        // SAFETY: mask points into `set`, alive until the call returns, `len` bytes long.
-        let rc = unsafe { libc::sched_setaffinity(tid, len, mask as *const libc::cpu_set_t) };
-        if rc == 0 {
+        let Err(e) = self.affinity.set(tid, set) else {
             return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
+        };
         let mut cpus = String::new();
         let _ = goset_plan::cpulist::write_ranges(&mut cpus, set);
         let why = format!("cpu {cpus}: {e}");
@@ -475,7 +457,7 @@ impl Placer {
         let Some(o) = self.owned.get(&tid) else {
             return false;
         };
-        let Mask::Cpus(now) = mask_of(tid) else {
+        let Mask::Cpus(now) = self.affinity.get(tid) else {
             return false;
         };
         if now == [o.cpu] {
@@ -527,8 +509,8 @@ impl Placer {
 
     fn apply(&mut self, tid: i32, pid: i32, comm: &str, spot: Spot, claim: Option<Claim>) {
         let cpu = match spot {
-            Spot::Slot(s) => self.task_cpus.get(s).copied().unwrap_or(self.housekeeper),
-            Spot::Housekeeper => self.housekeeper,
+            Spot::Slot(s) => self.task_cpus.get(s).copied().unwrap_or(self.park_cpu),
+            Spot::Parked => self.park_cpu,
         };
         if let Err(why) = self.pin(tid, cpu) {
             if let Some(c) = claim {
@@ -551,55 +533,6 @@ impl Placer {
         self.owned.insert(tid, owned);
     }
 
-    /// Appends one record; one `write` on an `O_APPEND` file, so lines of the shim's processes
-    /// and the housekeeper's never interleave.
-    /// `moved`: for an [`Event::Move`] record, the CPU the thread left and why.
-    fn write(
-        &mut self,
-        tid: i32,
-        o: &Owned,
-        event: Event,
-        cpu: Option<usize>,
-        moved: Option<(Option<usize>, String)>,
-    ) {
-        let (from_cpu, reason) = moved.unzip();
-        let from_cpu = from_cpu.flatten();
-        let record = Record {
-            time: super::unix_now_s(),
-            pid: o.pid,
-            tid,
-            comm: o.comm.clone(),
-            exe: String::new(),
-            event: event.as_str().to_string(),
-            call: "sched_setaffinity".to_string(),
-            requested: None,
-            cpu,
-            // A thread moved by someone else holds no slot and has no role of goset's.
-            slot: match o.spot {
-                Spot::Slot(s) if event != Event::Moved => Some(s),
-                _ => None,
-            },
-            role: if event == Event::Moved {
-                Role::Moved
-            } else {
-                role_of(o.spot)
-            }
-            .as_str()
-            .to_string(),
-            shared: o.shared,
-            // A move to no single CPU is one to the whole reservation.
-            roams: event == Event::Move && cpu.is_none(),
-            placed_by: Some(PlacedBy::Housekeeper.as_str().to_string()),
-            from_cpu,
-            reason,
-        };
-        if let Some(f) = &mut self.log {
-            let line = serde_json::to_string(&record).expect("record serialises") + "\n";
-            let _ = f.write(line.as_bytes());
-        }
-        self.records.push(record);
-    }
-
     /// Gives back every claim still held (the task ended).
     pub fn release_all(&mut self) {
         for o in self.owned.values_mut() {
@@ -610,7 +543,6 @@ impl Placer {
     }
 }
 
-/// A thread's affinity mask.
 /// The claims the shim's records account for, as [`pending_claims`] keys them: each logged
 /// thread's pid and the CPU of its record's slot: where it runs, or, for a thread that roams
 /// the slots' CPUs (and the housekeeper has not moved), its record's slot's CPU. Left out, a
@@ -628,215 +560,56 @@ fn logged_claims(live: &[Live], task_cpus: &[usize]) -> Vec<(i32, usize)> {
         .collect()
 }
 
-fn mask_of(tid: i32) -> Mask {
-    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)) {
-        Ok(set) => Mask::Cpus(
-            (0..nix::sched::CpuSet::count())
-                .filter(|&c| set.is_set(c).unwrap_or(false))
-                .collect(),
-        ),
-        // Gone or not ours: nothing to place.
-        Err(_) => Mask::Unknown,
-    }
-}
-
-/// The role the report shows for a thread the housekeeper placed.
-pub fn role_of(spot: Spot) -> Role {
-    match spot {
-        Spot::Slot(_) => Role::Worker,
-        Spot::Housekeeper => Role::Helper,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::affinity::Fake;
+    use super::testing::{placer, table, unplaced, WIDE};
     use super::*;
 
-    fn table(slots: usize) -> &'static SlotTable {
-        let t = goset_plan::slots::map(None).unwrap();
-        t.init(slots);
-        t
-    }
+    /// The tid of the one thread of [`one_thread_placer`].
+    const TID: i32 = 101;
 
-    /// The CPUs this test process may run on.
-    fn own_cpus() -> Vec<usize> {
-        let home = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
-        (0..nix::sched::CpuSet::count())
-            .filter(|&c| home.is_set(c).unwrap_or(false))
-            .collect()
-    }
-
-    /// A waiting thread of this test: its tid, what ends the wait, its handle.
-    type Waiter = (
-        i32,
-        std::sync::mpsc::Sender<()>,
-        std::thread::JoinHandle<()>,
-    );
-
-    /// A thread of this test that waits until the returned sender is dropped or sent to.
-    fn parked_thread() -> Waiter {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let h = std::thread::spawn(move || {
-            tx.send(nix::unistd::gettid().as_raw()).unwrap();
-            let _ = done_rx.recv();
-        });
-        (rx.recv().unwrap(), done_tx, h)
-    }
-
-    /// A busy thread the shim did not place.
-    fn unplaced(tid: i32, demand: f64) -> Live {
-        Live {
-            tid,
-            pid: std::process::id() as i32,
-            age_s: 1.0,
-            demand,
-            runnable: false,
-            activity: ran(demand),
-            shim_placed: false,
-            shim_cpu: None,
-            shim_slot: None,
-            shim_roams: false,
-            kin: Kin::Other,
-            read: true,
-        }
-    }
-
-    /// What a thread that used `share` of a CPU over a 100 ms poll did: one long run.
-    fn ran(share: f64) -> Activity {
-        Activity {
-            ran: share,
-            runs: (share > 0.0) as u64,
-            run_ns: (share * 1e8) as u64,
-            voluntary: 0,
-            involuntary: 0,
-        }
-    }
-
-    /// A placer of two task CPUs, the first one this test runs on (and the housekeeper's), the
-    /// second none (so that a thread's mask, the test's, is not a single planned CPU), with a
-    /// waiting thread of this test; `None` (skipped) without two CPUs.
-    #[allow(clippy::type_complexity)]
-    fn one_thread_placer(
-        slots: usize,
-    ) -> Option<(
-        &'static SlotTable,
-        Placer,
-        usize,
-        (
-            i32,
-            std::sync::mpsc::Sender<()>,
-            std::thread::JoinHandle<()>,
-        ),
-    )> {
+    /// A placer of two task CPUs, CPU 0 (also the park CPU) and none (so that a thread's mask,
+    /// the test's, is not a single planned CPU), with thread [`TID`] on the test's mask: the
+    /// table, the placer, its fake kernel, CPU 0.
+    fn one_thread_placer(slots: usize) -> (&'static SlotTable, Placer, Fake, usize) {
         let t = table(slots);
-        let cpus = own_cpus();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
-            return None;
-        }
-        let cpu = cpus[0];
-        let thread = parked_thread();
-        let p = Placer::new(t, vec![cpu, usize::MAX - 1], cpu, None);
-        Some((t, p, cpu, thread))
+        let cpu = 0;
+        let (p, fake) = placer(t, vec![cpu, usize::MAX - 1], cpu);
+        fake.put(TID, WIDE);
+        (t, p, fake, cpu)
     }
-
-    #[test]
-    fn a_slot_that_moves_takes_its_threads_and_leaves_the_helpers_parked_on_its_cpu() {
-        let cpus = own_cpus();
-        let [c0, c1, ..] = cpus[..] else {
-            eprintln!("skipped: needs two CPUs");
-            return;
-        };
-        // The slot's CPU is also the housekeeper's (as with --cgroup on a small machine).
-        let mut p = Placer::new(table(1), vec![c0], c0, None);
-        let (worker, helper) = (parked_thread(), parked_thread());
-        let only = |tid: i32, cpu: usize| {
-            let mut one = nix::sched::CpuSet::new();
-            one.set(cpu).unwrap();
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &one).unwrap();
-        };
-        only(worker.0, c0);
-        only(helper.0, c0);
-        let shim = |tid: i32, slotted: bool| Live {
-            shim_placed: true,
-            shim_slot: slotted.then_some(0),
-            shim_cpu: Some(c0),
-            ..unplaced(tid, 0.0)
-        };
-        let m = NoiseMove {
-            slot: 0,
-            from: c0,
-            to: c1,
-            from_pct: 50.0,
-            to_pct: 0.0,
-            polls: 3,
-        };
-        let live = [shim(worker.0, true), shim(helper.0, false)];
-        p.move_slot(&m, &live, "noise", &|_| "w".into());
-        assert_eq!(p.task_cpus(), [c1]);
-        assert_eq!(mask_of(worker.0), Mask::Cpus(vec![c1]), "{:?}", p.failures);
-        assert_eq!(
-            mask_of(helper.0),
-            Mask::Cpus(vec![c0]),
-            "a helper holds no slot"
-        );
-        assert_eq!(p.relocated(worker.0, Some(c0)), Some(c1));
-        assert_eq!(p.relocated(helper.0, Some(c0)), None);
-        // A newer record of the shim's (it placed the thread again) is the truth.
-        assert_eq!(p.relocated(worker.0, Some(c1)), None);
-        p.step(&[], &[worker.0], &Policy::default(), &|_| "w".into());
-        assert_eq!(
-            p.relocated(worker.0, Some(c0)),
-            None,
-            "forgotten when it ends"
-        );
-        for (_, done, h) in [worker, helper] {
-            done.send(()).unwrap();
-            h.join().unwrap();
-        }
-    }
-
     #[test]
     fn places_an_unplaced_thread_and_releases_its_slot_when_it_ends() {
-        let Some((t, mut p, cpu, (tid, done_tx, h))) = one_thread_placer(1) else {
-            return;
-        };
-        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
+        let (t, mut p, fake, cpu) = one_thread_placer(1);
+        p.step(&[unplaced(TID, 1.0)], &[], &Policy::default(), &|_| {
             "w".into()
         });
         assert_eq!(t.live(0), 1, "{:?}", p.failures);
-        assert_eq!(p.owned[&tid].spot, Spot::Slot(0));
-        let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
-        assert!(mask.is_set(cpu).unwrap());
+        assert_eq!(p.owned[&TID].spot, Spot::Slot(0));
+        assert_eq!(fake.get(TID), Mask::Cpus(vec![cpu]));
         assert_eq!(p.records[0].placed_by.as_deref(), Some("housekeeper"));
-        done_tx.send(()).unwrap();
-        h.join().unwrap();
-        p.step(&[], &[tid], &Policy::default(), &|_| "w".into());
+        p.step(&[], &[TID], &Policy::default(), &|_| "w".into());
         assert_eq!(t.live(0), 0);
         assert_eq!(p.records.last().unwrap().event, "exit");
     }
 
     #[test]
     fn a_thread_someone_else_moved_is_given_up_and_placed_afresh() {
-        let Some((t, mut p, cpu, (tid, done_tx, h))) = one_thread_placer(1) else {
-            return;
-        };
+        let (t, mut p, fake, cpu) = one_thread_placer(1);
         let policy = Policy::default();
         let step = |p: &mut Placer, read: bool| {
             let live = Live {
                 read,
-                ..unplaced(tid, 1.0)
+                ..unplaced(TID, 1.0)
             };
             p.step(&[live], &[], &policy, &|_| "w".into())
         };
         step(&mut p, true);
-        assert_eq!(p.owned[&tid].spot, Spot::Slot(0), "{:?}", p.failures);
+        assert_eq!(p.owned[&TID].spot, Spot::Slot(0), "{:?}", p.failures);
         // Someone else (the kernel, another tool) moves it to a CPU outside the plan.
-        let elsewhere = *own_cpus().iter().find(|&&c| c != cpu).unwrap();
-        let mut one = nix::sched::CpuSet::new();
-        one.set(elsewhere).unwrap();
-        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &one).unwrap();
+        let elsewhere = 1;
+        fake.put(TID, &[elsewhere]);
         // Asleep, so left unread this poll: its mask is checked all the same.
         step(&mut p, false);
         let events: Vec<(&str, Option<usize>)> = (p.records.iter())
@@ -850,59 +623,48 @@ mod tests {
                 ("place", Some(cpu))
             ]
         );
-        let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
-        assert!(mask.is_set(cpu).unwrap() && !mask.is_set(elsewhere).unwrap());
+        assert_eq!(fake.get(TID), Mask::Cpus(vec![cpu]));
         assert_eq!(t.live(0), 1, "the old claim released, one claim again");
-        done_tx.send(()).unwrap();
-        h.join().unwrap();
         p.release_all();
     }
 
     #[test]
     fn a_thread_whose_mask_is_changing_is_placed_once_it_holds_still() {
-        let Some((_, mut p, cpu, (tid, done_tx, h))) = one_thread_placer(1) else {
-            return;
-        };
+        let (_, mut p, fake, cpu) = one_thread_placer(1);
         let policy = Policy::default();
         let step = |p: &mut Placer, age_s: f64| {
             let live = Live {
                 age_s,
-                ..unplaced(tid, 1.0)
+                ..unplaced(TID, 1.0)
             };
             p.step(&[live], &[], &policy, &|_| "w".into())
         };
         // Newborn: given a poll.
         step(&mut p, 0.0);
         assert!(p.records.is_empty());
-        // Then sent to the housekeeper CPU, its record not yet written (as the shim does with
+        // Then sent to the park CPU, its record not yet written (as the shim does with
         // --main-on-housekeeper while the housekeeper holds that CPU).
-        let mut one = nix::sched::CpuSet::new();
-        one.set(cpu).unwrap();
-        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &one).unwrap();
+        fake.put(TID, &[cpu]);
         step(&mut p, 1.0);
         assert!(p.records.is_empty(), "placed while its mask changed");
         // Still unlogged a poll later, with the same mask: nobody's placement, placed.
         step(&mut p, 1.1);
         let events: Vec<&str> = p.records.iter().map(|r| r.event.as_str()).collect();
         assert_eq!(events, ["place"], "{:?}", p.failures);
-        done_tx.send(()).unwrap();
-        h.join().unwrap();
         p.release_all();
     }
 
     #[test]
     fn a_runnable_thread_is_never_demoted_and_a_parked_one_that_is_runnable_gets_a_slot_back() {
-        let Some((_, mut p, _, (tid, done_tx, h))) = one_thread_placer(2) else {
-            return;
-        };
+        let (_, mut p, _fake, _) = one_thread_placer(2);
         let policy = Policy::default();
         let step = |p: &mut Placer, demand: f64, runnable: bool| {
             let live = Live {
                 runnable,
-                ..unplaced(tid, demand)
+                ..unplaced(TID, demand)
             };
             p.step(&[live], &[], &policy, &|_| "w".into());
-            p.owned[&tid].spot
+            p.owned[&TID].spot
         };
         assert_eq!(step(&mut p, 1.0, false), Spot::Slot(0), "{:?}", p.failures);
         // Starved (a vCPU the host did not run): no run time, but runnable. Kept.
@@ -914,15 +676,13 @@ mod tests {
             assert_eq!(step(&mut p, 0.0, false), Spot::Slot(0));
         }
         step(&mut p, 0.0, false);
-        assert_eq!(p.owned[&tid].spot, Spot::Housekeeper);
+        assert_eq!(p.owned[&TID].spot, Spot::Parked);
         // Parked beside others it gets a small share, but it is runnable: a slot again, once
         // that held for promote_after polls.
         for _ in 1..policy.promote_after {
-            assert_eq!(step(&mut p, 0.1, true), Spot::Housekeeper);
+            assert_eq!(step(&mut p, 0.1, true), Spot::Parked);
         }
         assert!(matches!(step(&mut p, 0.1, true), Spot::Slot(_)));
-        done_tx.send(()).unwrap();
-        h.join().unwrap();
         p.release_all();
     }
 
@@ -940,17 +700,12 @@ mod tests {
 
     #[test]
     fn a_table_the_task_wrote_garbage_into_is_read_within_the_plan() {
-        let cpus = own_cpus();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs a mask of two CPUs, so that one CPU is a placement");
-            return;
-        }
-        let (tid, _done, _h) = parked_thread();
         // All 0xff: a slot count of 2^32 - 1 (once a 16 GiB vector of counts) and counts no
         // claims could make, so no slot can be claimed.
         let t = scribbled(0, &[0xff; SlotTable::SIZE]);
-        let mut p = Placer::new(t, vec![cpus[0], usize::MAX - 1], cpus[0], None);
-        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
+        let (mut p, fake) = placer(t, vec![0, usize::MAX - 1], 0);
+        fake.put(TID, WIDE);
+        p.step(&[unplaced(TID, 1.0)], &[], &Policy::default(), &|_| {
             "w".into()
         });
         assert!(p.owned.is_empty(), "{:?}", p.owned);
@@ -958,44 +713,35 @@ mod tests {
         // stays among the plan's two.
         let t = scribbled(8, &2000u32.to_le_bytes());
         assert_eq!(t.slot_count(), 2000);
-        let mut p = Placer::new(t, vec![cpus[0], usize::MAX - 1], cpus[0], None);
-        p.step(&[unplaced(tid, 1.0)], &[], &Policy::default(), &|_| {
+        let (mut p, fake) = placer(t, vec![0, usize::MAX - 1], 0);
+        fake.put(TID, WIDE);
+        p.step(&[unplaced(TID, 1.0)], &[], &Policy::default(), &|_| {
             "w".into()
         });
-        assert_eq!(p.owned[&tid].spot, Spot::Slot(0), "{:?}", p.failures);
+        assert_eq!(p.owned[&TID].spot, Spot::Slot(0), "{:?}", p.failures);
         p.release_all();
     }
 
-    /// `-n 2` on two CPUs: the housekeeper shares slot 1's CPU. The table, the placer, and
-    /// (housekeeper CPU, the other CPU); `None` (skipped) without two CPUs.
-    fn shared_housekeeper() -> Option<(&'static SlotTable, Placer, usize, usize)> {
-        let cpus = own_cpus();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs a mask of two CPUs");
-            return None;
-        }
-        let (hk, other) = (cpus[1], cpus[0]);
+    /// `-n 2` on two CPUs: the housekeeper shares slot 1's CPU, where it parks threads. The
+    /// table, the placer, its fake kernel, the park CPU, the other CPU.
+    fn shared_housekeeper() -> (&'static SlotTable, Placer, Fake, usize, usize) {
+        let (hk, other) = (1, 0);
         let t = table(2);
-        Some((t, Placer::new(t, vec![other, hk], hk, None), hk, other))
+        let (p, fake) = placer(t, vec![other, hk], hk);
+        (t, p, fake, hk, other)
     }
 
     #[test]
     fn burners_take_the_empty_slot_before_the_one_a_sleeper_shares() {
-        let Some((t, mut p, _, _)) = shared_housekeeper() else {
-            return;
-        };
-        let (sleeper, sleeper_done, sleeper_h) = parked_thread();
-        let (first, first_done, first_h) = parked_thread();
-        let (second, second_done, second_h) = parked_thread();
+        let (t, mut p, fake, _, _) = shared_housekeeper();
+        let (sleeper, first, second) = (101, 102, 103);
+        for tid in [sleeper, first, second] {
+            fake.put(tid, WIDE);
+        }
         p.step(&[unplaced(sleeper, 0.0)], &[], &Policy::default(), &|_| {
             "s".into()
         });
-        assert_eq!(
-            p.owned[&sleeper].spot,
-            Spot::Housekeeper,
-            "{:?}",
-            p.failures
-        );
+        assert_eq!(p.owned[&sleeper].spot, Spot::Parked, "{:?}", p.failures);
         // The first burner takes slot 0, not the sleeper's slot 1; the second goes beside the
         // sleeper rather than beside the first.
         let live = [sleeper, first, second]
@@ -1005,14 +751,6 @@ mod tests {
         p.step(&live, &[], &Policy::default(), &|_| "b".into());
         assert_eq!(p.owned[&second].spot, Spot::Slot(1), "{:?}", p.failures);
         assert_eq!((t.live(0), t.live(1)), (1, 1));
-        for (done, h) in [
-            (sleeper_done, sleeper_h),
-            (first_done, first_h),
-            (second_done, second_h),
-        ] {
-            done.send(()).unwrap();
-            h.join().unwrap();
-        }
         p.release_all();
     }
 
@@ -1042,26 +780,11 @@ mod tests {
     #[test]
     fn threads_that_inherited_the_shared_housekeeper_cpu_are_placed() {
         // A launcher's static child and its threads inherited {housekeeper}.
-        let Some((_, mut p, hk, other)) = shared_housekeeper() else {
-            return;
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let done_rx = std::sync::Arc::new(std::sync::Mutex::new(done_rx));
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let (tx, done_rx) = (tx.clone(), done_rx.clone());
-                std::thread::spawn(move || {
-                    let me = nix::unistd::Pid::from_raw(0);
-                    let mut one = nix::sched::CpuSet::new();
-                    one.set(hk).unwrap();
-                    nix::sched::sched_setaffinity(me, &one).unwrap();
-                    tx.send(nix::unistd::gettid().as_raw()).unwrap();
-                    let _ = done_rx.lock().unwrap().recv();
-                })
-            })
-            .collect();
-        let tids = [rx.recv().unwrap(), rx.recv().unwrap()];
+        let (_, mut p, fake, hk, other) = shared_housekeeper();
+        let tids = [101, 102];
+        for tid in tids {
+            fake.put(tid, &[hk]);
+        }
         let live: Vec<Live> = tids.iter().map(|&tid| unplaced(tid, 1.0)).collect();
         p.step(&live, &[], &Policy::default(), &|_| "w".into());
         let mut on: Vec<usize> = tids
@@ -1072,7 +795,7 @@ mod tests {
                     "{:?}",
                     p.failures
                 );
-                match mask_of(tid) {
+                match fake.get(tid) {
                     Mask::Cpus(c) if c.len() == 1 => c[0],
                     m => panic!("tid {tid}: {m:?}"),
                 }
@@ -1082,10 +805,6 @@ mod tests {
         let mut want = vec![other, hk];
         want.sort_unstable();
         assert_eq!(on, want, "each on its own planned CPU");
-        drop(done_tx);
-        for h in handles {
-            h.join().unwrap();
-        }
         p.release_all();
     }
 }

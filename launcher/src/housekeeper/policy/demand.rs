@@ -20,6 +20,8 @@
 //!   older than [`GRACE_S`] ([`settled`]).
 
 use super::{Mask, Policy};
+use goset_plan::CpuSet;
+use std::collections::BTreeSet;
 
 /// A thread younger than this at first sight is given until the next poll: the shim places its
 /// threads within microseconds of their birth, and must not find a slot claimed twice.
@@ -104,6 +106,23 @@ pub fn takes_turns(a: &Activity) -> bool {
         && switches > 0
         && a.voluntary as f64 >= TURN_VOLUNTARY * switches as f64
         && a.ran < TURN_RAN
+}
+
+/// The CPUs a thread that takes turns ([`takes_turns`]) on slot `slot` runs on from then on:
+/// its slot's CPU and those of the slots where no thread computes (`computing`: compute threads
+/// keep their CPUs to themselves); `None` when that is its own CPU alone (it stays where it is).
+pub fn turn_reservation(
+    slot: usize,
+    task_cpus: &[usize],
+    computing: &BTreeSet<usize>,
+) -> Option<CpuSet> {
+    let mut reservation = CpuSet::single(*task_cpus.get(slot)?);
+    for (s, &cpu) in task_cpus.iter().enumerate() {
+        if !computing.contains(&s) {
+            reservation.insert(cpu);
+        }
+    }
+    (reservation.count() >= 2).then_some(reservation)
 }
 
 /// A thread that computes: busy, in runs longer than a turn's ([`TURN_RUN_NS`] on average; a

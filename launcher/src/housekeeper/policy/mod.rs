@@ -6,11 +6,12 @@
 //! [`super::placer::Placer`] carries the decisions out.
 //!
 //! Policy: threads that burn CPU get the least-loaded slots, the hungriest first; threads that
-//! mostly sleep (a runtime's sysmon, GC or I/O threads) go to the housekeeper CPU and move to a
-//! slot once they burn CPU; a slotted thread that has slept for a few polls gives its slot back
-//! (a runtime's main thread burns while it starts, then waits), and a burning thread that
-//! shares a slot moves when a slot is emptier by two or more. When the housekeeper CPU is a
-//! task CPU (no CPU was left outside the plan), the sleepers sent there sit on that slot's CPU:
+//! mostly sleep (a runtime's sysmon, GC or I/O threads) are parked (on the park CPU: the
+//! housekeeper CPU, or a task CPU under `--cgroup`) and move to a slot once they burn CPU; a
+//! slotted thread that has slept for a few polls gives its slot back (a runtime's main thread
+//! burns while it starts, then waits), and a burning thread that shares a slot moves when a slot
+//! is emptier by two or more. When the park CPU is a task CPU (no CPU was left outside the
+//! plan, or `--cgroup`), the sleepers parked there sit on that slot's CPU:
 //! a burner goes beside them only when no slot is empty, and one there moves to an empty slot.
 
 use std::collections::BTreeMap;
@@ -23,8 +24,8 @@ pub use demand::*;
 pub enum Spot {
     /// On the CPU of this slot.
     Slot(usize),
-    /// On the housekeeper CPU, holding no slot.
-    Housekeeper,
+    /// On the park CPU ([`crate::housekeeper::Settings::park_cpu`]), holding no slot.
+    Parked,
 }
 
 /// One thread as the policy sees it.
@@ -55,7 +56,7 @@ pub struct Policy {
     pub idle: f64,
     /// Idle polls after which a slotted thread gives its slot back.
     pub demote_after: u32,
-    /// Busy polls in a row after which a thread on the housekeeper CPU gets a slot again: a
+    /// Busy polls in a row after which a parked thread gets a slot again: a
     /// thread that wakes for one busy poll now and then stays put rather than going back and
     /// forth.
     pub promote_after: u32,
@@ -79,22 +80,52 @@ impl Default for Policy {
     }
 }
 
+/// A placed thread's `(idle, busy)` streaks (see [`View::idle_polls`], [`View::busy_polls`])
+/// after one more read that found `demand` and `runnable`. A runnable thread is never idle:
+/// starved is not asleep.
+pub fn streaks_after_read(
+    (idle, busy): (u32, u32),
+    demand: f64,
+    runnable: bool,
+    policy: &Policy,
+) -> (u32, u32) {
+    let idle = if demand < policy.idle && !runnable {
+        idle + 1
+    } else {
+        0
+    };
+    let busy = if wanted(demand, runnable, policy) >= policy.burn {
+        busy + 1
+    } else {
+        0
+    };
+    (idle, busy)
+}
+
+/// Whether a thread holds a slot, and so follows it when the slot moves: the shim's helpers
+/// (`shim_placed` with no `shim_slot`) and the threads parked by the housekeeper (`spot`) hold
+/// none, and stay even on a CPU the slot leaves (the park CPU can be a task CPU or an
+/// `--adapt` candidate).
+pub fn holds_slot(shim_placed: bool, shim_slot: Option<usize>, spot: Option<Spot>) -> bool {
+    !((shim_placed && shim_slot.is_none()) || spot == Some(Spot::Parked))
+}
+
 /// What to do with one thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     /// Claim this slot and move there, giving back any slot the thread held.
     Claim { tid: i32, slot: usize },
-    /// Move to the housekeeper CPU without a slot.
-    Housekeeper { tid: i32 },
-    /// Give the slot back and move to the housekeeper CPU.
+    /// Move to the park CPU without a slot.
+    Park { tid: i32 },
+    /// Give the slot back and move to the park CPU.
     Demote { tid: i32 },
 }
 
 /// The policy: actions for `threads` given the live count of each slot (`live[s]`, threads of
-/// the shim and of the housekeeper alike). `parked_slot` is the slot whose CPU the housekeeper
-/// shares when no CPU was left outside the plan: the threads sent to the housekeeper CPU then
-/// sit on that slot's CPU, so a burner goes there only after the empty slots, and one beside
-/// them moves to a slot nobody is on.
+/// the shim and of the housekeeper alike). `parked_slot` is the slot whose CPU is the park CPU
+/// when no CPU was left outside the plan: the threads parked then sit on that slot's CPU, so a
+/// burner goes there only after the empty slots, and one beside them moves to a slot nobody is
+/// on.
 ///
 /// Demotions and new sleepers come first so that the burners see where they went; burners
 /// claim in order of demand (then tid), each taking the least-loaded slot of its group (`group`
@@ -106,93 +137,145 @@ pub fn decide(
     parked_slot: Option<usize>,
     policy: &Policy,
 ) -> Vec<Action> {
-    let group_of = |s: usize| group.get(s).copied().unwrap_or(0);
-    let mut load = live.to_vec();
-    // Threads on the housekeeper CPU; they count as neighbours in `parked_slot` only.
-    let mut parked = threads
-        .iter()
-        .filter(|t| t.spot == Some(Spot::Housekeeper))
-        .count() as u32;
-    let sleepers = |s: usize, parked: u32| if parked_slot == Some(s) { parked } else { 0 };
-    // A burner's slot: the fewest live threads, then the fewest sleepers (a sleeper is a better
-    // neighbour than a burner, nobody better than either), then the lowest index.
-    let least_loaded = |load: &[u32], parked: u32, g: u32| {
-        (0..load.len())
-            .filter(|&s| group_of(s) == g)
-            .min_by_key(|&s| (load[s], sleepers(s, parked), s))
+    let mut loads = Loads {
+        load: live.to_vec(),
+        parked: (threads.iter())
+            .filter(|t| t.spot == Some(Spot::Parked))
+            .count() as u32,
+        group,
+        parked_slot,
     };
     let mut actions = Vec::new();
-    // A thread on a slot that a process's block took since (it was placed before the block
-    // was: a shell of the task, a static program) leaves it for a slot of its own group, else
-    // the housekeeper CPU: no other process's thread stays in a block.
-    let mut evicted: Vec<i32> = Vec::new();
+    let evicted = evict(threads, &mut loads, policy, &mut actions);
+    let threads: Vec<&View> = threads
+        .iter()
+        .filter(|t| !evicted.contains(&t.tid))
+        .collect();
+    demote_idle(&threads, &mut loads, policy, &mut actions);
+    for &t in &threads {
+        if t.spot.is_none() && t.demand < policy.burn {
+            actions.push(Action::Park { tid: t.tid });
+            loads.parked += 1;
+        }
+    }
+    place_burners(&threads, &mut loads, policy, &mut actions);
+    actions
+}
+
+/// The slots' loads as [`decide`] goes: the live count of each slot, and the parked threads,
+/// which count as neighbours on `parked_slot` only.
+struct Loads<'a> {
+    load: Vec<u32>,
+    parked: u32,
+    /// Each slot's block (as [`View::group`]).
+    group: &'a [u32],
+    parked_slot: Option<usize>,
+}
+
+impl Loads<'_> {
+    fn group_of(&self, s: usize) -> u32 {
+        self.group.get(s).copied().unwrap_or(0)
+    }
+
+    /// The parked threads that sit on slot `s`'s CPU.
+    fn sleepers(&self, s: usize) -> u32 {
+        if self.parked_slot == Some(s) {
+            self.parked
+        } else {
+            0
+        }
+    }
+
+    /// A burner's slot in block `g`: the fewest live threads, then the fewest sleepers (a
+    /// sleeper is a better neighbour than a burner, nobody better than either), then the
+    /// lowest index.
+    fn least_loaded(&self, g: u32) -> Option<usize> {
+        (0..self.load.len())
+            .filter(|&s| self.group_of(s) == g)
+            .min_by_key(|&s| (self.load[s], self.sleepers(s), s))
+    }
+
+    /// One thread fewer on slot `s`.
+    fn leave(&mut self, s: usize) {
+        if let Some(l) = self.load.get_mut(s) {
+            *l = l.saturating_sub(1);
+        }
+    }
+}
+
+/// A thread on a slot that a process's block took since (it was placed before the block was: a
+/// shell of the task, a static program) leaves it for a slot of its own group, else the park
+/// CPU: no other process's thread stays in a block. Returns the threads moved.
+fn evict(
+    threads: &[View],
+    loads: &mut Loads,
+    policy: &Policy,
+    actions: &mut Vec<Action>,
+) -> Vec<i32> {
+    let mut evicted = Vec::new();
     for t in threads {
         let Some(Spot::Slot(s)) = t.spot else {
             continue;
         };
-        if group_of(s) == t.group {
+        if loads.group_of(s) == t.group {
             continue;
         }
-        if let Some(l) = load.get_mut(s) {
-            *l = l.saturating_sub(1);
-        }
+        loads.leave(s);
         evicted.push(t.tid);
-        match least_loaded(&load, parked, t.group) {
+        match loads.least_loaded(t.group) {
             Some(best) if t.demand >= policy.burn => {
-                load[best] += 1;
+                loads.load[best] += 1;
                 actions.push(Action::Claim {
                     tid: t.tid,
                     slot: best,
                 });
             }
             _ => {
-                parked += 1;
+                loads.parked += 1;
                 actions.push(Action::Demote { tid: t.tid });
             }
         }
     }
-    let threads: Vec<&View> = threads
-        .iter()
-        .filter(|t| !evicted.contains(&t.tid))
-        .collect();
-    for &t in &threads {
+    evicted
+}
+
+/// A slotted thread idle for [`Policy::demote_after`] reads, and not burning, gives its slot
+/// back.
+fn demote_idle(threads: &[&View], loads: &mut Loads, policy: &Policy, actions: &mut Vec<Action>) {
+    for &t in threads {
         if let Some(Spot::Slot(s)) = t.spot {
             if t.idle_polls >= policy.demote_after && t.demand < policy.burn {
                 actions.push(Action::Demote { tid: t.tid });
-                if let Some(l) = load.get_mut(s) {
-                    *l = l.saturating_sub(1);
-                }
-                parked += 1;
+                loads.leave(s);
+                loads.parked += 1;
             }
         }
     }
-    for &t in &threads {
-        if t.spot.is_none() && t.demand < policy.burn {
-            actions.push(Action::Housekeeper { tid: t.tid });
-            parked += 1;
-        }
-    }
+}
+
+/// Burners claim in order of demand (then tid): an unplaced one, or a parked one busy for
+/// [`Policy::promote_after`] polls, takes the least-loaded slot of its group; a slotted one
+/// moves only to a slot emptier by two, or by one with no sleeper there either when a sleeper
+/// shares its own (with one fewer thread there, moving would just swap which slot is shared).
+fn place_burners(threads: &[&View], loads: &mut Loads, policy: &Policy, actions: &mut Vec<Action>) {
     let mut burners: Vec<&View> = (threads.iter().copied())
         .filter(|t| t.demand >= policy.burn)
-        .filter(|t| t.spot != Some(Spot::Housekeeper) || t.busy_polls >= policy.promote_after)
+        .filter(|t| t.spot != Some(Spot::Parked) || t.busy_polls >= policy.promote_after)
         .collect();
     burners.sort_by(|a, b| b.demand.total_cmp(&a.demand).then(a.tid.cmp(&b.tid)));
     for t in burners {
-        if t.spot == Some(Spot::Housekeeper) {
-            parked -= 1;
+        if t.spot == Some(Spot::Parked) {
+            loads.parked -= 1;
         }
-        let Some(best) = least_loaded(&load, parked, t.group) else {
+        let Some(best) = loads.least_loaded(t.group) else {
             continue;
         };
         match t.spot {
             Some(Spot::Slot(s)) => {
-                // Move only to a slot emptier by two, or by one with no sleeper there either
-                // when a sleeper shares this one: with one fewer thread there, moving would just
-                // swap which slot is shared.
-                let here = (load.get(s).copied().unwrap_or(0), sleepers(s, parked));
-                if (load[best] + 1, sleepers(best, parked)) < here {
-                    load[s] -= 1;
-                    load[best] += 1;
+                let here = (loads.load.get(s).copied().unwrap_or(0), loads.sleepers(s));
+                if (loads.load[best] + 1, loads.sleepers(best)) < here {
+                    loads.load[s] -= 1;
+                    loads.load[best] += 1;
                     // Claiming anew gives the old slot back first.
                     actions.push(Action::Claim {
                         tid: t.tid,
@@ -201,7 +284,7 @@ pub fn decide(
                 }
             }
             _ => {
-                load[best] += 1;
+                loads.load[best] += 1;
                 actions.push(Action::Claim {
                     tid: t.tid,
                     slot: best,
@@ -209,7 +292,6 @@ pub fn decide(
             }
         }
     }
-    actions
 }
 
 /// What `sched_getaffinity` said about a thread nobody claims yet.
@@ -276,6 +358,20 @@ pub fn kin_of(pid: i32, lineage: &Lineage, exe: &mut dyn FnMut(i32) -> Option<St
     Kin::Other
 }
 
+/// CPU time after which a fork of the shim's process that wrote no record is not the shim's.
+pub const FORK_RUN_NS: u64 = 10_000_000;
+
+/// The standing of a thread whose process is `kin` ([`kin_of`]) once the thread has run
+/// `ran_ns`: the shim's fork handler runs first thing in a child, so a [`Kin::Fork`] thread that
+/// has run [`FORK_RUN_NS`] without a record was made behind libc's back (a raw clone, `_Fork`).
+pub fn kin_after_run(kin: Kin, ran_ns: u64) -> Kin {
+    if kin == Kin::Fork && ran_ns >= FORK_RUN_NS {
+        Kin::Other
+    } else {
+        kin
+    }
+}
+
 /// A thread that neither the shim logged nor the housekeeper owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unclaimed {
@@ -327,15 +423,15 @@ pub fn pending_claims(
 ///   thread accounts for, on any slot: the shim let it roam (born while every slot had a
 ///   running thread), its record is yet to come;
 /// - every thread of a [`Kin::Fork`] process: the shim's fork handler places it;
-/// - a thread allowed the housekeeper CPU only, in a [`Kin::Shim`] process: a helper or
-///   launcher thread the shim put there;
-/// - a thread allowed a single planned CPU that is not the housekeeper's and that no other
+/// - a thread allowed the park CPU only, in a [`Kin::Shim`] process: a helper or launcher
+///   thread the shim put there;
+/// - a thread allowed a single planned CPU that is not the park CPU and that no other
 ///   thread of the tree has (`assigned`: the CPU of each live thread the shim logged or the
 ///   housekeeper owns): the program pinned it itself;
 /// - a thread whose mask cannot be read: nothing to place.
 ///
 /// A mask inherited from a creator is no placement: a launcher's children (moved to the
-/// housekeeper CPU by the shim) inherit `{housekeeper}`, every thread of a static program
+/// park CPU by the shim) inherit `{park_cpu}`, every thread of a static program
 /// inherits its main thread's CPU, and a thread born by raw `clone` its creator's, so a CPU two
 /// threads share without a pending claim is nobody's placement.
 pub fn leave_alone(
@@ -343,7 +439,7 @@ pub fn leave_alone(
     pending: &BTreeMap<(i32, usize), u32>,
     assigned: &[usize],
     task_cpus: &[usize],
-    housekeeper: usize,
+    park_cpu: usize,
 ) -> Vec<bool> {
     let single = |t: &Unclaimed| match &t.mask {
         Mask::Cpus(c) if c.len() == 1 => Some(c[0]),
@@ -373,8 +469,8 @@ pub fn leave_alone(
                 let claim = pending.get_mut(&(t.pid, cpu)).filter(|n| **n > 0);
                 let claimed = claim.map(|n| *n -= 1).is_some();
                 claimed
-                    || (cpu == housekeeper && t.kin == Kin::Shim)
-                    || (cpu != housekeeper && task_cpus.contains(&cpu) && holders[&cpu] == 1)
+                    || (cpu == park_cpu && t.kin == Kin::Shim)
+                    || (cpu != park_cpu && task_cpus.contains(&cpu) && holders[&cpu] == 1)
             }
             (_, _, None) if roams(t) => {
                 let claim = (pending.iter_mut())
@@ -477,10 +573,10 @@ mod tests {
         let p = Policy::default();
         let once = View {
             busy_polls: 1,
-            ..v(10, 0.9, Some(Spot::Housekeeper), 0)
+            ..v(10, 0.9, Some(Spot::Parked), 0)
         };
         assert!(decide(&[once], &[0, 0], &[], None, &p).is_empty());
-        let held = v(10, 0.9, Some(Spot::Housekeeper), 0);
+        let held = v(10, 0.9, Some(Spot::Parked), 0);
         assert_eq!(
             decide(&[held], &[0, 0], &[], None, &p),
             [Action::Claim { tid: 10, slot: 0 }]
@@ -501,8 +597,8 @@ mod tests {
         assert_eq!(
             a,
             vec![
-                Action::Housekeeper { tid: 10 },
-                Action::Housekeeper { tid: 13 },
+                Action::Park { tid: 10 },
+                Action::Park { tid: 13 },
                 Action::Claim { tid: 12, slot: 1 },
                 Action::Claim { tid: 11, slot: 2 },
             ]
@@ -522,21 +618,9 @@ mod tests {
     #[test]
     fn a_sleeper_that_starts_burning_moves_to_a_slot() {
         let p = Policy::default();
-        let a = decide(
-            &[v(5, 0.9, Some(Spot::Housekeeper), 0)],
-            &[1, 0],
-            &[],
-            None,
-            &p,
-        );
+        let a = decide(&[v(5, 0.9, Some(Spot::Parked), 0)], &[1, 0], &[], None, &p);
         assert_eq!(a, vec![Action::Claim { tid: 5, slot: 1 }]);
-        let a = decide(
-            &[v(5, 0.1, Some(Spot::Housekeeper), 0)],
-            &[1, 0],
-            &[],
-            None,
-            &p,
-        );
+        let a = decide(&[v(5, 0.1, Some(Spot::Parked), 0)], &[1, 0], &[], None, &p);
         assert!(a.is_empty(), "{a:?}");
     }
 
@@ -595,20 +679,20 @@ mod tests {
         assert_eq!(
             decide(&fresh, &[0, 0], &[], Some(1), &p),
             vec![
-                Action::Housekeeper { tid: 4 },
+                Action::Park { tid: 4 },
                 Action::Claim { tid: 5, slot: 0 },
                 Action::Claim { tid: 6, slot: 1 }
             ]
         );
         // Beside a sleeper with every other slot taken, a burner stays.
         let settled = [
-            v(4, 0.0, Some(Spot::Housekeeper), 0),
+            v(4, 0.0, Some(Spot::Parked), 0),
             v(5, 1.0, Some(Spot::Slot(0)), 0),
             v(6, 0.9, Some(Spot::Slot(1)), 0),
         ];
         assert!(decide(&settled, &[1, 1], &[], Some(1), &p).is_empty());
         // A parked burner leaves its share before it looks for the least-loaded slot.
-        let parked = [v(7, 1.0, Some(Spot::Housekeeper), 0)];
+        let parked = [v(7, 1.0, Some(Spot::Parked), 0)];
         assert_eq!(
             decide(&parked, &[1, 0], &[], Some(1), &p),
             vec![Action::Claim { tid: 7, slot: 1 }]

@@ -1,0 +1,69 @@
+//! Writing the housekeeper's records to the placement log.
+//!
+//! Owns: the shape of a record with `placed_by: "housekeeper"` ([`Placer::write`]) and the role
+//! the report shows for a thread the housekeeper placed. Must not: place or move anything.
+
+use super::{Owned, Placer};
+use crate::housekeeper::policy::Spot;
+use crate::placement_log::Record;
+use goset_plan::log::{Event, PlacedBy, Role};
+use std::io::Write;
+
+impl Placer {
+    /// Appends one record; one `write` on an `O_APPEND` file, so lines of the shim's processes
+    /// and the housekeeper's never interleave.
+    /// `moved`: for an [`Event::Move`] record, the CPU the thread left and why.
+    pub(super) fn write(
+        &mut self,
+        tid: i32,
+        o: &Owned,
+        event: Event,
+        cpu: Option<usize>,
+        moved: Option<(Option<usize>, String)>,
+    ) {
+        let (from_cpu, reason) = moved.unzip();
+        let from_cpu = from_cpu.flatten();
+        let record = Record {
+            time: crate::housekeeper::unix_now_s(),
+            pid: o.pid,
+            tid,
+            comm: o.comm.clone(),
+            exe: String::new(),
+            event: event.as_str().to_string(),
+            call: "sched_setaffinity".to_string(),
+            requested: None,
+            cpu,
+            // A thread moved by someone else holds no slot and has no role of goset's.
+            slot: match o.spot {
+                Spot::Slot(s) if event != Event::Moved => Some(s),
+                _ => None,
+            },
+            role: if event == Event::Moved {
+                Role::Moved
+            } else {
+                role_of(o.spot)
+            }
+            .as_str()
+            .to_string(),
+            shared: o.shared,
+            // A move to no single CPU is one to the whole reservation.
+            roams: event == Event::Move && cpu.is_none(),
+            placed_by: Some(PlacedBy::Housekeeper.as_str().to_string()),
+            from_cpu,
+            reason,
+        };
+        if let Some(f) = &mut self.log {
+            let line = serde_json::to_string(&record).expect("record serialises") + "\n";
+            let _ = f.write(line.as_bytes());
+        }
+        self.records.push(record);
+    }
+}
+
+/// The role the report shows for a thread the housekeeper placed.
+pub fn role_of(spot: Spot) -> Role {
+    match spot {
+        Spot::Slot(_) => Role::Worker,
+        Spot::Parked => Role::Helper,
+    }
+}

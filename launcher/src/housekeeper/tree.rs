@@ -1,0 +1,507 @@
+//! Walking the task's process tree at one poll: which threads each process has, which of them
+//! are read, and which processes are new.
+//!
+//! Owns: one poll's walk ([`Housekeeper::walk_tree`]), in named steps for each process
+//! ([`Housekeeper::visit`]): its `stat` (thread count, start time), its threads listed or looked
+//! up ([`super::listing`]), each read once ([`Housekeeper::read_listed`]), the reads reconciled
+//! with the thread count, and the children of the threads that inherit an ended one's. Must
+//! not: place anything (the placer does, after the walk), or read a file that interrupts a task
+//! CPU (see [`super::threads`]).
+
+use super::listing::{list_threads, probe_threads, Listing};
+use super::logtail::ShimThread;
+use super::placer::{Kin, Live};
+use super::policy::Activity;
+use super::tracked::{Polled, Tracked};
+use super::{threads, Housekeeper};
+use crate::fsroot::{FsRoot, ReadError};
+use std::collections::{BTreeSet, VecDeque};
+use std::ops::RangeInclusive;
+use std::time::Instant;
+
+/// A live thread between reads: what the placer saw of it at its last read, and how many
+/// polls it is left unread (see [`super::tracked::idle_skip`]). Kept beside its process's other
+/// threads, so that a poll passes over a sleeping thread without touching its [`Tracked`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rest {
+    last: Live,
+    skip: u32,
+}
+
+/// A process's live threads between polls, sorted by tid: a poll walks them in order, and
+/// a lookup is a binary search in one contiguous array.
+#[derive(Debug, Default)]
+pub(super) struct Known(Vec<(i32, Rest)>);
+
+impl Known {
+    fn get(&self, tid: i32) -> Option<&Rest> {
+        let at = self.0.binary_search_by_key(&tid, |e| e.0).ok()?;
+        Some(&self.0[at].1)
+    }
+
+    fn contains(&self, tid: i32) -> bool {
+        self.get(tid).is_some()
+    }
+
+    fn tids(&self) -> impl Iterator<Item = i32> + '_ {
+        self.0.iter().map(|e| e.0)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// What the placer sees of a live thread.
+fn live_view(
+    pid: i32,
+    tid: i32,
+    polled: (f64, f64, bool, Activity),
+    shim: Option<ShimThread>,
+) -> Live {
+    let (age_s, demand, runnable, activity) = polled;
+    Live {
+        tid,
+        pid,
+        age_s,
+        demand,
+        runnable,
+        activity,
+        shim_placed: shim.is_some(),
+        shim_cpu: shim.and_then(|s| s.cpu),
+        shim_slot: shim.and_then(|s| s.slot),
+        shim_roams: shim.is_some_and(|s| s.roams),
+        kin: Kin::Other,
+        read: true,
+    }
+}
+
+/// What one poll gathers as it walks the tree.
+pub(super) struct Walk {
+    /// When the poll started.
+    now: Instant,
+    /// The boot clock then, in seconds (a thread's age).
+    boot_s: f64,
+    /// This poll reads every thread, lists every process and reads every thread's `children`.
+    all_children: bool,
+    /// The tids handed out since the last poll, when that is a plain range (no wrap).
+    born: Option<RangeInclusive<i32>>,
+    /// The live threads, as the placer sees them.
+    pub live: Vec<Live>,
+    /// The threads that ended since the last poll.
+    pub ended: Vec<i32>,
+    /// Processes found in the `children` of the threads of the process visited.
+    found: Vec<i32>,
+    /// Every process visited.
+    pub visited: BTreeSet<i32>,
+}
+
+impl Walk {
+    /// A poll that started at `now` (`boot_s` on the boot clock).
+    pub fn new(
+        now: Instant,
+        boot_s: f64,
+        all_children: bool,
+        born: Option<RangeInclusive<i32>>,
+    ) -> Walk {
+        Walk {
+            now,
+            boot_s,
+            all_children,
+            born,
+            live: Vec::new(),
+            ended: Vec::new(),
+            found: Vec::new(),
+            visited: BTreeSet::new(),
+        }
+    }
+}
+
+/// One process's threads as this poll finds them.
+struct Visit {
+    pid: i32,
+    /// Its live threads as of the last poll.
+    known: Known,
+    /// Its threads read, or left unread while they sleep, this poll.
+    alive: Known,
+    /// Its threads found ended this poll.
+    lost: BTreeSet<i32>,
+    /// Where its threads start in [`Walk::live`].
+    first: usize,
+}
+
+/// The threads of process `pid` as of the last poll (`known`) with those born since: looked
+/// up among the tids `probe` when given, else listed.
+fn list_or_probe(
+    root: &FsRoot,
+    pid: i32,
+    known: &Known,
+    probe: Option<RangeInclusive<i32>>,
+) -> Listing {
+    match probe {
+        Some(born) => {
+            let mut tids: BTreeSet<i32> = known.tids().collect();
+            tids.extend(probe_threads(root, pid, born));
+            Listing::Tids(tids.into_iter().collect())
+        }
+        None => list_threads(root, pid),
+    }
+}
+
+impl Housekeeper {
+    /// The tids handed out since the last poll, when that is a plain range (no wrap).
+    pub(super) fn born_since_last_poll(&mut self) -> Option<RangeInclusive<i32>> {
+        let last = super::listing::last_pid(&self.root);
+        let born = match (self.last_pid, last) {
+            (Some(prev), Some(now)) if now >= prev => Some(prev + 1..=now),
+            _ => None,
+        };
+        self.last_pid = last;
+        born
+    }
+
+    /// Walks the tree from the processes followed so far, breadth first, each process once,
+    /// following the children found on the way.
+    pub(super) fn walk_tree(&mut self, w: &mut Walk) {
+        let mut queue: VecDeque<i32> = self.procs.keys().copied().collect();
+        while let Some(pid) = queue.pop_front() {
+            if !w.visited.insert(pid) {
+                continue;
+            }
+            self.visit(pid, w);
+            for child in w.found.drain(..) {
+                self.procs.entry(child).or_default();
+                queue.push_back(child);
+            }
+        }
+        w.ended.sort_unstable();
+        w.ended.dedup();
+    }
+
+    /// One process: its thread count and start time, its threads found (listed, looked up, or
+    /// as known while the count holds) and read, the reads reconciled with the count, and the
+    /// children that its ended threads left to another.
+    fn visit(&mut self, pid: i32, w: &mut Walk) {
+        let known = self.procs.remove(&pid).unwrap_or_default();
+        // Listing /proc/<pid>/task builds a dentry per thread: skip it while the thread
+        // count is what we know (a thread that ends shows as a failed read below, and the
+        // once-a-second poll lists anyway).
+        let (count, start) = self.process_stat(pid);
+        if self.pid_reused(pid, start) {
+            // The pid was reused by an unrelated process: ours is gone.
+            self.forget_process(pid, &known, &mut w.ended);
+            return;
+        }
+        let unchanged = !w.all_children && !known.is_empty() && count == Some(known.len());
+        // A process with many threads and few tids born since the last poll: look those
+        // up instead of listing them all (its threads that ended show as failed reads,
+        // and the once-a-second poll lists anyway).
+        let probe = w.born.clone().filter(|b| {
+            let born_count = (i64::from(*b.end()) - i64::from(*b.start()) + 1).max(0);
+            !w.all_children && (born_count as usize) < known.len() / 2
+        });
+        let listing = if unchanged {
+            Listing::Tids(known.tids().collect())
+        } else {
+            list_or_probe(&self.root, pid, &known, probe.clone())
+        };
+        let tids = match listing {
+            Listing::Tids(t) => t,
+            Listing::Gone => {
+                self.forget_process(pid, &known, &mut w.ended);
+                return;
+            }
+            Listing::Unreadable(why) => {
+                // Not gone: its threads are neither read nor ended this time.
+                self.note_failed("/proc/<pid>/task", why);
+                self.procs.insert(pid, known);
+                return;
+            }
+        };
+        let mut v = Visit {
+            pid,
+            known,
+            alive: Known::default(),
+            lost: BTreeSet::new(),
+            first: w.live.len(),
+        };
+        self.read_listed(&mut v, tids, w);
+        let mut listed = !unchanged && probe.is_none();
+        if unchanged && !v.lost.is_empty() {
+            // A thread ended while the count held, so another was born: look up or list,
+            // and read only the threads not read above.
+            if let Listing::Tids(now_listed) =
+                list_or_probe(&self.root, pid, &v.known, probe.clone())
+            {
+                self.read_new(&mut v, now_listed, w);
+            }
+            listed = probe.is_none();
+        }
+        if let Some(count) = count.filter(|_| !listed) {
+            self.reconcile_count(&mut v, count, w);
+        }
+        v.lost
+            .extend(v.known.tids().filter(|&t| !v.alive.contains(t)));
+        self.children_of_heirs(&v, w);
+        self.end(std::mem::take(&mut v.lost), &mut w.ended);
+        self.procs.insert(pid, v.alive);
+    }
+
+    /// Whether `pid` names another process than the one followed: its start time changed
+    /// since first seen.
+    fn pid_reused(&mut self, pid: i32, start: Option<u64>) -> bool {
+        let recorded = self.starts.entry(pid).or_insert(start);
+        let reused = matches!((*recorded, start), (Some(a), Some(b)) if a != b);
+        if recorded.is_none() {
+            *recorded = start;
+        }
+        reused
+    }
+
+    /// Stops following process `pid`, gone: its `known` threads ended.
+    fn forget_process(&mut self, pid: i32, known: &Known, ended: &mut Vec<i32>) {
+        self.starts.remove(&pid);
+        self.proc_stats.remove(&pid);
+        self.end(known.tids().collect(), ended);
+    }
+
+    /// Reads each of `tids` of process `v.pid`, at most once a poll (a second read would see no
+    /// time pass and make a busy thread look idle); a thread asleep at its last reads may be
+    /// left unread, as it was then. The live ones join `v.alive` and `w.live`, the ended ones
+    /// `v.lost`.
+    fn read_listed(&mut self, v: &mut Visit, tids: Vec<i32>, w: &mut Walk) {
+        for tid in tids {
+            let resting = (v.known.get(tid).copied()).filter(|r| r.skip > 0 && !w.all_children);
+            if let Some(mut rest) = resting {
+                // Alive until a read or a listing says otherwise.
+                rest.skip -= 1;
+                w.live.push(self.unread_view(v.pid, tid, &rest));
+                v.alive.0.push((tid, rest));
+                continue;
+            }
+            if self.threads.get(&tid).is_some_and(|t| t.ended) {
+                continue;
+            }
+            match self.read_thread(v.pid, tid, w) {
+                Some(rest) => {
+                    v.alive.0.push((tid, rest));
+                    w.live.push(rest.last);
+                }
+                None => {
+                    v.lost.insert(tid);
+                }
+            }
+        }
+    }
+
+    /// A thread left unread this poll as the placer sees it: as at its last read, asleep,
+    /// nothing done since.
+    fn unread_view(&self, pid: i32, tid: i32, rest: &Rest) -> Live {
+        let last = &rest.last;
+        let polled = (last.age_s, last.demand, last.runnable, Activity::default());
+        Live {
+            read: false,
+            ..live_view(pid, tid, polled, self.shim_of(tid))
+        }
+    }
+
+    /// Reads the threads of `listed` not read above, keeping `v.alive` sorted.
+    fn read_new(&mut self, v: &mut Visit, listed: Vec<i32>, w: &mut Walk) {
+        let new: Vec<i32> = listed
+            .into_iter()
+            .filter(|&t| !v.alive.contains(t) && !v.lost.contains(&t))
+            .collect();
+        self.read_listed(v, new, w);
+        v.alive.0.sort_unstable_by_key(|e| e.0);
+    }
+
+    /// What a lookup found, with the sleeping threads taken as alive, must add up to the
+    /// thread `count`; when it does not (a tid handed out before the last poll but not yet in
+    /// /proc then, a sleeping thread that ended), list: threads no longer listed ended, and the
+    /// new ones are read.
+    fn reconcile_count(&mut self, v: &mut Visit, count: usize, w: &mut Walk) {
+        if v.alive.len() == count {
+            return;
+        }
+        let Listing::Tids(now_listed) = list_threads(&self.root, v.pid) else {
+            return;
+        };
+        let in_listing: BTreeSet<i32> = now_listed.iter().copied().collect();
+        let gone: BTreeSet<i32> = v.alive.tids().filter(|t| !in_listing.contains(t)).collect();
+        if !gone.is_empty() {
+            v.alive.0.retain(|(t, _)| !gone.contains(t));
+            let mine = w.live.split_off(v.first);
+            w.live
+                .extend(mine.into_iter().filter(|l| !gone.contains(&l.tid)));
+            v.lost.extend(gone);
+        }
+        self.read_new(v, now_listed, w);
+    }
+
+    /// A thread's children move to the first live thread of its process when it ends
+    /// (kernel/exit.c, find_alive_thread): the leader while it lives, which may sleep; without
+    /// it, any. Their `children` are read when `v` lost a thread, unless this poll reads every
+    /// thread's anyway.
+    fn children_of_heirs(&mut self, v: &Visit, w: &mut Walk) {
+        if v.lost.is_empty() || w.all_children || self.mode.no_children {
+            return;
+        }
+        let heirs: Vec<i32> = if v.alive.contains(v.pid) {
+            vec![v.pid]
+        } else {
+            w.live[v.first..].iter().map(|l| l.tid).collect()
+        };
+        for tid in heirs {
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.children(&mut w.found);
+            }
+        }
+    }
+
+    /// Process `pid`'s thread count and start time (clock ticks after boot), from its leader's
+    /// `stat`; the start time tells a reused pid from the process we followed.
+    fn process_stat(&mut self, pid: i32) -> (Option<usize>, Option<u64>) {
+        let root = &self.root;
+        let handle = self
+            .proc_stats
+            .entry(pid)
+            // The leader thread's stat, not the process's: both give the thread count and the
+            // start time, but the process's adds up the time of every thread.
+            .or_insert_with(|| {
+                threads::Handle::new(root.path(&format!("/proc/{pid}/task/{pid}/stat")))
+            });
+        match handle.read() {
+            threads::Read::Text(text) => (
+                crate::procfs::stat::parse_num_threads(&text),
+                crate::procfs::stat::parse_pid_stat(&text).map(|s| s.start_ticks),
+            ),
+            _ => (None, None),
+        }
+    }
+
+    /// Marks `tids` ended (their files gone without a read noticing) and adds them to `ended`.
+    fn end(&mut self, tids: BTreeSet<i32>, ended: &mut Vec<i32>) {
+        for tid in tids {
+            if let Some(t) = self.threads.get_mut(&tid) {
+                if !t.ended {
+                    t.ended = true;
+                    t.close();
+                }
+            }
+            ended.push(tid);
+        }
+    }
+
+    fn note_missing(&mut self, file: &'static str, reason: &str) {
+        if self.missing.insert(file) {
+            self.errors.push(ReadError {
+                file: threads::pattern(file),
+                reason: reason.to_string(),
+            });
+        }
+    }
+
+    fn note_failed(&mut self, file: &str, why: String) {
+        let file = if file.starts_with('/') {
+            file.to_string()
+        } else {
+            threads::pattern(file)
+        };
+        let e = ReadError { file, reason: why };
+        if !self.errors.contains(&e) {
+            self.errors.push(e);
+        }
+    }
+
+    /// Reads one thread; `None` when it has ended. The processes it forked join `w.found`.
+    fn read_thread(&mut self, pid: i32, tid: i32, w: &mut Walk) -> Option<Rest> {
+        let shim = self.shim_of(tid);
+        // Where it should have run since the last read: the shim's CPU, or the one the
+        // housekeeper gave it.
+        let assigned = match shim {
+            Some(s) => s.cpu,
+            None => self.placer.owned.get(&tid).map(|o| o.cpu),
+        };
+        let t = match self.threads.entry(tid) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                self.order.push(tid);
+                e.insert(Tracked::new(&self.root, pid, tid))
+            }
+        };
+        t.assigned = assigned;
+        let polled = t.read(self.mode, w.now, w.boot_s, w.all_children, &mut w.found)?;
+        // A main thread is read every poll: it is the one that usually forks (a shell, a
+        // launcher), and a fork is found in the children of a thread read as having run.
+        let skip = if tid == pid {
+            0
+        } else {
+            t.rest_polls(self.idle_skip_cap)
+        };
+        let Polled {
+            age_s,
+            demand,
+            runnable,
+            activity,
+            missing,
+            failed,
+        } = polled;
+        self.note_files(missing, failed);
+        Some(Rest {
+            last: live_view(pid, tid, (age_s, demand, runnable, activity), shim),
+            skip,
+        })
+    }
+
+    /// Notes the files a read found missing (the kernel lacks them: the mode changes for
+    /// every later read) and those it failed to read, each once.
+    fn note_files(&mut self, missing: Vec<&'static str>, failed: Vec<(&'static str, String)>) {
+        for f in missing {
+            let why = match f {
+                "sched" => "missing (CONFIG_SCHED_DEBUG off): migrations n/a, switches from status",
+                "schedstat" => "missing (CONFIG_SCHED_INFO off): run delay n/a, cpu time in ticks",
+                _ => "missing (CONFIG_PROC_CHILDREN off): children found by scanning /proc/*/stat",
+            };
+            self.note_missing(f, why);
+            match f {
+                "sched" => self.mode.no_sched = true,
+                "schedstat" => self.mode.no_schedstat = true,
+                _ => self.mode.no_children = true,
+            }
+        }
+        for (f, why) in failed {
+            self.note_failed(f, why);
+        }
+    }
+
+    /// What the shim's records say of `tid`, with the CPU the housekeeper moved it to since.
+    fn shim_of(&self, tid: i32) -> Option<ShimThread> {
+        let mut shim = self.log.as_ref().and_then(|l| l.shim.get(&tid)).copied()?;
+        if let Some(cpu) = self.placer.relocated(tid, shim.cpu) {
+            shim.cpu = Some(cpu);
+        }
+        Some(shim)
+    }
+
+    /// Without `children` files: processes whose parent is in the tree.
+    pub(super) fn scan_for_children(&mut self, known: &BTreeSet<i32>) {
+        for name in self.root.list("/proc") {
+            let Ok(pid) = name.parse::<i32>() else {
+                continue;
+            };
+            if known.contains(&pid) {
+                continue;
+            }
+            let Ok(text) = self.root.read(&format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            if crate::procfs::stat::parse_pid_stat(&text).is_some_and(|s| known.contains(&s.ppid)) {
+                self.procs.entry(pid).or_default();
+            }
+        }
+    }
+}
