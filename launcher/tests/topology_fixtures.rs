@@ -475,7 +475,7 @@ fn synthetic_root_uses_the_command_line_and_status() {
     assert!(Topology::read(&FsRoot::new(empty.path())).is_err());
 }
 
-/// The three sysfs shapes where hwloc's reading once differed from goset's (issue 9), each a
+/// The three sysfs shapes where hwloc's reading once differed from goset's, each a
 /// minimal tree: packages from `core_siblings` masks where every `physical_package_id` is -1;
 /// SMT cores from `thread_siblings` without any `core_id`; (no node directory: above).
 #[test]
