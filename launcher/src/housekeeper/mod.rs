@@ -94,6 +94,9 @@ pub struct Housekeeper {
     proc_stats: BTreeMap<i32, threads::Handle>,
     /// Each followed process's start time, as first seen.
     starts: BTreeMap<i32, Option<u64>>,
+    /// When each process's threads were last listed because its thread count did not add up
+    /// (see [`policy::MISMATCH_LISTING`]).
+    mismatch_listed: BTreeMap<i32, Instant>,
     /// Every thread seen, by tid (a hash map: a task that churns threads makes it large, and
     /// every poll looks up each live thread in it).
     threads: HashMap<i32, Tracked>,
@@ -205,6 +208,7 @@ impl Housekeeper {
             task: None,
             procs: BTreeMap::new(),
             proc_stats: BTreeMap::new(),
+            mismatch_listed: BTreeMap::new(),
             starts: BTreeMap::new(),
             threads: HashMap::new(),
             order: Vec::new(),

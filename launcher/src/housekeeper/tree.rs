@@ -11,7 +11,7 @@
 use super::listing::{list_threads, probe_threads, Listing};
 use super::logtail::ShimThread;
 use super::placer::{Kin, Live};
-use super::policy::Activity;
+use super::policy::{self, Activity};
 use super::tracked::{Polled, Tracked};
 use super::{threads, Housekeeper};
 use crate::fsroot::{FsRoot, ReadError};
@@ -266,6 +266,7 @@ impl Housekeeper {
     fn forget_process(&mut self, pid: i32, known: &Known, ended: &mut Vec<i32>) {
         self.starts.remove(&pid);
         self.proc_stats.remove(&pid);
+        self.mismatch_listed.remove(&pid);
         self.end(known.tids().collect(), ended);
     }
 
@@ -322,11 +323,15 @@ impl Housekeeper {
     /// What a lookup found, with the sleeping threads taken as alive, must add up to the
     /// thread `count`; when it does not (a tid handed out before the last poll but not yet in
     /// /proc then, a sleeping thread that ended), list: threads no longer listed ended, and the
-    /// new ones are read.
+    /// new ones are read. At most once per [`policy::MISMATCH_LISTING`]: in a program that
+    /// churns threads the count never adds up.
     fn reconcile_count(&mut self, v: &mut Visit, count: usize, w: &mut Walk) {
-        if v.alive.len() == count {
+        let listed_lately = (self.mismatch_listed.get(&v.pid))
+            .is_some_and(|at| w.now.duration_since(*at) < policy::MISMATCH_LISTING);
+        if v.alive.len() == count || listed_lately {
             return;
         }
+        self.mismatch_listed.insert(v.pid, w.now);
         let Listing::Tids(now_listed) = list_threads(&self.root, v.pid) else {
             return;
         };

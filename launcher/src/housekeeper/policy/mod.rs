@@ -19,6 +19,15 @@ use std::collections::BTreeMap;
 pub mod demand;
 pub use demand::*;
 
+/// How often, at most, a process's threads are listed because its thread count did not add up
+/// with the threads read (one listing costs a `/proc` entry per live thread). In a program that
+/// churns threads the count never adds up (threads born and ended between the reads), and
+/// listing at every poll made the housekeeper's cost grow with the threads that exist; the
+/// polls between look up the tids born since the last poll, a cost that grows with the threads
+/// that ran. What a listing catches (a sleeping thread that ended unread, a tid not yet in
+/// `/proc` when looked up) waits at most this long, or for the once-a-second poll that lists.
+pub const MISMATCH_LISTING: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Where a thread the housekeeper placed is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spot {
