@@ -87,8 +87,8 @@ pub struct Placer {
     pub records: Vec<Record>,
     /// Threads the housekeeper placed, live or ended, by tid.
     pub owned: BTreeMap<i32, Owned>,
-    /// Threads seen unplaced at the previous poll, with the mask they had.
-    pending: BTreeMap<i32, Mask>,
+    /// Threads seen unplaced at the previous poll, with the mask and the name they had.
+    pending: BTreeMap<i32, (Mask, String)>,
     /// `sched_setaffinity` failures (the reason, once each).
     pub failures: Vec<String>,
     /// Polls so far.
@@ -237,6 +237,7 @@ impl Placer {
             &answered.assigned,
             policy,
             &mut groups,
+            comm_of,
         ));
         let actions = decide(
             &views,
@@ -329,6 +330,7 @@ impl Placer {
         assigned: &[usize],
         policy: &Policy,
         groups: &mut Groups,
+        comm_of: &dyn Fn(i32) -> String,
     ) -> Vec<View> {
         let masks: Vec<Unclaimed> = unclaimed
             .iter()
@@ -358,7 +360,9 @@ impl Placer {
             // A mask that changed since the last poll is being set now: by the shim, whose
             // record may lag a poll (a thread it sends to the housekeeper CPU waits there
             // until the housekeeper sleeps), or by the program. Placed once it holds still.
-            if settled(self.pending.get(&t.tid), &seen.mask, t.age_s) {
+            let comm = comm_of(t.tid);
+            let before = (self.pending.get(&t.tid)).map(|(m, c)| (m, c.as_str()));
+            if settled(before, (&seen.mask, &comm), t.age_s) {
                 views.push(View {
                     tid: t.tid,
                     demand: t.wanted(policy),
@@ -368,7 +372,7 @@ impl Placer {
                     group: self.group_of(t.pid, groups),
                 });
             } else {
-                pending.insert(t.tid, seen.mask);
+                pending.insert(t.tid, (seen.mask, comm));
             }
         }
         self.pending = pending;

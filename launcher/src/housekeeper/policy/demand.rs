@@ -86,10 +86,12 @@ pub fn rested(moved_at_s: Option<f64>, now_s: f64) -> bool {
     moved_at_s.is_none_or(|at| now_s - at >= DWELL_S)
 }
 
-/// Whether the housekeeper may place a thread nobody claims: its mask is the one seen at the
-/// poll before (`before`; a mask being set is the shim's or the program's doing), or, at first
-/// sight, it is older than [`GRACE_S`].
-pub fn settled(before: Option<&Mask>, now: &Mask, age_s: f64) -> bool {
+/// Whether the housekeeper may place a thread nobody claims: its mask and its name are the
+/// ones seen at the poll before (`before`; a mask being set is the shim's or the program's
+/// doing, and a name that changed may be an `execve` whose new image's shim is about to place
+/// the thread: a static shell's child between its exec and the new image's constructor), or,
+/// at first sight, it is older than [`GRACE_S`].
+pub fn settled(before: Option<(&Mask, &str)>, now: (&Mask, &str), age_s: f64) -> bool {
     match before {
         Some(b) => b == now,
         None => age_s >= GRACE_S,
@@ -403,9 +405,11 @@ mod tests {
     fn a_thread_is_placed_once_its_mask_holds_still() {
         let one = Mask::Cpus(vec![1]);
         let two = Mask::Cpus(vec![0, 1]);
-        assert!(!settled(None, &one, GRACE_S / 2.0));
-        assert!(settled(None, &one, GRACE_S));
-        assert!(!settled(Some(&two), &one, 5.0));
-        assert!(settled(Some(&one), &one, 0.0));
+        assert!(!settled(None, (&one, "sh"), GRACE_S / 2.0));
+        assert!(settled(None, (&one, "sh"), GRACE_S));
+        assert!(!settled(Some((&two, "sh")), (&one, "sh"), 5.0));
+        assert!(settled(Some((&one, "sh")), (&one, "sh"), 0.0));
+        // The same mask under a new name: an exec, whose shim may be placing the thread now.
+        assert!(!settled(Some((&one, "sh")), (&one, "omp_gomp"), 5.0));
     }
 }
