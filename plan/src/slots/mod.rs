@@ -25,7 +25,7 @@ pub const MAX_RECORDS: usize = 4096;
 /// The most threads a Linux system can have (`PID_MAX_LIMIT`, 2^22): no claims could have
 /// made a live count above it, so such a count is garbage.
 pub const MAX_THREADS: u32 = 1 << 22;
-const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL5");
+const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL6");
 
 /// The shared table. All fields are atomics so that a zero-filled mapping is a valid, empty
 /// table: [`SlotTable::init`] only sets the slot count and magic.
@@ -46,6 +46,9 @@ pub struct SlotTable {
     /// When the housekeeper last published running counts ([`monotonic_us`]); 0: no
     /// housekeeper publishes (the shim by hand).
     published_us: AtomicU64,
+    /// When the poll before that published (1 after the first poll): the start of the
+    /// interval the running counts cover.
+    counted_since_us: AtomicU64,
     live: [AtomicU32; MAX_SLOTS],
     /// Each slot's CPU once the launcher moved the slot off its planned CPU (that CPU turned
     /// noisy): `cpu + 1`, or 0 for the plan's CPU.
@@ -112,9 +115,9 @@ pub fn monotonic_us() -> u64 {
 }
 
 /// The order in which a new thread takes slots; the smallest key wins. First the fewest
-/// threads running there: `running` counts those the housekeeper saw run since its last poll
-/// and a thread born there since that is still alive (by hand, within [`NEWBORN_US`]: a
-/// newborn runs, or is about to), and the creator counts on
+/// threads running there: `running` counts those the housekeeper saw run between its last two
+/// polls and a thread born there since the first of them that is still alive (by hand, within
+/// [`NEWBORN_US`]: a newborn runs, or is about to), and the creator counts on
 /// its own slot (a thread that creates another runs by definition; it may be the newborn or
 /// one the housekeeper counted already, so it makes the count at least 1). Then the nearest
 /// to the new thread's process (`near`, [`crate::locality::near_key`]), then the fewest live
@@ -227,13 +230,14 @@ impl SlotTable {
     ) -> Option<Birth> {
         let now = monotonic_us();
         let published = self.published_us.load(Ordering::Relaxed);
+        let since = self.counted_since_us.load(Ordering::Relaxed);
         let (slot, before, roams) = loop {
             let (best, load, key) = self
                 .live_counts(slots)
                 .enumerate()
                 .filter_map(|(s, load)| {
                     let near = near(s)?;
-                    let running = self.running(s) + self.newborn(s, now, published) as u32;
+                    let running = self.running(s) + self.newborn(s, now, published, since) as u32;
                     let key = birth_key(running, creator == Some(s), near, load?, s);
                     Some((s, load?, key))
                 })
@@ -249,10 +253,10 @@ impl SlotTable {
             }
         };
         let record = self.add_record(tid, slot);
-        // A newborn runs: it counts as running where it was born until the housekeeper's
-        // next poll (by hand, for NEWBORN_US), so that a burst of births spreads out. Whether
-        // it will keep running cannot be told yet: a pool's workers sleep at birth and
-        // compute together a moment later.
+        // A newborn runs: it counts as running where it was born until the housekeeper has
+        // watched it for a whole poll interval (by hand, for NEWBORN_US), so that a burst of
+        // births spreads out. Whether it will keep running cannot be told yet: a pool's
+        // workers sleep at birth and compute together a moment later.
         let id = record.map_or(0xffff, |r| r as u64 + 1);
         self.born[slot].store(now << 16 | id, Ordering::Release);
         Some(Birth {
@@ -265,15 +269,27 @@ impl SlotTable {
         })
     }
 
-    /// Whether a live thread was born on `slot` since the housekeeper's last poll at
-    /// `published` (by hand, 0: within [`NEWBORN_US`] of `now`).
-    fn newborn(&self, slot: usize, now: u64, published: u64) -> bool {
+    /// Whether a live thread was born on `slot` that the housekeeper has not yet watched for a
+    /// whole poll interval (see [`SlotTable::claim_birth_within`]): it may be about to run.
+    pub fn newborn_on(&self, slot: usize) -> bool {
+        let published = self.published_us.load(Ordering::Relaxed);
+        let since = self.counted_since_us.load(Ordering::Relaxed);
+        self.newborn(slot, monotonic_us(), published, since)
+    }
+
+    /// Whether a live thread was born on `slot` after the start of the interval the
+    /// housekeeper's last counts cover (`since`; by hand, `published` 0: within
+    /// [`NEWBORN_US`] of `now`). A thread born just before a poll may not have run yet when
+    /// the housekeeper counted: only a whole interval watched tells that it sleeps (seen in
+    /// CI: a loaded machine's rayon pool had its second worker put beside the first, both on
+    /// one CPU, when a poll fell between their births).
+    fn newborn(&self, slot: usize, now: u64, published: u64, since: u64) -> bool {
         let stamp = self.born.get(slot).map_or(0, |b| b.load(Ordering::Acquire));
         let at = stamp >> 16;
         match (stamp, published) {
             (0, _) => false,
             (_, 0) => now.saturating_sub(at) < NEWBORN_US,
-            _ => at >= published,
+            _ => at >= since,
         }
     }
 
@@ -292,8 +308,8 @@ impl SlotTable {
         for (r, &n) in self.running.iter().zip(counts) {
             r.store(n, Ordering::Relaxed);
         }
-        self.published_us
-            .store(monotonic_us().max(1), Ordering::Relaxed);
+        let before = (self.published_us).swap(monotonic_us().max(1), Ordering::Relaxed);
+        (self.counted_since_us).store(before.max(1), Ordering::Relaxed);
     }
 
     /// Claims slot `slot` itself for `tid`, however loaded: the launcher's policy chose it

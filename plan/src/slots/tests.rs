@@ -21,10 +21,10 @@ fn a_moved_slot_names_its_new_cpu() {
     assert_eq!(t.moved_cpu(MAX_SLOTS), None);
 }
 
-/// Makes slot `slot`'s latest birth `age_ms` old.
-fn age_birth(t: &SlotTable, slot: usize, age_ms: u64) {
+/// Makes slot `slot`'s latest birth `age_us` older.
+fn age_birth(t: &SlotTable, slot: usize, age_us: u64) {
     let v = t.born[slot].load(Ordering::Relaxed);
-    let at = (v >> 16).saturating_sub(age_ms);
+    let at = (v >> 16).saturating_sub(age_us);
     t.born[slot].store(at << 16 | (v & 0xffff), Ordering::Relaxed);
 }
 
@@ -67,10 +67,32 @@ fn running_counts_come_before_live_counts() {
     t.publish_running(&[1, 1, 0]);
     let b = t.claim_birth(-1, Some(0), 3).unwrap();
     assert_eq!((b.claim.slot, b.roams), (2, false));
-    // Under a housekeeper a newborn runs until the next poll: every slot runs a thread.
+    // Under a housekeeper a newborn runs until the housekeeper watched it: every slot runs a
+    // thread.
     assert!(t.claim_birth(-1, Some(0), 3).unwrap().roams);
     t.publish_running(&[1, 0, 1]);
     assert_eq!(t.claim_birth(-1, Some(0), 3).unwrap().claim.slot, 1);
+}
+
+#[test]
+fn a_newborn_runs_until_a_whole_poll_interval_watched_it() {
+    let t = table(2);
+    t.claim_among(1, 2).unwrap();
+    t.publish_running(&[1, 0]);
+    let a = t.claim_birth(-1, Some(0), 2).unwrap();
+    assert_eq!((a.claim.slot, a.roams), (1, false));
+    // A poll right after its birth (a microsecond clock: not in the same tick), before it
+    // ran: it still counts as running.
+    std::thread::sleep(std::time::Duration::from_millis(1));
+    t.publish_running(&[1, 0]);
+    let b = t.claim_birth(-1, Some(0), 2).unwrap();
+    assert!(b.roams, "{b:?}");
+    t.release(&b.claim);
+    // The next poll watched it for a whole interval: it sleeps, and the next thread goes
+    // beside it rather than beside the running creator.
+    t.publish_running(&[1, 0]);
+    let c = t.claim_birth(-1, Some(0), 2).unwrap();
+    assert_eq!((c.claim.slot, c.claim.shared, c.roams), (1, true, false));
 }
 
 #[test]

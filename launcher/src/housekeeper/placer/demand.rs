@@ -146,7 +146,10 @@ impl Placer {
             return;
         }
         let crowd = |slot: usize| busy.iter().filter(|b| b.slot == slot && !b.roams).count();
-        for m in rebalance(&busy, &self.live_counts(), &self.groups()) {
+        let newborn: Vec<bool> = (0..self.task_cpus.len())
+            .map(|s| self.table.newborn_on(s))
+            .collect();
+        for m in rebalance(&busy, &self.live_counts(), &self.groups(), &newborn) {
             let Some(t) = live.iter().find(|t| t.tid == m.tid) else {
                 continue;
             };

@@ -174,12 +174,17 @@ pub struct Move {
 /// with no busy thread and the fewest live threads (`live[s]`; then the lowest index). Sleepers
 /// stay where they are. A thread moves only among slots of its slot's `group` (the process
 /// whose block holds the slot, 0 for none; a slot past `group` is in none): a process that
-/// keeps to a block keeps its threads there, and no other process's threads come in.
-pub fn rebalance(busy: &[Busy], live: &[u32], group: &[u32]) -> Vec<Move> {
+/// keeps to a block keeps its threads there, and no other process's threads come in. A slot
+/// where a thread was born that the housekeeper has not watched for a whole poll (`newborn[s]`;
+/// a slot past `newborn` has none) is no target either: the newborn may not have run yet, and
+/// a pool's workers are born asleep and compute together a moment later.
+pub fn rebalance(busy: &[Busy], live: &[u32], group: &[u32], newborn: &[bool]) -> Vec<Move> {
     let group_of = |s: usize| group.get(s).copied().unwrap_or(0);
     let slots = live.len();
     let mut count = vec![0u32; slots];
-    let mut target = vec![true; slots];
+    let mut target: Vec<bool> = (0..slots)
+        .map(|s| !newborn.get(s).copied().unwrap_or(false))
+        .collect();
     for b in busy.iter().filter(|b| b.slot < slots && !b.roams) {
         target[b.slot] = false;
         if b.steady {
@@ -252,16 +257,17 @@ mod tests {
             &[b(11, 0), b(12, 0), b(13, 1)],
             &[2, 1, 0, 0],
             &[7, 7, 9, 9],
+            &[],
         );
         assert!(moves.is_empty(), "{moves:?}");
-        let moves = rebalance(&[b(11, 0), b(12, 0)], &[2, 1, 0, 0], &[7, 7, 9, 9]);
+        let moves = rebalance(&[b(11, 0), b(12, 0)], &[2, 1, 0, 0], &[7, 7, 9, 9], &[]);
         assert_eq!(moved(&moves), [(12, 1)]);
     }
 
     #[test]
     fn two_busy_threads_on_one_slot_spread_to_the_slot_with_none() {
         // Slot 0: a waiting main and two workers; slot 1: an idle logger.
-        let moves = rebalance(&[b(11, 0), b(12, 0)], &[3, 1], &[]);
+        let moves = rebalance(&[b(11, 0), b(12, 0)], &[3, 1], &[], &[]);
         assert_eq!(
             moves,
             [Move {
@@ -272,11 +278,11 @@ mod tests {
             }]
         );
         // Spread already: nothing moves.
-        assert!(rebalance(&[b(11, 0), b(12, 1)], &[2, 2], &[]).is_empty());
+        assert!(rebalance(&[b(11, 0), b(12, 1)], &[2, 2], &[], &[]).is_empty());
         // Every slot busy: doubling is all there is, nothing moves.
-        assert!(rebalance(&[b(11, 0), b(12, 0), b(13, 1)], &[2, 1], &[]).is_empty());
+        assert!(rebalance(&[b(11, 0), b(12, 0), b(13, 1)], &[2, 1], &[], &[]).is_empty());
         // Three on one slot, three slots: one to each empty slot, the emptiest first.
-        let moves = rebalance(&[b(1, 0), b(2, 0), b(3, 0)], &[3, 2, 0], &[]);
+        let moves = rebalance(&[b(1, 0), b(2, 0), b(3, 0)], &[3, 2, 0], &[], &[]);
         assert_eq!(moved(&moves), [(3, 2), (2, 1)]);
     }
 
@@ -286,13 +292,13 @@ mod tests {
             movable: false,
             ..b(12, 0)
         };
-        let moves = rebalance(&[b(11, 0), pinned], &[2, 0], &[]);
+        let moves = rebalance(&[b(11, 0), pinned], &[2, 0], &[], &[]);
         assert_eq!(moves.iter().map(|m| m.tid).collect::<Vec<_>>(), [11]);
         let both = Busy {
             movable: false,
             ..b(11, 0)
         };
-        assert!(rebalance(&[both, pinned], &[2, 0], &[]).is_empty());
+        assert!(rebalance(&[both, pinned], &[2, 0], &[], &[]).is_empty());
         // A second is not enough: the dwell is a whole DWELL_S.
         assert!(!rested(Some(3.0), 3.0 + DWELL_S - 0.01));
         assert!(rested(Some(3.0), 3.0 + DWELL_S));
@@ -306,11 +312,11 @@ mod tests {
             ..b(tid, slot)
         };
         // Slot 1's thread woke this poll: slot 0's second worker waits for slot 2.
-        let moves = rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1, 3], &[]);
+        let moves = rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1, 3], &[], &[]);
         assert_eq!(moved(&moves), [(12, 2)]);
-        assert!(rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1], &[]).is_empty());
+        assert!(rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1], &[], &[]).is_empty());
         // Nor does it crowd its own slot.
-        assert!(rebalance(&[b(11, 0), new(12, 0)], &[2, 0], &[]).is_empty());
+        assert!(rebalance(&[b(11, 0), new(12, 0)], &[2, 0], &[], &[]).is_empty());
         assert!(steady(Some(1), 1) && !steady(Some(0), 1) && !steady(None, 1));
     }
 
@@ -322,7 +328,7 @@ mod tests {
         };
         // Slot 0's main computes; slot 1's pool worker sleeps; a second pool's worker roams
         // with its record on slot 0. It takes slot 1, before slot 0's doubled thread.
-        let moves = rebalance(&[b(10, 0), b(11, 0), roam(12, 0)], &[3, 1], &[]);
+        let moves = rebalance(&[b(10, 0), b(11, 0), roam(12, 0)], &[3, 1], &[], &[]);
         assert_eq!(
             moves,
             [Move {
@@ -333,10 +339,29 @@ mod tests {
             }]
         );
         // Its own record's slot is a target too, when nothing busy is there.
-        let moves = rebalance(&[b(10, 0), roam(12, 1)], &[1, 1], &[]);
+        let moves = rebalance(&[b(10, 0), roam(12, 1)], &[1, 1], &[], &[]);
         assert_eq!(moved(&moves), [(12, 1)]);
         // Every slot busy: it stays on the reservation.
-        assert!(rebalance(&[b(10, 0), b(11, 1), roam(12, 0)], &[2, 1], &[]).is_empty());
+        assert!(rebalance(&[b(10, 0), b(11, 1), roam(12, 0)], &[2, 1], &[], &[]).is_empty());
+    }
+
+    #[test]
+    fn a_slot_with_a_newborn_is_no_target_until_a_poll_watched_it() {
+        let roam = |tid, slot| Busy {
+            roams: true,
+            ..b(tid, slot)
+        };
+        // A pool's first worker was just born on slot 1 and has not run yet; its second
+        // roams and computes beside the busy main thread's slot 0. It stays on the
+        // reservation rather than join the first.
+        assert!(rebalance(&[b(10, 0), roam(12, 0)], &[2, 1], &[], &[false, true]).is_empty());
+        // Two busy threads on slot 0 do not move onto the newborn's slot 1 either, but onto
+        // slot 2 where nothing was born.
+        let moves = rebalance(&[b(10, 0), b(11, 0)], &[2, 1, 1], &[], &[false, true]);
+        assert_eq!(moved(&moves), [(11, 2)]);
+        // A poll later the newborn sleeps: its slot is a target again.
+        let moves = rebalance(&[b(10, 0), roam(12, 0)], &[2, 1], &[], &[false, false]);
+        assert_eq!(moved(&moves), [(12, 1)]);
     }
 
     #[test]
