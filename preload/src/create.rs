@@ -4,7 +4,8 @@
 //! the claim in the parent (or a birth beside a creator that waits on brief children, with its
 //! mask and no stopped start: [`thread::born_beside`]), the attr copy carrying the CPU mask, the new thread's view (its
 //! attr mask, else its creator's), and the start-routine trampoline that records the
-//! placement and the view in the thread and arranges its release. When glibc
+//! placement and the view in the thread and arranges its release (and logs the birth, or for
+//! a child born beside its creator lists it in the slot table, its records deferred). When glibc
 //! cannot apply the birth mask (EINVAL: the CPU went offline, the cpuset changed), the thread
 //! is created as the caller asked, unplaced, with one warning: the runtime must not fail.
 //! Must not: set the new thread's mask from the parent after it started; keep `Drop` values
@@ -13,13 +14,14 @@
 use crate::attr::Attr;
 use crate::config::{self, Config};
 use crate::init;
-use crate::log::{self, Event};
+use crate::log;
 use crate::placement::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
 use crate::view::{self, ViewCell};
 use crate::{affinity, process, sys, thread};
 use core::sync::atomic::{AtomicU64, Ordering};
+use goset_plan::slots::Deferred;
 use goset_plan::CpuSet;
 use libc::{c_int, c_void, pthread_attr_t, pthread_t};
 
@@ -34,6 +36,9 @@ struct Start {
     /// The new thread's view: its attr mask as the kernel would set it, else its creator's
     /// (as a kernel mask is inherited); `None`: never asked.
     view: Option<CpuSet>,
+    /// Born beside its creator, which counted it: its records are deferred (see
+    /// [`goset_plan::slots::Deferred`]).
+    deferred: bool,
 }
 
 const CACHE_SIZE: usize = 64;
@@ -143,10 +148,22 @@ pub unsafe fn create(
     let (cell, beside) = thread::child_born(main, born_us, sys::thread_cpu_us);
     let (p, inherits) = decide(cfg, routine, beside);
     let inherits = inherits && requested.is_none();
+    // Most children born beside their creator end within a millisecond: counted and listed,
+    // not logged, while they live (see goset_plan::slots::Deferred).
+    let deferred = beside && p.role == Role::Worker && requested.is_none() && process::logs();
+    if deferred {
+        cfg.table.deferring_born();
+    }
+    let unborn = || {
+        placement::release(cfg, &p);
+        if deferred {
+            cfg.table.deferring_done();
+        }
+    };
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
     if start.is_null() || (!inherits && !copy.set_affinity(&p.birth_set(cfg))) {
-        placement::release(cfg, &p);
+        unborn();
         // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
         unsafe {
             libc::free(start.cast());
@@ -162,6 +179,7 @@ pub unsafe fn create(
             requested,
             parent: (cell, born_us),
             view,
+            deferred,
         })
     };
     // SAFETY: copy is an initialised attr; the trampoline takes ownership of start.
@@ -169,7 +187,7 @@ pub unsafe fn create(
     if ret == 0 {
         return 0;
     }
-    placement::release(cfg, &p);
+    unborn();
     // SAFETY: on failure the trampoline never ran: glibc (2.34+) applies the attr mask after
     // clone, and if that fails it makes the stopped thread exit before its start routine and
     // waits for it before returning. So start is still ours.
@@ -210,6 +228,7 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
         requested,
         parent,
         view,
+        deferred,
     } = unsafe { start.read() };
     // SAFETY: start came from malloc and is read out.
     unsafe { libc::free(start.cast()) };
@@ -221,15 +240,23 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
             if let Some(cell) = thread::own_view() {
                 cell.put(view.as_ref());
             }
-            let born = placement.birth_set(cfg);
-            process::note(
-                Event::Create,
-                "pthread_create",
-                tid,
-                requested.as_ref(),
-                &placement,
-                Some(&born),
-            );
+            // Counted by its creator; listed while it lives (a full list: it logs as any
+            // other).
+            let listed = deferred.then(|| {
+                cfg.table.defer(&Deferred {
+                    tid,
+                    slot: placement.slot,
+                    roams: placement.roams,
+                })
+            });
+            if let Some(index) = listed.flatten() {
+                thread::set_deferred(index);
+                return (routine, arg);
+            }
+            process::note_created(cfg, tid, requested.as_ref(), &placement);
+        }
+        if deferred {
+            cfg.table.deferring_done();
         }
     }
     (routine, arg)

@@ -54,6 +54,12 @@ pub fn is_main_thread(thread: libc::pthread_t) -> bool {
     main != 0 && main == thread as usize
 }
 
+/// Whether this process writes log records: there is a log, and its tids are the launcher's
+/// (not in another PID namespace).
+pub fn logs() -> bool {
+    log::enabled() && !ELSEWHERE.load(Ordering::Relaxed)
+}
+
 /// Writes one log record about thread `tid`; `applied` is the mask actually set, if any.
 pub fn note(
     event: Event,
@@ -63,7 +69,7 @@ pub fn note(
     p: &Placement,
     applied: Option<&CpuSet>,
 ) {
-    if !log::enabled() || ELSEWHERE.load(Ordering::Relaxed) {
+    if !logs() {
         return;
     }
     let cpu = match applied {
@@ -235,12 +241,50 @@ extern "C" fn on_thread_exit(_value: *mut c_void) {
         release_main(cfg);
         return;
     }
-    thread::ending();
+    let brief = thread::ending();
     let (p, entry) = thread::take_state();
     thread::unregister(entry);
     if p.role != Role::Unknown {
         placement::release(cfg, &p);
+        // Its records deferred (and not written by the exit handler meanwhile): counted when
+        // it ended briefly, else written now, late.
+        if thread::take_deferred().is_some_and(|i| cfg.table.undefer(i, tid)) {
+            cfg.table.deferring_done();
+            if brief {
+                cfg.table.count_brief();
+                return;
+            }
+            note_created(cfg, tid, None, &p);
+        }
         note(Event::Exit, "exit", tid, None, &p, None);
+    }
+}
+
+/// Writes the `create` record of thread `tid`, born with placement `p` (asking for
+/// `requested`, if it did).
+pub fn note_created(cfg: &Config, tid: i32, requested: Option<&CpuSet>, p: &Placement) {
+    let born = p.birth_set(cfg);
+    note(
+        Event::Create,
+        "pthread_create",
+        tid,
+        requested,
+        p,
+        Some(&born),
+    );
+}
+
+/// In the exit handler: writes the `create` records of this process's threads that still
+/// live with their records deferred (they die with the process, and would go unreported).
+fn write_deferred(cfg: &Config) {
+    for (index, d) in cfg.table.deferred() {
+        let Some(known) = thread::find_tid(d.tid) else {
+            continue;
+        };
+        if cfg.table.undefer(index, d.tid) {
+            cfg.table.deferring_done();
+            note_created(cfg, d.tid, None, &known.placement);
+        }
     }
 }
 
@@ -262,6 +306,7 @@ pub fn at_exit() {
     if PID.load(Ordering::Relaxed) != sys::getpid() {
         return;
     }
+    write_deferred(cfg);
     release_main(cfg);
     cfg.table.release_all(slots::label(pid(), false));
     cfg.table.release_block(pid() as u32);

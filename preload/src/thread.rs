@@ -21,6 +21,7 @@ thread_local! {
     static STREAK: Cell<u32> = const { Cell::new(0) };
     static LAST_CREATION: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
     static PARENT: Cell<(usize, u64)> = const { Cell::new((NO_CELL, 0)) };
+    static DEFERRED: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Held while a hook runs: hooks re-entered from inside (or before init) call the real thing.
@@ -85,6 +86,7 @@ pub fn forget(was_main: bool) {
     let _ = STREAK.try_with(|s| s.set(0));
     let _ = LAST_CREATION.try_with(|c| c.set((0, 0)));
     let _ = PARENT.try_with(|p| p.set((NO_CELL, 0)));
+    let _ = DEFERRED.try_with(|d| d.set(0));
     MAIN_LAST_CHILD.store(0, Ordering::Relaxed);
 }
 
@@ -361,15 +363,16 @@ pub fn set_parent(cell: usize, born_us: u64) {
     let _ = PARENT.try_with(|p| p.set((cell, born_us)));
 }
 
-/// In an ending thread: tells its creator it ended briefly, when it lived under [`BRIEF_US`]
-/// and is still the creator's latest child. A creator that ended meanwhile, its entry reused,
-/// holds another birth, so the report is lost, not misplaced.
-pub fn ending() {
+/// In an ending thread: whether it ended briefly (lived under [`BRIEF_US`]); if so, tells its
+/// creator, when it is still the creator's latest child. A creator that ended meanwhile, its
+/// entry reused, holds another birth, so the report is lost, not misplaced.
+pub fn ending() -> bool {
     let (index, born) = PARENT
         .try_with(|p| p.replace((NO_CELL, 0)))
         .unwrap_or((NO_CELL, 0));
-    if index == NO_CELL || goset_plan::slots::monotonic_us().saturating_sub(born) >= BRIEF_US {
-        return;
+    let brief = born != 0 && goset_plan::slots::monotonic_us().saturating_sub(born) < BRIEF_US;
+    if !brief {
+        return false;
     }
     if let Some(cell) = child_cell(index) {
         let _ = cell.compare_exchange(
@@ -379,6 +382,18 @@ pub fn ending() {
             Ordering::Relaxed,
         );
     }
+    true
+}
+
+/// In a new thread whose records are deferred: its entry in the slot table's list (see
+/// [`goset_plan::slots::Deferred`]).
+pub fn set_deferred(index: usize) {
+    let _ = DEFERRED.try_with(|d| d.set(index + 1));
+}
+
+/// In an ending thread: its deferred-list entry, if its records were deferred.
+pub fn take_deferred() -> Option<usize> {
+    DEFERRED.try_with(|d| d.replace(0)).ok()?.checked_sub(1)
 }
 
 /// After fork only the forking thread survives: empty the registry.
@@ -434,13 +449,13 @@ mod tests {
         let child = |cell: usize, born: u64| {
             std::thread::spawn(move || {
                 set_parent(cell, born);
-                ending();
+                ending()
             })
             .join()
             .unwrap()
         };
-        // Births stamped an hour ahead end briefly, two hours back long after, however slowly
-        // the test runs; creations are a millisecond apart, and the creator's CPU time is
+        // Births stamped an hour ahead end briefly, at the clock's first microsecond long
+        // after, however slowly the test runs (and however long the machine has been up); creations are a millisecond apart, and the creator's CPU time is
         // fake: 10 µs a creation while it waits, a second when it computed since the last.
         let hour = 3_600_000_000;
         let base = goset_plan::slots::monotonic_us() + hour;
@@ -464,7 +479,8 @@ mod tests {
             let (cell, beside) = child_born(false, at, move || now_cpu);
             assert_ne!(cell, NO_CELL, "a registered thread has a cell");
             besides.push(beside);
-            child(cell, if brief { at } else { at - 3 * hour });
+            let ended_briefly = child(cell, if brief { at } else { 1 });
+            assert_eq!(ended_briefly, brief, "child {k}");
         }
         // Beside from the fourth child: three brief ones before it, the creator waiting; not
         // after the creator computed; the one after a child that lived long starts over.
@@ -479,7 +495,7 @@ mod tests {
             !child_born(false, base + 11_000, || 6).1,
             "the last child lives"
         );
-        child(cell, base + 10_000);
+        assert!(child(cell, base + 10_000), "it ended briefly all the same");
         for k in 0..4 {
             assert!(
                 !child_born(false, base + 12_000 + k, || 7).1,

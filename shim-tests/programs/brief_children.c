@@ -1,18 +1,23 @@
 /* A creator that spawns brief threads one after another, each joined before the next (a
  * create-and-join loop, as a churning server's dispatcher does).
  *
- * brief_children COUNT: prints
+ * brief_children COUNT [SPIN_MS]: prints
  *   main allowed=<its kernel mask>
  *   child <i> allowed=<its kernel mask>
  * for each child, the mask read from /proc (the kernel's, not the shim's answer to
- * sched_getaffinity). */
+ * sched_getaffinity). With SPIN_MS, then creates one more child and computes beside it: both
+ * spin for SPIN_MS ms, and it prints
+ *   last allowed=<the last child's mask when it stopped> main=<main's mask then>
+ * (a child born beside a creator that waited, which then lives on and computes). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char masks[1000][256];
+static long spin_ms;
 
 static void allowed(char *out, size_t size) {
     FILE *f = fopen("/proc/thread-self/status", "r");
@@ -35,10 +40,30 @@ static void *child(void *arg) {
     return NULL;
 }
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void spin(void) {
+    volatile unsigned long x = 0;
+    double end = now() + spin_ms / 1000.0;
+    while (now() < end)
+        for (int i = 0; i < 10000; i++) x += i;
+}
+
+static void *spinner(void *arg) {
+    spin();
+    allowed(arg, 256);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     int count = argc > 1 ? atoi(argv[1]) : 0;
-    if (count < 1 || count > 1000) {
-        fprintf(stderr, "usage: brief_children COUNT (1-1000)\n");
+    spin_ms = argc > 2 ? atol(argv[2]) : 0;
+    if (count < 1 || count > 1000 || spin_ms < 0 || spin_ms > 60000) {
+        fprintf(stderr, "usage: brief_children COUNT (1-1000) [SPIN_MS (0-60000)]\n");
         return 2;
     }
     char own[256];
@@ -49,5 +74,14 @@ int main(int argc, char **argv) {
         if (pthread_create(&t, NULL, child, masks[i]) || pthread_join(t, NULL)) return 1;
     }
     for (int i = 0; i < count; i++) printf("child %d allowed=%s\n", i, masks[i]);
+    if (spin_ms > 0) {
+        pthread_t t;
+        char last[256], mine[256];
+        if (pthread_create(&t, NULL, spinner, last)) return 1;
+        spin();
+        allowed(mine, sizeof mine);
+        if (pthread_join(t, NULL)) return 1;
+        printf("last allowed=%s main=%s\n", last, mine);
+    }
     return 0;
 }

@@ -26,6 +26,7 @@
 //! zombie; pid reuse within a run).
 
 pub mod cpu_sampler;
+mod deferred;
 mod listing;
 pub mod logtail;
 pub mod noise_rule;
@@ -87,6 +88,8 @@ pub struct Housekeeper {
     cpus: CpuSampler,
     placer: Placer,
     log: Option<LogTail>,
+    /// The shim's threads whose records are deferred.
+    deferred: deferred::Deferred,
     task: Option<i32>,
     /// Processes of the tree still in `/proc`, with their threads not known to have ended.
     procs: BTreeMap<i32, Known>,
@@ -205,6 +208,7 @@ impl Housekeeper {
             },
             settings,
             log: log.map(|p| LogTail::new(p.to_path_buf())),
+            deferred: deferred::Deferred::default(),
             task: None,
             procs: BTreeMap::new(),
             proc_stats: BTreeMap::new(),
@@ -248,6 +252,8 @@ impl Housekeeper {
         self.polls += 1;
         if let Some(log) = &mut self.log {
             log.poll();
+            let (table, cpus) = (self.placer.table(), self.placer.task_cpus());
+            self.deferred.poll(table, log, cpus, &self.root);
         }
         let now = Instant::now();
         let boot_s = boot_time_s();
@@ -388,6 +394,7 @@ impl Housekeeper {
             t.close();
         }
         self.placer.release_all();
+        let brief = self.placer.table().brief();
         let cpu_s = own_cpu_time().saturating_sub(self.cpu_start).as_secs_f64();
         let wall_s = self.started.elapsed().as_secs_f64();
         let (cpus, all, mut errors) = self.cpus.finish();
@@ -412,6 +419,7 @@ impl Housekeeper {
             owned: self.placer.owned,
             records: std::mem::take(&mut self.placer.records),
             errors,
+            brief,
         }
     }
 }

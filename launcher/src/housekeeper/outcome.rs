@@ -39,6 +39,8 @@ pub struct Outcome {
     pub records: Vec<Record>,
     /// Failed or unsupported reads, once each.
     pub errors: Vec<ReadError>,
+    /// Threads that ended briefly with their records deferred, as the shim counted them.
+    pub brief: u64,
 }
 
 /// The housekeeper's own line in the JSON `telemetry`.
@@ -108,6 +110,10 @@ pub struct Totals {
     pub run_delay_s: Option<f64>,
     /// Threads seen outside their assigned CPU.
     pub drift: usize,
+    /// Threads in no other figure and not in `threads`: each was born beside its creator,
+    /// which waited on it, and ended within a millisecond; the shim counted them and logged
+    /// none (docs/placement.md, "Brief children of a waiting creator").
+    pub brief: u64,
 }
 
 /// One thread in the report: the placement log's fields (JSON keys unchanged) and what the
@@ -268,6 +274,7 @@ impl Outcome {
                 migrations: seen.iter().map(|t| t.migrations).sum(),
                 run_delay_s: seen.iter().map(|t| t.run_delay_s).sum(),
                 drift: seen.iter().filter(|t| t.drift == Some(true)).count(),
+                brief: self.brief,
             },
             moves: (self.moves())
                 .map(|r| MoveEvent {

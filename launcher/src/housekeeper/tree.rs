@@ -132,6 +132,8 @@ struct Visit {
     lost: BTreeSet<i32>,
     /// Where its threads start in [`Walk::live`].
     first: usize,
+    /// The task's threads whose records the shim deferred, when its thread count was read.
+    deferring: usize,
 }
 
 /// The threads of process `pid` as of the last poll (`known`) with those born since: looked
@@ -196,7 +198,9 @@ impl Housekeeper {
             self.forget_process(pid, &known, &mut w.ended);
             return;
         }
-        let unchanged = !w.all_children && !known.is_empty() && count == Some(known.len());
+        let deferring = self.placer.table().deferring() as usize;
+        let adds_up = count.is_some_and(|c| policy::adds_up(c, known.len(), deferring));
+        let unchanged = !w.all_children && !known.is_empty() && adds_up;
         // A process with many threads and few tids born since the last poll: look those
         // up instead of listing them all (its threads that ended show as failed reads,
         // and the once-a-second poll lists anyway).
@@ -228,6 +232,7 @@ impl Housekeeper {
             alive: Known::default(),
             lost: BTreeSet::new(),
             first: w.live.len(),
+            deferring,
         };
         self.read_listed(&mut v, tids, w);
         let mut listed = !unchanged && probe.is_none();
@@ -284,7 +289,7 @@ impl Housekeeper {
                 v.alive.0.push((tid, rest));
                 continue;
             }
-            if self.threads.get(&tid).is_some_and(|t| t.ended) {
+            if self.threads.get(&tid).is_some_and(|t| t.ended) || self.left_for_now(v, tid, w) {
                 continue;
             }
             match self.read_thread(v.pid, tid, w) {
@@ -297,6 +302,19 @@ impl Housekeeper {
                 }
             }
         }
+    }
+
+    /// Whether `tid`, never seen, is left unread this poll: while the shim defers the records
+    /// of some of the task's threads, a thread born since the last poll that the log does not
+    /// name is most likely one of them, about to end (read, it would join the known threads,
+    /// end, and make the count fail to add up at the next poll, which would list again). It
+    /// counts among the deferred threads ([`policy::adds_up`]); one that lives on is read at the
+    /// next poll that finds it.
+    fn left_for_now(&self, v: &Visit, tid: i32, w: &Walk) -> bool {
+        v.deferring > 0
+            && w.born.as_ref().is_some_and(|b| b.contains(&tid))
+            && !self.threads.contains_key(&tid)
+            && self.shim_of(tid).is_none()
     }
 
     /// A thread left unread this poll as the placer sees it: as at its last read, asleep,
@@ -328,7 +346,8 @@ impl Housekeeper {
     fn reconcile_count(&mut self, v: &mut Visit, count: usize, w: &mut Walk) {
         let listed_lately = (self.mismatch_listed.get(&v.pid))
             .is_some_and(|at| w.now.duration_since(*at) < policy::MISMATCH_LISTING);
-        if v.alive.len() == count || listed_lately {
+        let deferring = self.placer.table().deferring() as usize;
+        if policy::adds_up(count, v.alive.len(), deferring) || listed_lately {
             return;
         }
         self.mismatch_listed.insert(v.pid, w.now);

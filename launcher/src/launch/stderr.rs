@@ -66,7 +66,7 @@ impl Head<'_> {
         let threads_table = if run.threads.is_empty() {
             String::new()
         } else {
-            tele::render_threads(&run.threads)
+            tele::render_threads(&run.threads, run.telemetry.totals.brief)
         };
         let iso_table = iso_report
             .map(|r| report::isolation::render_isolation(r, self.selection))

@@ -100,7 +100,8 @@ pub fn render_telemetry(rep: &TelemetryReport) -> String {
 
 /// The Threads table: where each thread was put and what it did. `cpu` is the CPU it was
 /// given; `seen-on` where it ran; a `!` after `seen-on` marks drift (seen outside `cpu`).
-pub fn render_threads(threads: &[ThreadReport]) -> String {
+/// `brief`: the threads counted and not listed (see [`crate::housekeeper::outcome::Totals`]).
+pub fn render_threads(threads: &[ThreadReport], brief: u64) -> String {
     let mut t = Table::new(
         "Threads",
         &[
@@ -166,6 +167,12 @@ pub fn render_threads(threads: &[ThreadReport]) -> String {
             "  res   : on the whole reservation, the kernel balancing it: born while every slot \
              had a running thread, or it takes turns with another thread (see docs/placement.md)\n",
         );
+    }
+    if brief > 0 {
+        out.push_str(&format!(
+            "  and {brief} brief threads, not listed: each born beside its creator, which waited \
+             on it, and ended within 1 ms (see docs/placement.md)\n"
+        ));
     }
     out
 }

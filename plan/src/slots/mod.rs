@@ -17,7 +17,9 @@
 use crate::plan::MAX_SLOTS;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+mod deferred;
 mod file;
+pub use deferred::{Deferred, DEFERRED};
 pub use file::{create_file, create_sealed, link_file, map};
 
 /// Number of thread records; threads beyond this still claim slots but cannot be looked up.
@@ -64,6 +66,12 @@ pub struct SlotTable {
     owner: [AtomicU32; MAX_SLOTS],
     /// `tid << 32 | (slot + 1)`, or 0 when free.
     records: [AtomicU64; MAX_RECORDS],
+    /// Live threads whose records are deferred (see [`deferred`]).
+    deferred: [AtomicU64; DEFERRED],
+    /// Threads that ended briefly with their records deferred, never logged (see [`deferred`]).
+    brief: AtomicU64,
+    /// Live threads whose records are deferred (see [`deferred`]).
+    deferring: AtomicU32,
 }
 
 /// A claimed slot.

@@ -45,6 +45,8 @@ pub struct Selection {
     pub spares: Vec<usize>,
     /// The report's `telemetry.moves` (empty for a dry run).
     pub moves: Vec<serde_json::Value>,
+    /// The report's `telemetry.totals.brief`: threads counted, not logged (0 for a dry run).
+    pub brief: u64,
 }
 
 impl Selection {
@@ -86,6 +88,7 @@ impl Selection {
                 .filter_map(|c| c.as_u64().map(|c| c as usize))
                 .collect(),
             moves: (json["telemetry"]["moves"].as_array().cloned()).unwrap_or_default(),
+            brief: json["telemetry"]["totals"]["brief"].as_u64().unwrap_or(0),
         }
     }
 

@@ -29,6 +29,11 @@ impl Placer {
         &self.task_cpus
     }
 
+    /// The task's slot table.
+    pub fn table(&self) -> &'static goset_plan::slots::SlotTable {
+        self.table
+    }
+
     /// Moves slot `m.slot` off its noisy CPU: the slot table names the new CPU first (the shim
     /// answers and places from it from then on), then every live thread allowed only the old
     /// CPU moves, each with a `move` record giving `reason`.

@@ -28,6 +28,15 @@ pub use demand::*;
 /// `/proc` when looked up) waits at most this long, or for the once-a-second poll that lists.
 pub const MISMATCH_LISTING: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// Whether a process's thread `count` adds up with the `known` threads the housekeeper found:
+/// equal, or more by at most the `deferring` threads whose records the shim deferred (children
+/// born beside a creator that waits on them: most end within a millisecond, and listing or
+/// looking up each of them was the cost that grew with churn). `deferring` counts the whole
+/// task's; a thread it hides is found by the once-a-second listing.
+pub fn adds_up(count: usize, known: usize, deferring: usize) -> bool {
+    count >= known && count - known <= deferring
+}
+
 /// Where a thread the housekeeper placed is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spot {

@@ -334,3 +334,13 @@ mod kin_tests {
         assert_eq!(kin_of(11, &lineage, &mut exec), Kin::Other);
     }
 }
+
+#[test]
+fn a_thread_count_adds_up_with_the_deferred_threads_only() {
+    assert!(adds_up(10, 10, 0));
+    assert!(adds_up(12, 10, 2) && adds_up(11, 10, 2));
+    // One more than the deferred ones: a thread nobody accounts for, to be listed.
+    assert!(!adds_up(13, 10, 2));
+    // Fewer than known: a known thread ended.
+    assert!(!adds_up(9, 10, 5));
+}
