@@ -53,6 +53,23 @@ pub fn idle_skip(idle_reads: u32, cap: u32) -> u32 {
     doubling.min(cap)
 }
 
+/// About the most sleeping threads one poll reads: a task with more has them read in turns.
+pub const SLEEPERS_PER_POLL: usize = 256;
+
+/// The most polls a sleeping thread is left unread (the `cap` of [`idle_skip`]): `time_cap`
+/// (the polls in a quarter second), or more when the task has more than [`SLEEPERS_PER_POLL`]
+/// threads for each poll of it, so that a poll reads about that many sleepers however many
+/// exist: its cost follows the threads that run. A thread that wakes is seen within
+/// `threads / SLEEPERS_PER_POLL` polls (3000 sleepers at 100 ms: 1.2 s). A `time_cap` of 0
+/// (every thread read every poll, for `--spare`) stays 0.
+pub fn rest_cap(time_cap: u32, threads: usize) -> u32 {
+    if time_cap == 0 {
+        return 0;
+    }
+    let turns = threads.div_ceil(SLEEPERS_PER_POLL).saturating_sub(1);
+    time_cap.max(turns.min(u32::MAX as usize) as u32)
+}
+
 /// How a poll reads threads: which files are known missing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Mode {
@@ -378,5 +395,21 @@ mod tests {
         assert_eq!(skips, [0, 0, 1, 3, 7, 15, 24, 24]);
         assert_eq!(idle_skip(40, 24), 24);
         assert_eq!(idle_skip(5, 0), 0, "no cap: read every poll");
+    }
+
+    #[test]
+    fn many_sleepers_are_read_in_turns_of_about_256_a_poll() {
+        // A quarter second at 100 ms: 1 poll left unread, while that reads at most 256.
+        assert_eq!(rest_cap(1, 100), 1);
+        assert_eq!(rest_cap(1, 512), 1);
+        // 3000 sleepers: each read every 12th poll, 250 a poll.
+        assert_eq!(rest_cap(1, 3000), 11);
+        assert!(3000 / (rest_cap(1, 3000) as usize + 1) <= SLEEPERS_PER_POLL);
+        assert_eq!(rest_cap(24, 3000), 24, "the time cap when it is longer");
+        assert_eq!(
+            rest_cap(0, 3000),
+            0,
+            "--spare reads every thread every poll"
+        );
     }
 }

@@ -12,7 +12,7 @@ use super::listing::{list_threads, probe_threads, Listing};
 use super::logtail::ShimThread;
 use super::placer::{Kin, Live};
 use super::policy::{self, Activity};
-use super::tracked::{Polled, Tracked};
+use super::tracked::{rest_cap, Polled, Tracked};
 use super::{threads, Housekeeper};
 use crate::fsroot::{FsRoot, ReadError};
 use std::collections::{BTreeSet, VecDeque};
@@ -90,6 +90,8 @@ pub(super) struct Walk {
     all_children: bool,
     /// The tids handed out since the last poll, when that is a plain range (no wrap).
     born: Option<RangeInclusive<i32>>,
+    /// The most polls a sleeping thread is left unread this poll ([`rest_cap`]).
+    rest_cap: u32,
     /// The live threads, as the placer sees them.
     pub live: Vec<Live>,
     /// The threads that ended since the last poll.
@@ -113,6 +115,7 @@ impl Walk {
             boot_s,
             all_children,
             born,
+            rest_cap: 0,
             live: Vec::new(),
             ended: Vec::new(),
             found: Vec::new(),
@@ -169,6 +172,8 @@ impl Housekeeper {
     /// Walks the tree from the processes followed so far, breadth first, each process once,
     /// following the children found on the way.
     pub(super) fn walk_tree(&mut self, w: &mut Walk) {
+        let threads = self.procs.values().map(Known::len).sum();
+        w.rest_cap = rest_cap(self.idle_skip_cap, threads);
         let mut queue: VecDeque<i32> = self.procs.keys().copied().collect();
         while let Some(pid) = queue.pop_front() {
             if !w.visited.insert(pid) {
@@ -281,7 +286,7 @@ impl Housekeeper {
     /// `v.lost`.
     fn read_listed(&mut self, v: &mut Visit, tids: Vec<i32>, w: &mut Walk) {
         for tid in tids {
-            let resting = (v.known.get(tid).copied()).filter(|r| r.skip > 0 && !w.all_children);
+            let resting = (v.known.get(tid).copied()).filter(|r| r.skip > 0);
             if let Some(mut rest) = resting {
                 // Alive until a read or a listing says otherwise.
                 rest.skip -= 1;
@@ -464,7 +469,7 @@ impl Housekeeper {
         let skip = if tid == pid {
             0
         } else {
-            t.rest_polls(self.idle_skip_cap)
+            t.rest_polls(w.rest_cap)
         };
         let Polled {
             age_s,
