@@ -46,6 +46,8 @@ pub struct LogTail {
     pub exes: BTreeMap<i32, String>,
     /// Threads whose exit the last poll read.
     exited: Vec<i32>,
+    /// `(pid, tid)` of the threads whose first record the last poll read.
+    fresh: Vec<(i32, i32)>,
     /// What the report reads of the log (its first bytes); past it, what the tail has read is
     /// freed ([`LogTail::free_after`]), `None`: kept whole.
     kept: Option<u64>,
@@ -66,6 +68,7 @@ impl LogTail {
             shim: BTreeMap::new(),
             exes: BTreeMap::new(),
             exited: Vec::new(),
+            fresh: Vec::new(),
             kept: None,
             freed_to: 0,
             freed_records: 0,
@@ -123,10 +126,16 @@ impl LogTail {
                 self.shim.remove(&tid);
             }
         }
-        let (shim, exes, exited) = (&mut self.shim, &mut self.exes, &mut self.exited);
+        self.fresh.clear();
+        let seen = &mut Seen {
+            shim: &mut self.shim,
+            exes: &mut self.exes,
+            exited: &mut self.exited,
+            fresh: &mut self.fresh,
+        };
         self.follower.poll_lines(MAX_POLL, |line| {
             if let Some(b) = scan_shim_line(line) {
-                note(shim, exes, exited, b);
+                note(seen, b);
                 return true;
             }
             let Some(r) = placement_log::parse_line(line) else {
@@ -143,10 +152,16 @@ impl LogTail {
                     slot: r.slot,
                     roams: r.roams,
                 };
-                note(shim, exes, exited, brief);
+                note(seen, brief);
             }
             true
         });
+    }
+
+    /// `(pid, tid)` of the threads whose first record the last [`LogTail::poll`] read: a
+    /// process whose thread count these account for need not be listed to find them.
+    pub fn fresh(&self) -> &[(i32, i32)] {
+        &self.fresh
     }
 
     /// What could not be read of the log, for the Errors table.
@@ -191,24 +206,33 @@ struct Brief<'a> {
     roams: bool,
 }
 
-fn note(
-    shim: &mut BTreeMap<i32, ShimThread>,
-    exes: &mut BTreeMap<i32, String>,
-    exited: &mut Vec<i32>,
-    r: Brief,
-) {
+/// What [`note`] keeps up to date.
+struct Seen<'a> {
+    shim: &'a mut BTreeMap<i32, ShimThread>,
+    exes: &'a mut BTreeMap<i32, String>,
+    exited: &'a mut Vec<i32>,
+    fresh: &'a mut Vec<(i32, i32)>,
+}
+
+fn note(seen: &mut Seen, r: Brief) {
+    let exes = &mut *seen.exes;
     if !r.exe.is_empty() && exes.get(&r.pid).map(String::as_str) != Some(r.exe) {
         exes.insert(r.pid, r.exe.to_string());
     }
-    let t = shim.entry(r.tid).or_insert(ShimThread {
-        cpu: None,
-        slot: None,
-        roams: false,
-        exited: false,
+    let t = seen.shim.entry(r.tid).or_insert_with(|| {
+        if !r.exit {
+            seen.fresh.push((r.pid, r.tid));
+        }
+        ShimThread {
+            cpu: None,
+            slot: None,
+            roams: false,
+            exited: false,
+        }
     });
     if r.exit {
         t.exited = true;
-        exited.push(r.tid);
+        seen.exited.push(r.tid);
     } else {
         t.cpu = r.cpu;
         t.slot = r.slot;

@@ -97,9 +97,10 @@ pub struct Housekeeper {
     proc_stats: BTreeMap<i32, threads::Handle>,
     /// Each followed process's start time, as first seen.
     starts: BTreeMap<i32, Option<u64>>,
-    /// When each process's threads were last listed because its thread count did not add up
-    /// (see [`policy::MISMATCH_LISTING`]).
-    mismatch_listed: BTreeMap<i32, Instant>,
+    /// When each process's threads were last listed (see [`policy::listing_wait`]).
+    listed_at: BTreeMap<i32, Instant>,
+    /// The slot table's count of brief threads at the last poll.
+    brief_seen: u64,
     /// Every thread seen, by tid (a hash map: a task that churns threads makes it large, and
     /// every poll looks up each live thread in it).
     threads: HashMap<i32, Tracked>,
@@ -212,7 +213,8 @@ impl Housekeeper {
             task: None,
             procs: BTreeMap::new(),
             proc_stats: BTreeMap::new(),
-            mismatch_listed: BTreeMap::new(),
+            listed_at: BTreeMap::new(),
+            brief_seen: 0,
             starts: BTreeMap::new(),
             threads: HashMap::new(),
             order: Vec::new(),
@@ -262,7 +264,12 @@ impl Housekeeper {
             0 => self.all_children_every - 1,
             n => n - 1,
         };
-        let mut walk = Walk::new(now, boot_s, all_children, self.born_since_last_poll());
+        // The task churns brief threads: some are deferred now, or ended since the last poll.
+        let table = self.placer.table();
+        let churning = table.deferring() > 0 || table.brief() != self.brief_seen;
+        self.brief_seen = table.brief();
+        let born = self.born_since_last_poll();
+        let mut walk = Walk::new(now, boot_s, all_children, born, churning);
         self.walk_tree(&mut walk);
         if self.mode.no_children {
             self.scan_for_children(&walk.visited);

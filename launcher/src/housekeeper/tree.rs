@@ -14,7 +14,7 @@ use super::placer::{Kin, Live};
 use super::policy::{self, Activity};
 use super::tracked::{rest_cap, Polled, Tracked};
 use super::{threads, Housekeeper};
-use crate::fsroot::{FsRoot, ReadError};
+use crate::fsroot::ReadError;
 use std::collections::{BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
 use std::time::Instant;
@@ -92,6 +92,8 @@ pub(super) struct Walk {
     born: Option<RangeInclusive<i32>>,
     /// The most polls a sleeping thread is left unread this poll ([`rest_cap`]).
     rest_cap: u32,
+    /// The task churns brief threads (see [`policy::listing_wait`]).
+    churning: bool,
     /// The live threads, as the placer sees them.
     pub live: Vec<Live>,
     /// The threads that ended since the last poll.
@@ -103,12 +105,14 @@ pub(super) struct Walk {
 }
 
 impl Walk {
-    /// A poll that started at `now` (`boot_s` on the boot clock).
+    /// A poll that started at `now` (`boot_s` on the boot clock); `churning`: the task churns
+    /// brief threads.
     pub fn new(
         now: Instant,
         boot_s: f64,
         all_children: bool,
         born: Option<RangeInclusive<i32>>,
+        churning: bool,
     ) -> Walk {
         Walk {
             now,
@@ -116,6 +120,7 @@ impl Walk {
             all_children,
             born,
             rest_cap: 0,
+            churning,
             live: Vec::new(),
             ended: Vec::new(),
             found: Vec::new(),
@@ -139,25 +144,34 @@ struct Visit {
     deferring: usize,
 }
 
-/// The threads of process `pid` as of the last poll (`known`) with those born since: looked
-/// up among the tids `probe` when given, else listed.
-fn list_or_probe(
-    root: &FsRoot,
-    pid: i32,
-    known: &Known,
-    probe: Option<RangeInclusive<i32>>,
-) -> Listing {
-    match probe {
-        Some(born) => {
-            let mut tids: BTreeSet<i32> = known.tids().collect();
-            tids.extend(probe_threads(root, pid, born));
-            Listing::Tids(tids.into_iter().collect())
-        }
-        None => list_threads(root, pid),
-    }
-}
-
 impl Housekeeper {
+    /// The threads of process `pid` as of the last poll (`known`) with those born since: looked
+    /// up among the tids `probe` when given, else listed (noted at `now`).
+    fn list_or_probe(
+        &mut self,
+        pid: i32,
+        known: &Known,
+        probe: Option<RangeInclusive<i32>>,
+        now: Instant,
+    ) -> Listing {
+        match probe {
+            Some(born) => {
+                let mut tids: BTreeSet<i32> = known.tids().collect();
+                tids.extend(probe_threads(&self.root, pid, born));
+                Listing::Tids(tids.into_iter().collect())
+            }
+            None => {
+                self.listed_at.insert(pid, now);
+                list_threads(&self.root, pid)
+            }
+        }
+    }
+
+    /// Whether process `pid` was listed less than `wait` before `now`.
+    fn listed_within(&self, pid: i32, now: Instant, wait: std::time::Duration) -> bool {
+        (self.listed_at.get(&pid)).is_some_and(|at| now.duration_since(*at) < wait)
+    }
+
     /// The tids handed out since the last poll, when that is a plain range (no wrap).
     pub(super) fn born_since_last_poll(&mut self) -> Option<RangeInclusive<i32>> {
         let last = super::listing::last_pid(&self.root);
@@ -204,8 +218,14 @@ impl Housekeeper {
             return;
         }
         let deferring = self.placer.table().deferring() as usize;
-        let adds_up = count.is_some_and(|c| policy::adds_up(c, known.len(), deferring));
-        let unchanged = !w.all_children && !known.is_empty() && adds_up;
+        // The threads the log named since the last poll are looked up by their tids.
+        let logged = self.fresh_logged(pid, &known);
+        let found = known.len() + logged.len();
+        let adds_up = count.is_some_and(|c| policy::adds_up(c, found, deferring));
+        // While the task churns, a count off by the threads being born and ending waits for
+        // the next listing (see policy::CHURN_LISTING).
+        let waits = w.churning && self.listed_within(pid, w.now, policy::CHURN_LISTING);
+        let unchanged = !w.all_children && !known.is_empty() && (adds_up || waits);
         // A process with many threads and few tids born since the last poll: look those
         // up instead of listing them all (its threads that ended show as failed reads,
         // and the once-a-second poll lists anyway).
@@ -214,9 +234,11 @@ impl Housekeeper {
             !w.all_children && (born_count as usize) < known.len() / 2
         });
         let listing = if unchanged {
-            Listing::Tids(known.tids().collect())
+            let mut tids: Vec<i32> = known.tids().chain(logged).collect();
+            tids.sort_unstable();
+            Listing::Tids(tids)
         } else {
-            list_or_probe(&self.root, pid, &known, probe.clone())
+            self.list_or_probe(pid, &known, probe.clone(), w.now)
         };
         let tids = match listing {
             Listing::Tids(t) => t,
@@ -241,11 +263,11 @@ impl Housekeeper {
         };
         self.read_listed(&mut v, tids, w);
         let mut listed = !unchanged && probe.is_none();
-        if unchanged && !v.lost.is_empty() {
-            // A thread ended while the count held, so another was born: look up or list,
-            // and read only the threads not read above.
+        if unchanged && v.lost.iter().any(|&t| v.known.contains(t)) {
+            // A known thread ended while the count held, so another was born: look up or
+            // list, and read only the threads not read above.
             if let Listing::Tids(now_listed) =
-                list_or_probe(&self.root, pid, &v.known, probe.clone())
+                self.list_or_probe(pid, &v.known, probe.clone(), w.now)
             {
                 self.read_new(&mut v, now_listed, w);
             }
@@ -276,7 +298,7 @@ impl Housekeeper {
     fn forget_process(&mut self, pid: i32, known: &Known, ended: &mut Vec<i32>) {
         self.starts.remove(&pid);
         self.proc_stats.remove(&pid);
-        self.mismatch_listed.remove(&pid);
+        self.listed_at.remove(&pid);
         self.end(known.tids().collect(), ended);
     }
 
@@ -307,6 +329,19 @@ impl Housekeeper {
                 }
             }
         }
+    }
+
+    /// The threads of process `pid` whose first record the log's last poll read, that are not
+    /// `known` and did not log their exit.
+    fn fresh_logged(&self, pid: i32, known: &Known) -> Vec<i32> {
+        let Some(log) = &self.log else {
+            return Vec::new();
+        };
+        let exited = |tid: &i32| log.shim.get(tid).is_some_and(|t| t.exited);
+        (log.fresh().iter())
+            .filter(|&&(p, t)| p == pid && !known.contains(t) && !exited(&t))
+            .map(|&(_, t)| t)
+            .collect()
     }
 
     /// Whether `tid`, never seen, is left unread this poll: while the shim defers the records
@@ -346,16 +381,15 @@ impl Housekeeper {
     /// What a lookup found, with the sleeping threads taken as alive, must add up to the
     /// thread `count`; when it does not (a tid handed out before the last poll but not yet in
     /// /proc then, a sleeping thread that ended), list: threads no longer listed ended, and the
-    /// new ones are read. At most once per [`policy::MISMATCH_LISTING`]: in a program that
+    /// new ones are read. At most once per [`policy::listing_wait`]: in a program that
     /// churns threads the count never adds up.
     fn reconcile_count(&mut self, v: &mut Visit, count: usize, w: &mut Walk) {
-        let listed_lately = (self.mismatch_listed.get(&v.pid))
-            .is_some_and(|at| w.now.duration_since(*at) < policy::MISMATCH_LISTING);
+        let listed_lately = self.listed_within(v.pid, w.now, policy::listing_wait(w.churning));
         let deferring = self.placer.table().deferring() as usize;
         if policy::adds_up(count, v.alive.len(), deferring) || listed_lately {
             return;
         }
-        self.mismatch_listed.insert(v.pid, w.now);
+        self.listed_at.insert(v.pid, w.now);
         let Listing::Tids(now_listed) = list_threads(&self.root, v.pid) else {
             return;
         };

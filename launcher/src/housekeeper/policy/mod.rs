@@ -28,6 +28,22 @@ pub use demand::*;
 /// `/proc` when looked up) waits at most this long, or for the once-a-second poll that lists.
 pub const MISMATCH_LISTING: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// While the shim defers the records of brief threads (the task churns them: see
+/// [`adds_up`]), a process whose thread count does not add up is listed at most this often:
+/// the count is off by the threads being born and ending at that moment, which no listing
+/// would catch alive. A thread nobody accounts for waits at most this long to be found.
+pub const CHURN_LISTING: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long after a listing a process whose count does not add up waits for the next:
+/// [`CHURN_LISTING`] while the task `churning` brief threads, else [`MISMATCH_LISTING`].
+pub fn listing_wait(churning: bool) -> std::time::Duration {
+    if churning {
+        CHURN_LISTING
+    } else {
+        MISMATCH_LISTING
+    }
+}
+
 /// Whether a process's thread `count` adds up with the `known` threads the housekeeper found:
 /// equal, or more by at most the `deferring` threads whose records the shim deferred (children
 /// born beside a creator that waits on them: most end within a millisecond, and listing or

@@ -344,3 +344,10 @@ fn a_thread_count_adds_up_with_the_deferred_threads_only() {
     // Fewer than known: a known thread ended.
     assert!(!adds_up(9, 10, 5));
 }
+
+#[test]
+fn a_count_that_does_not_add_up_is_listed_less_often_while_the_task_churns() {
+    assert_eq!(listing_wait(false), MISMATCH_LISTING);
+    assert_eq!(listing_wait(true), CHURN_LISTING);
+    assert!(CHURN_LISTING > MISMATCH_LISTING);
+}
