@@ -36,13 +36,7 @@ fn openblas_pool(mode: Mode, env: &[(&str, &str)]) {
     }
     outcome.expect_code(0);
     let reports = reports(&outcome);
-    let main = one(&reports, "main", 0);
-    assert_eq!(
-        main.field("pool"),
-        plan.len().to_string(),
-        "OpenBLAS sizes its pool to the task's CPUs: {}",
-        main.line
-    );
+    pool_sized_to(&reports, &plan, "OpenBLAS");
     let threads = with_role(&reports, "task");
     assert_eq!(
         threads.len(),
@@ -76,17 +70,22 @@ fn openblas_uses_every_task_cpu_under_goset_run() {
     openblas_pool(Mode::goset_run(2), &[]);
 }
 
+/// The main thread's report says `runtime` sized its pool to the task's CPUs (`plan`).
+fn pool_sized_to(reports: &[Report], plan: &[usize], runtime: &str) {
+    let main = one(reports, "main", 0);
+    assert_eq!(
+        main.field("pool"),
+        plan.len().to_string(),
+        "{runtime} sizes its pool to the task's CPUs: {}",
+        main.line
+    );
+}
+
 fn rayon_pool(mode: Mode) {
     let (outcome, plan) = run_mode(mode, &workspace_bin("rayon_pool"), &[]);
     outcome.expect_code(0);
     let reports = reports(&outcome);
-    let main = one(&reports, "main", 0);
-    assert_eq!(
-        main.field("pool"),
-        plan.len().to_string(),
-        "rayon sizes its pool to the task's CPUs: {}",
-        main.line
-    );
+    pool_sized_to(&reports, &plan, "rayon");
     let workers = with_role(&reports, "worker");
     assert_eq!(workers.len(), plan.len(), "{}", outcome.dump());
     // All busy at once, each on its own planned CPU.

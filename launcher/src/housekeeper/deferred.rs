@@ -10,12 +10,12 @@
 
 use super::logtail::{LogTail, ShimThread};
 use crate::fsroot::FsRoot;
-use goset_plan::slots::SlotTable;
+use goset_plan::slots::{Deferred, SlotTable};
 use std::collections::BTreeMap;
 
 /// The housekeeper's view of the deferred list.
 #[derive(Debug, Default)]
-pub struct Deferred {
+pub struct DeferredWatch {
     /// The tids listed at the last poll.
     listed: Vec<i32>,
     /// Threads taken as the shim's from the list, with what was assumed of them.
@@ -24,7 +24,7 @@ pub struct Deferred {
 
 /// What is assumed of a thread listed at two polls: the shim placed it on `slot`'s CPU now
 /// (`task_cpus`), or on the reservation.
-pub fn assumed(slot: Option<usize>, roams: bool, task_cpus: &[usize]) -> ShimThread {
+fn assumed(slot: Option<usize>, roams: bool, task_cpus: &[usize]) -> ShimThread {
     ShimThread {
         cpu: slot
             .and_then(|s| task_cpus.get(s).copied())
@@ -35,7 +35,7 @@ pub fn assumed(slot: Option<usize>, roams: bool, task_cpus: &[usize]) -> ShimThr
     }
 }
 
-impl Deferred {
+impl DeferredWatch {
     /// Reads the list once a poll (after the log was read): adopts the threads listed at this
     /// poll and the last into `log`'s shim records, drops the assumptions about threads no
     /// longer listed that no record replaced, and takes gone threads off the list.
@@ -46,7 +46,7 @@ impl Deferred {
         task_cpus: &[usize],
         root: &FsRoot,
     ) {
-        let now: Vec<(usize, goset_plan::slots::Deferred)> = table.deferred().collect();
+        let now: Vec<(usize, Deferred)> = table.deferred().collect();
         let mut listed: Vec<i32> = now.iter().map(|(_, d)| d.tid).collect();
         listed.sort_unstable();
         for (index, d) in &now {
@@ -79,7 +79,6 @@ impl Deferred {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goset_plan::slots::Deferred as Listed;
 
     /// A `/proc` where thread `tid` lives, a table of `slots` slots, and a log not yet written.
     fn fixture(tid: i32, slots: usize) -> (tempfile::TempDir, FsRoot, &'static SlotTable, LogTail) {
@@ -98,13 +97,13 @@ mod tests {
         let cpus = [4, 6];
         for (tid, slot) in [(100, 1), (200, 0)] {
             table.deferring_born();
-            table.defer(&Listed {
+            table.defer(&Deferred {
                 tid,
                 slot: Some(slot),
                 roams: false,
             });
         }
-        let mut d = Deferred::default();
+        let mut d = DeferredWatch::default();
         d.poll(table, &mut log, &cpus, &root);
         assert!(
             log.shim.is_empty(),
@@ -127,13 +126,13 @@ mod tests {
     #[test]
     fn a_record_the_thread_wrote_is_kept_over_the_assumption() {
         let (_dir, root, table, mut log) = fixture(300, 1);
-        let listed = Listed {
+        let listed = Deferred {
             tid: 300,
             slot: None,
             roams: true,
         };
         let index = table.defer(&listed).unwrap();
-        let mut d = Deferred::default();
+        let mut d = DeferredWatch::default();
         d.poll(table, &mut log, &[2], &root);
         d.poll(table, &mut log, &[2], &root);
         assert_eq!(log.shim[&300].cpu, None, "roams: no CPU of its own");

@@ -89,7 +89,7 @@ pub struct Housekeeper {
     placer: Placer,
     log: Option<LogTail>,
     /// The shim's threads whose records are deferred.
-    deferred: deferred::Deferred,
+    deferred: deferred::DeferredWatch,
     task: Option<i32>,
     /// Processes of the tree still in `/proc`, with their threads not known to have ended.
     procs: BTreeMap<i32, Known>,
@@ -209,7 +209,7 @@ impl Housekeeper {
             },
             settings,
             log: log.map(|p| LogTail::new(p.to_path_buf())),
-            deferred: deferred::Deferred::default(),
+            deferred: deferred::DeferredWatch::default(),
             task: None,
             procs: BTreeMap::new(),
             proc_stats: BTreeMap::new(),
