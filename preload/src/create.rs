@@ -2,10 +2,12 @@
 //!
 //! Owns: the role decision for a new thread (launcher process, `skip` mask, helper library),
 //! the claim in the parent (or a birth beside a creator that waits on brief children, with its
-//! mask and no stopped start: [`thread::born_beside`]), the attr copy carrying the CPU mask, the new thread's view (its
-//! attr mask, else its creator's), and the start-routine trampoline that records the
-//! placement and the view in the thread and arranges its release (and logs the birth, or for
-//! a child born beside its creator lists it in the slot table, its records deferred). When glibc
+//! mask and no stopped start: [`thread::born_beside`]), the attr copy carrying the CPU mask (a
+//! roaming thread's starts off its pinned creator's CPU), the new thread's view (its attr
+//! mask, else its creator's), and the start-routine trampoline that records the placement and
+//! the view in the thread, widens a roaming thread's mask, and arranges its release (and logs
+//! the birth, or for a child born beside its creator lists it in the slot table, its records
+//! deferred). When glibc
 //! cannot apply the birth mask (EINVAL: the CPU went offline, the cpuset changed), the thread
 //! is created as the caller asked, unplaced, with one warning: the runtime must not fail.
 //! Must not: set the new thread's mask from the parent after it started; keep `Drop` values
@@ -39,6 +41,8 @@ struct Start {
     /// Born beside its creator, which counted it: its records are deferred (see
     /// [`goset_plan::slots::Deferred`]).
     deferred: bool,
+    /// Born off its creator's CPU, to widen to its whole mask (see [`Placement::first_set`]).
+    widens: bool,
 }
 
 const CACHE_SIZE: usize = 64;
@@ -162,7 +166,8 @@ pub unsafe fn create(
     };
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
-    if start.is_null() || (!inherits && !copy.set_affinity(&p.birth_set(cfg))) {
+    let (first, widens) = p.first_set(cfg, &process::recorded());
+    if start.is_null() || (!inherits && !copy.set_affinity(&first)) {
         unborn();
         // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
         unsafe {
@@ -180,6 +185,7 @@ pub unsafe fn create(
             parent: (cell, born_us),
             view,
             deferred,
+            widens,
         })
     };
     // SAFETY: copy is an initialised attr; the trampoline takes ownership of start.
@@ -229,12 +235,16 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
         parent,
         view,
         deferred,
+        widens,
     } = unsafe { start.read() };
     // SAFETY: start came from malloc and is read out.
     unsafe { libc::free(start.cast()) };
     if let Some(cfg) = config::ready() {
         if let Some(_guard) = thread::Guard::enter() {
             let tid = thread::tid();
+            if widens {
+                placement.widen(cfg);
+            }
             thread::set_parent(parent.0, parent.1);
             process::adopt_thread(cfg, tid, placement);
             if let Some(cell) = thread::own_view() {

@@ -104,6 +104,43 @@ impl Placement {
         }
     }
 
+    /// The mask a thread created by `creator` starts with: [`Placement::birth_set`], but a
+    /// roaming thread whose creator runs pinned starts off the creator's CPU (when another is
+    /// left), and `true` says it widens to its whole mask once it runs
+    /// ([`Placement::widen`]).
+    ///
+    /// glibc applies a birth mask after clone, and a clone starts on its creator's CPU; a
+    /// widened mask does not move a thread. Born with the whole mask, a roaming thread would
+    /// start beside its creator, which is running, and stay there as long as every other CPU
+    /// had one runnable thread (a pool's worker spinning before it sleeps), where under a
+    /// plain mask the kernel starts it on the least loaded CPU.
+    pub fn first_set(&self, cfg: &Config, creator: &Placement) -> (CpuSet, bool) {
+        let set = self.birth_set(cfg);
+        let creator_cpu = creator.slot_now(cfg).and_then(|s| cfg.cpu_of_slot(s));
+        match creator_cpu {
+            Some(cpu) if self.roams && self.cpu.is_none() && set.contains(cpu) => {
+                let mut away = set;
+                away.remove(cpu);
+                if away.is_empty() {
+                    (set, false)
+                } else {
+                    (away, true)
+                }
+            }
+            _ => (set, false),
+        }
+    }
+
+    /// Gives a roaming thread started by [`Placement::first_set`] its whole mask; the calling
+    /// thread must be that thread. A housekeeper that gave it a slot meanwhile (it moves the
+    /// record, then the thread) keeps its move: the thread goes to that slot's CPU.
+    pub fn widen(&self, cfg: &Config) {
+        sys::set_affinity(0, &self.birth_set(cfg));
+        if let Some(cpu) = self.slot_now(cfg).and_then(|s| cfg.cpu_of_slot(s)) {
+            sys::set_affinity(0, &CpuSet::single(cpu));
+        }
+    }
+
     /// The slot whose CPU this thread runs on now: its record's, as the table says now (the
     /// housekeeper may have moved it off a crowded slot, or given a roaming thread a slot of
     /// its own); `None` for a thread on no slot's CPU (a helper, a roaming thread).
@@ -508,6 +545,38 @@ mod tests {
         let q = claim(&cfg, Role::Worker, -me, Some(1), Some(1));
         assert!(q.roams, "{q:?}");
         assert_eq!(q.birth_set(&cfg), [0, 1].into_iter().collect());
+    }
+
+    #[test]
+    fn a_roaming_thread_of_a_pinned_creator_starts_off_the_creators_cpu() {
+        use goset_plan::Plan;
+        let set = |cpus: &[usize]| cpus.iter().copied().collect::<CpuSet>();
+        let plan = Plan::new(&[2, 0, 1], None, set(&[0, 1, 2])).unwrap();
+        let cfg = crate::config::test_config(plan, None);
+        // A live pid: a full table reaps the records of dead processes.
+        let me = sys::getpid();
+        // The main thread on slot 0 (CPU 2), running, as is slot 1's and slot 2's thread.
+        let main = claim(&cfg, Role::Main, me, None, None);
+        assert_eq!(main.cpu, Some(2));
+        cfg.table.claim_at(-me, 1).unwrap();
+        cfg.table.claim_at(-me, 2).unwrap();
+        cfg.table.publish_running(&[1, 1, 1]);
+        let roamer = claim(&cfg, Role::Worker, -me, Some(0), Some(0));
+        assert!(roamer.roams, "{roamer:?}");
+        assert_eq!(roamer.first_set(&cfg, &main), (set(&[0, 1]), true));
+        // Its children, born roaming from a roaming creator, start where the kernel puts them.
+        assert_eq!(roamer.first_set(&cfg, &roamer), (set(&[0, 1, 2]), false));
+        // A pinned thread is born on its CPU, whoever creates it.
+        let pinned = Placement::unslotted(Role::Worker, Some(1));
+        assert_eq!(pinned.first_set(&cfg, &main), (set(&[1]), false));
+        // With one slot there is no other CPU to start on.
+        let one = Plan::new(&[1], None, set(&[1])).unwrap();
+        let cfg = crate::config::test_config(one, None);
+        let main = claim(&cfg, Role::Main, me, None, None);
+        cfg.table.publish_running(&[1]);
+        let roamer = claim(&cfg, Role::Worker, -me, Some(0), Some(0));
+        assert!(roamer.roams, "{roamer:?}");
+        assert_eq!(roamer.first_set(&cfg, &main), (set(&[1]), false));
     }
 
     #[test]

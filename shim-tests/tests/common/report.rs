@@ -118,7 +118,8 @@ impl Report {
     /// Whether the thread roams: allowed every planned CPU, more than one, and running on one
     /// of them. Under goset-run a thread born while every slot had a running thread (its
     /// creator's included) gets them all, the kernel balancing it, until the housekeeper gives
-    /// it a CPU of its own; the shim by hand never does this.
+    /// it a CPU of its own; by hand, a thread born while every slot holds its creator or a
+    /// newborn roams for good.
     pub fn roams(&self, plan: &[usize]) -> bool {
         let mut planned = plan.to_vec();
         planned.sort_unstable();
