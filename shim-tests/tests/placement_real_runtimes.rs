@@ -5,8 +5,9 @@
 //! under `goset-run -n 2`; redis-server with `--io-threads 2`, under the shim by hand and under
 //! goset-run, serves a redis-benchmark run from outside the task to the end. Meanwhile an observer
 //! (`common/observer.rs`) watches the task's threads from `/proc`: no two of them may each burn 40%
-//! of a window on one CPU for three windows in a row. A doubled-up pair fails the test with its
-//! tids, names, CPU, times and the placement log's lines for those threads.
+//! of a window on one CPU for three windows in a row while another CPU of the task is left idle.
+//! A doubled-up pair fails the test with its tids, names, CPU, times, the other CPUs' idle and
+//! steal shares, and the placement log's lines for those threads.
 //!
 //! One task at a time in this file: on 2 CPUs a second task would take CPU time from the
 //! first, and two of its threads sharing a CPU would each get less than 40%, unseen.
@@ -459,6 +460,39 @@ fn observer_sees_two_busy_processes_on_one_cpu() {
     assert!(
         watch.doubled.iter().any(|d| d.cpu.to_string() == cpu),
         "no doubled-up pair seen on cpu {cpu}: {}",
+        watch.summary()
+    );
+}
+
+/// Nor does it blame a placement for what no placement could help: the same two loops, while a
+/// busy loop outside the task holds the other CPU, share CPU a with no CPU left idle.
+#[test]
+fn observer_excuses_a_pair_while_the_other_cpu_is_taken() {
+    let allowed = own_allowed();
+    let [a, b, ..] = allowed[..] else {
+        eprintln!("skipped: needs two CPUs (one to share, one taken)");
+        return;
+    };
+    let _alone = launcher_lock();
+    let mut hog = clean_command("taskset");
+    hog.args(["-c", &b.to_string(), "sh", "-c", "while :; do :; done"]);
+    // Its own process group, killed when dropped.
+    let hog = Started::new(hog);
+    let tag = tag();
+    let script = format!(
+        "taskset -c {a} sh -c 'while :; do :; done' & \
+         taskset -c {a} sh -c 'while :; do :; done' & taskset -c {b} sleep 5 & wait"
+    );
+    let mut cmd = clean_command("timeout");
+    cmd.args(["2", "sh", "-c", &script]).env(TAG_VAR, &tag);
+    let observer = Observer::start(Root::Tagged(tag), true);
+    let outcome = run(cmd);
+    let watch = observer.finish();
+    drop(hog);
+    outcome.expect_code(124);
+    assert!(
+        watch.doubled.is_empty() && watch.excused.iter().any(|d| d.cpu == a as i32),
+        "the pair on cpu {a} is excused while cpu {b} runs a loop outside the task: {}",
         watch.summary()
     );
 }

@@ -18,6 +18,10 @@
 //! only while some CPU the task has run on had no thread of it burning: with more busy threads
 //! than CPUs (an OpenBLAS worker still spinning beside an OpenMP team) some must share, under
 //! any placement or a plain mask; the rule is that they never share while a CPU is left idle.
+//! So a streak is a finding only when another CPU the task has run on was idle (`/proc/stat`:
+//! idle and iowait) for at least [`SHARE`] of the streak: a CPU taken by another process or by
+//! the hypervisor (steal) is not left idle, and a plain mask would double the pair up too. Such
+//! streaks are kept apart ([`Watch::excused`]) and shown with each CPU's idle and steal shares.
 //!
 //! The task's tree is found by a parent-pid scan of `/proc` (`/proc/<pid>/task/*/children`
 //! needs `CONFIG_PROC_CHILDREN`, which not every kernel has): every process whose ancestor is
@@ -80,6 +84,8 @@ pub struct Doubled {
     pub epoch_from: f64,
     /// Each window's shares of the two threads.
     pub shares: Vec<(f64, f64)>,
+    /// Each other CPU the task ran on: its idle and steal shares over the streak.
+    pub others: Vec<(i32, f64, f64)>,
 }
 
 impl fmt::Display for Doubled {
@@ -87,9 +93,13 @@ impl fmt::Display for Doubled {
         let shares: Vec<String> = (self.shares.iter())
             .map(|(a, b)| format!("{:.0}/{:.0}", a * 100.0, b * 100.0))
             .collect();
+        let others: Vec<String> = (self.others.iter())
+            .map(|(cpu, idle, steal)| format!("cpu {cpu} {:.0}/{:.0}", idle * 100.0, steal * 100.0))
+            .collect();
         write!(
             f,
-            "cpu {}: {} and {} from {:.2} s to {:.2} s (unix {:.3}), {} windows, % of each window: {}",
+            "cpu {}: {} and {} from {:.2} s to {:.2} s (unix {:.3}), {} windows, % of each window: {}; \
+             other cpus idle/steal %: {}",
             self.cpu,
             self.a,
             self.b,
@@ -97,7 +107,8 @@ impl fmt::Display for Doubled {
             self.to_s,
             self.epoch_from,
             self.shares.len(),
-            shares.join(" ")
+            shares.join(" "),
+            others.join(" ")
         )
     }
 }
@@ -121,6 +132,8 @@ pub struct Watch {
     pub windows: usize,
     pub threads: Vec<ThreadSummary>,
     pub doubled: Vec<Doubled>,
+    /// Streaks while no other CPU of the task was left idle (see the module's note).
+    pub excused: Vec<Doubled>,
 }
 
 impl Watch {
@@ -135,20 +148,21 @@ impl Watch {
         lines.join("\n")
     }
 
-    /// The doubled-up pairs, one a line.
-    pub fn doubled_lines(&self) -> String {
-        let lines: Vec<String> = self.doubled.iter().map(|d| format!("  {d}")).collect();
-        lines.join("\n")
-    }
-
     /// Everything, for messages.
     pub fn summary(&self) -> String {
+        let lines = |pairs: &[Doubled]| {
+            let lines: Vec<String> = pairs.iter().map(|d| format!("\n  {d}")).collect();
+            lines.concat()
+        };
         format!(
-            "root {:?}, {} windows; doubled-up pairs ({}):\n{}\nbusy threads:\n{}",
+            "root {:?}, {} windows; doubled-up pairs ({}):{}\nnot counted, no other CPU left \
+             idle ({}):{}\nbusy threads:\n{}",
             self.root,
             self.windows,
             self.doubled.len(),
-            self.doubled_lines(),
+            lines(&self.doubled),
+            self.excused.len(),
+            lines(&self.excused),
             self.busy_threads()
         )
     }
@@ -210,6 +224,46 @@ struct Streak {
     shares: Vec<(f64, f64)>,
     a: Seen,
     b: Seen,
+    /// Each CPU's [`CpuTimes`] when the streak began, and after its last window.
+    times_from: HashMap<i32, CpuTimes>,
+    times_to: HashMap<i32, CpuTimes>,
+}
+
+/// A CPU's idle (idle and iowait) and steal time from `/proc/stat`, in clock ticks.
+#[derive(Clone, Copy, Default)]
+struct CpuTimes {
+    idle: u64,
+    steal: u64,
+}
+
+/// Every CPU's [`CpuTimes`] now.
+fn cpu_times() -> HashMap<i32, CpuTimes> {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let mut times = HashMap::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let Some(cpu) = (words.next()).and_then(|w| w.strip_prefix("cpu")?.parse().ok()) else {
+            continue;
+        };
+        // user nice system idle iowait irq softirq steal
+        let n: Vec<u64> = words.take(8).filter_map(|w| w.parse().ok()).collect();
+        if n.len() == 8 {
+            let (idle, steal) = (n[3] + n[4], n[7]);
+            times.insert(cpu, CpuTimes { idle, steal });
+        }
+    }
+    times
+}
+
+/// Clock ticks a second, the unit of `/proc/stat`.
+fn ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
 }
 
 struct Sampler {
@@ -225,6 +279,8 @@ struct Sampler {
     first: HashMap<i32, Read>,
     cpus_seen: HashMap<i32, BTreeSet<i32>>,
     streaks: HashMap<(i32, i32, i32), Streak>,
+    /// [`cpu_times`] at the end of the last window.
+    times: HashMap<i32, CpuTimes>,
     watch: Watch,
 }
 
@@ -273,6 +329,7 @@ impl Sampler {
             first: HashMap::new(),
             cpus_seen: HashMap::new(),
             streaks: HashMap::new(),
+            times: HashMap::new(),
             watch: Watch::default(),
         }
     }
@@ -403,6 +460,8 @@ impl Sampler {
             .into_iter()
             .flat_map(Self::read_threads)
             .collect();
+        let times = cpu_times();
+        let times_before = std::mem::replace(&mut self.times, times.clone());
         // Each CPU's burning threads in this window, with their shares.
         let mut on_cpu: BTreeMap<i32, Vec<(Read, f64)>> = BTreeMap::new();
         let mut window: Option<(Instant, Instant)> = None;
@@ -448,8 +507,11 @@ impl Sampler {
                         shares: Vec::new(),
                         a: a.seen.clone(),
                         b: b.seen.clone(),
+                        times_from: times_before.clone(),
+                        times_to: HashMap::new(),
                     });
                     streak.to = to;
+                    streak.times_to.clone_from(&times);
                     streak.shares.push((share_a, share_b));
                     streak.a.comm.clone_from(&a.seen.comm);
                     streak.b.comm.clone_from(&b.seen.comm);
@@ -474,7 +536,19 @@ impl Sampler {
             return;
         }
         let from_s = streak.from.duration_since(self.started).as_secs_f64();
-        self.watch.doubled.push(Doubled {
+        let ticks = streak.to.duration_since(streak.from).as_secs_f64() * ticks_per_s();
+        let task_cpus: BTreeSet<i32> = self.cpus_seen.values().flatten().copied().collect();
+        let others: Vec<(i32, f64, f64)> = (task_cpus.into_iter())
+            .filter(|&c| c != key.0)
+            .filter_map(|c| {
+                let (from, to) = (streak.times_from.get(&c)?, streak.times_to.get(&c)?);
+                let share = |a: u64, b: u64| b.saturating_sub(a) as f64 / ticks.max(1.0);
+                Some((c, share(from.idle, to.idle), share(from.steal, to.steal)))
+            })
+            .collect();
+        // Unknown idle times (no /proc/stat) leave the streak a finding.
+        let left_idle = others.is_empty() || others.iter().any(|&(_, idle, _)| idle >= SHARE);
+        let doubled = Doubled {
             cpu: key.0,
             a: streak.a,
             b: streak.b,
@@ -482,6 +556,12 @@ impl Sampler {
             to_s: streak.to.duration_since(self.started).as_secs_f64(),
             epoch_from: self.started_epoch + from_s,
             shares: streak.shares,
-        });
+            others,
+        };
+        if left_idle {
+            self.watch.doubled.push(doubled);
+        } else {
+            self.watch.excused.push(doubled);
+        }
     }
 }
