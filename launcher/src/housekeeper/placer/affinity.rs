@@ -49,13 +49,23 @@ impl Affinity for Kernel {
 /// placer and the test that reads it.
 #[cfg(test)]
 #[derive(Clone, Default)]
-pub struct Fake(std::rc::Rc<std::cell::RefCell<std::collections::BTreeMap<i32, Vec<usize>>>>);
+pub struct Fake {
+    masks: std::rc::Rc<std::cell::RefCell<std::collections::BTreeMap<i32, Vec<usize>>>>,
+    /// Masks given right after the next read of a thread's (see [`Fake::put_after_read`]).
+    after_read: std::rc::Rc<std::cell::RefCell<std::collections::BTreeMap<i32, Vec<usize>>>>,
+}
 
 #[cfg(test)]
 impl Fake {
     /// Gives thread `tid` the mask `cpus`, as the program or another tool would.
     pub fn put(&self, tid: i32, cpus: &[usize]) {
-        self.0.borrow_mut().insert(tid, cpus.to_vec());
+        self.masks.borrow_mut().insert(tid, cpus.to_vec());
+    }
+
+    /// Gives thread `tid` the mask `cpus` right after the next read of its mask, as the shim
+    /// placing it between the housekeeper's read and its pin would.
+    pub fn put_after_read(&self, tid: i32, cpus: &[usize]) {
+        self.after_read.borrow_mut().insert(tid, cpus.to_vec());
     }
 }
 
@@ -72,10 +82,10 @@ impl Affinity for Fake {
 
     /// The mask last set; [`Mask::Unknown`] for a thread never given one (as for a gone one).
     fn get(&self, tid: i32) -> Mask {
-        self.0
-            .borrow()
-            .get(&tid)
-            .cloned()
-            .map_or(Mask::Unknown, Mask::Cpus)
+        let mask = (self.masks.borrow().get(&tid).cloned()).map_or(Mask::Unknown, Mask::Cpus);
+        if let Some(cpus) = self.after_read.borrow_mut().remove(&tid) {
+            self.put(tid, &cpus);
+        }
+        mask
     }
 }

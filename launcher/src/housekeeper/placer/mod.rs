@@ -8,9 +8,10 @@
 //! [`decide`] and [`leave_alone`].
 //!
 //! Here: placing and demoting the threads nobody answers for, one poll at a time
-//! ([`Placer::step`]). Beside it: spreading busy threads the shim placed (`demand`), following
-//! a slot that moved off a noisy CPU (`follow`), writing records (`records`), and the kernel
-//! calls on a thread's mask (`affinity`, [`Affinity`]).
+//! ([`Placer::step`]). Beside it: who answers for a thread as the shim and others act on it
+//! (`handover`), spreading busy threads the shim placed (`demand`), following a slot that moved
+//! off a noisy CPU (`follow`), writing records (`records`), and the kernel calls on a thread's
+//! mask (`affinity`, [`Affinity`]).
 
 use crate::placement_log::Record;
 use goset_plan::log::Event;
@@ -24,6 +25,7 @@ use super::policy::{is_busy, settled, streaks_after_read, wanted};
 mod affinity;
 mod demand;
 mod follow;
+mod handover;
 mod records;
 #[cfg(test)]
 mod testing;
@@ -89,6 +91,9 @@ pub struct Placer {
     pub owned: BTreeMap<i32, Owned>,
     /// Threads seen unplaced at the previous poll, with the mask and the name they had.
     pending: BTreeMap<i32, (Mask, String)>,
+    /// The mask of each thread nobody claims that this poll may place, as read for the
+    /// decision (see [`Placer::changed_since_read`]).
+    read_masks: BTreeMap<i32, Mask>,
     /// `sched_setaffinity` failures (the reason, once each).
     pub failures: Vec<String>,
     /// Polls so far.
@@ -198,6 +203,7 @@ impl Placer {
             records: Vec::new(),
             owned: BTreeMap::new(),
             pending: BTreeMap::new(),
+            read_masks: BTreeMap::new(),
             failures: Vec::new(),
             polls: 0,
             clock: Instant::now(),
@@ -288,7 +294,7 @@ impl Placer {
         };
         for t in live {
             if t.shim_placed {
-                self.hand_over(t.tid);
+                self.hand_over(t);
                 out.assigned.extend(t.shim_cpu);
                 continue;
             }
@@ -351,6 +357,7 @@ impl Placer {
             pending_claims(self.table.records(), &own, &logged, &self.task_cpus)
         };
         let left = leave_alone(&masks, &pending, assigned, &self.task_cpus, self.park_cpu);
+        self.read_masks.clear();
         let mut views = Vec::new();
         let mut pending = BTreeMap::new();
         for ((t, left), seen) in unclaimed.into_iter().zip(left).zip(masks) {
@@ -363,6 +370,7 @@ impl Placer {
             let comm = comm_of(t.tid);
             let before = (self.pending.get(&t.tid)).map(|(m, c)| (m, c.as_str()));
             if settled(before, (&seen.mask, &comm), t.age_s) {
+                self.read_masks.insert(t.tid, seen.mask);
                 views.push(View {
                     tid: t.tid,
                     demand: t.wanted(policy),
@@ -384,6 +392,8 @@ impl Placer {
         let by_tid: BTreeMap<i32, &Live> = live.iter().map(|t| (t.tid, t)).collect();
         for action in actions {
             match action {
+                Action::Claim { tid, .. } | Action::Park { tid }
+                    if self.changed_since_read(tid, comm_of) => {}
                 Action::Claim { tid, slot } => self.claim(by_tid[&tid], slot, comm_of),
                 Action::Park { tid } => {
                     let t = by_tid[&tid];
@@ -450,48 +460,6 @@ impl Placer {
         let _ = goset_plan::cpulist::write_ranges(&mut cpus, set);
         let why = format!("cpu {cpus}: {e}");
         Err((e.raw_os_error() != Some(libc::ESRCH) && !self.failures.contains(&why)).then_some(why))
-    }
-
-    /// Whether a live thread the housekeeper placed is no longer allowed just the CPU it was
-    /// given (the program, another tool or the kernel changed its mask): it is then given up,
-    /// its claim released and an [`Event::Moved`] record written, and looked at afresh as any thread
-    /// nobody claims. The placer's view is the kernel's, never only its own memory: a thread
-    /// believed moved that is not would hold a CPU beside another forever.
-    fn moved_by_someone_else(&mut self, tid: i32) -> bool {
-        let Some(o) = self.owned.get(&tid) else {
-            return false;
-        };
-        let Mask::Cpus(now) = self.affinity.get(tid) else {
-            return false;
-        };
-        if now == [o.cpu] {
-            return false;
-        }
-        let Some(mut o) = self.owned.remove(&tid) else {
-            return false;
-        };
-        if let Some(c) = o.claim.take() {
-            self.table.release(&c);
-        }
-        let single = match now[..] {
-            [cpu] => Some(cpu),
-            _ => None,
-        };
-        self.write(tid, &o, Event::Moved, single, None);
-        true
-    }
-
-    /// The shim has a record for a thread the housekeeper placed (it was racing with ld.so):
-    /// the shim owns it from now on. A main thread's claim was adopted by the shim (it looks
-    /// its pid up in the table), so it is left; any other claim is given back.
-    fn hand_over(&mut self, tid: i32) {
-        if let Some(mut o) = self.owned.remove(&tid) {
-            if let Some(c) = o.claim.take() {
-                if tid != o.pid {
-                    self.table.release(&c);
-                }
-            }
-        }
     }
 
     fn claim(&mut self, t: &Live, slot: usize, comm_of: &dyn Fn(i32) -> String) {

@@ -1,0 +1,180 @@
+//! Who answers for a thread while others act on it: the shim (its record came), the program or
+//! another tool (the mask the housekeeper set changed), or nobody yet (a mask that changed
+//! between the housekeeper's read and its pin).
+//!
+//! Owns: handing a thread over to the shim ([`Placer::hand_over`]), giving up a thread someone
+//! else moved ([`Placer::moved_by_someone_else`]), and not placing a thread whose mask changed
+//! since the poll read it ([`Placer::changed_since_read`]). Must not: decide where a thread
+//! goes (the policy does).
+
+use super::{Live, Owned, Placer};
+use crate::housekeeper::policy::{Mask, Spot};
+use goset_plan::log::Event;
+
+impl Placer {
+    /// Whether a live thread the housekeeper placed is no longer allowed just the CPU it was
+    /// given (the program, another tool or the kernel changed its mask): it is then given up,
+    /// its claim released and an [`Event::Moved`] record written, and looked at afresh as any
+    /// thread nobody claims. The placer's view is the kernel's, never only its own memory: a
+    /// thread believed moved that is not would hold a CPU beside another forever.
+    pub(super) fn moved_by_someone_else(&mut self, tid: i32) -> bool {
+        let Some(o) = self.owned.get(&tid) else {
+            return false;
+        };
+        let Mask::Cpus(now) = self.affinity.get(tid) else {
+            return false;
+        };
+        if now == [o.cpu] {
+            return false;
+        }
+        let Some(mut o) = self.owned.remove(&tid) else {
+            return false;
+        };
+        if let Some(c) = o.claim.take() {
+            self.table.release(&c);
+        }
+        let single = match now[..] {
+            [cpu] => Some(cpu),
+            _ => None,
+        };
+        self.write(tid, &o, Event::Moved, single, None);
+        true
+    }
+
+    /// The shim has a record for thread `t`, which the housekeeper placed (it was racing with
+    /// ld.so): the shim owns it from now on. A main thread's claim was adopted by the shim (it
+    /// looks its pid up in the table) when the shim came second, so it is left; any other claim
+    /// is given back.
+    ///
+    /// When the housekeeper's pin came second (it read the thread before the shim placed it,
+    /// and pinned it after: a busy machine can hold a poll that long), the thread is still
+    /// allowed only the housekeeper's CPU while the shim's record names another, and the shim
+    /// never saw the housekeeper's claim: the claim is given back and the thread goes back to
+    /// the shim's CPU, with a `move` record. Seen in a loaded guest: a process's main thread
+    /// pinned off its block, its team on two nodes.
+    pub(super) fn hand_over(&mut self, t: &Live) {
+        let Some(mut o) = self.owned.remove(&t.tid) else {
+            return;
+        };
+        let shims = t.shim_cpu.filter(|&cpu| cpu != o.cpu);
+        let ours_last = shims.is_some() && self.affinity.get(t.tid) == Mask::Cpus(vec![o.cpu]);
+        if let Some(c) = o.claim.take() {
+            if t.tid != o.pid || ours_last {
+                self.table.release(&c);
+            }
+        }
+        let Some(cpu) = shims.filter(|_| ours_last) else {
+            return;
+        };
+        if self.pin(t.tid, cpu).is_ok() {
+            let back = Owned {
+                spot: t.shim_slot.map_or(Spot::Parked, Spot::Slot),
+                cpu,
+                claim: None,
+                ..o.clone()
+            };
+            let why = format!(
+                "hand over: the shim placed it on cpu {cpu} before this housekeeper's pin to \
+                 cpu {} landed",
+                o.cpu
+            );
+            self.write(
+                t.tid,
+                &back,
+                Event::Move,
+                Some(cpu),
+                Some((Some(o.cpu), why)),
+            );
+        }
+    }
+
+    /// Whether thread `tid`, which nobody claims, has another mask now than when this poll read
+    /// it for its decision: the shim or the program is placing it, and its record may lag. It
+    /// is then not placed this poll; the next one looks at it afresh.
+    pub(super) fn changed_since_read(&mut self, tid: i32, comm_of: &dyn Fn(i32) -> String) -> bool {
+        let Some(read) = self.read_masks.get(&tid) else {
+            return false;
+        };
+        let now = self.affinity.get(tid);
+        if now == *read {
+            return false;
+        }
+        self.pending.insert(tid, (now, comm_of(tid)));
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::affinity::{Affinity, Fake};
+    use super::super::testing::{placer, table, unplaced, WIDE};
+    use super::super::{Policy, Spot};
+    use super::*;
+
+    /// A process's main thread (tid = pid), busy, on the test's wide mask.
+    fn main_thread(fake: &Fake) -> Live {
+        let mut t = unplaced(4242, 1.0);
+        t.pid = t.tid;
+        fake.put(t.tid, WIDE);
+        t
+    }
+
+    #[test]
+    fn a_thread_the_shim_places_between_the_read_and_the_pin_is_left_to_it() {
+        let table = table(2);
+        let (mut p, fake) = placer(table, vec![2, 3], 0);
+        let t = main_thread(&fake);
+        // The shim claims slot 1 and pins the thread to its CPU right after the poll read it.
+        fake.put_after_read(t.tid, &[3]);
+        table.claim_at(t.tid, 1).unwrap();
+        p.step(&[t], &[], &Policy::default(), &|_| "m".into());
+        assert_eq!(fake.get(t.tid), Mask::Cpus(vec![3]), "{:?}", p.records);
+        assert!(
+            p.records.is_empty() && p.owned.is_empty(),
+            "{:?}",
+            p.records
+        );
+        assert_eq!((table.live(0), table.live(1)), (0, 1));
+    }
+
+    #[test]
+    fn a_pin_that_landed_after_the_shims_gives_the_thread_back_to_the_shims_cpu() {
+        let table = table(2);
+        let (mut p, fake) = placer(table, vec![2, 3], 0);
+        let mut t = main_thread(&fake);
+        p.step(&[t], &[], &Policy::default(), &|_| "m".into());
+        assert_eq!(p.owned[&t.tid].spot, Spot::Slot(0));
+        assert_eq!(fake.get(t.tid), Mask::Cpus(vec![2]));
+        // The shim had placed it on slot 1 (CPU 3) before that pin; its record comes now.
+        table.claim_at(t.tid, 1).unwrap();
+        (t.shim_placed, t.shim_cpu, t.shim_slot) = (true, Some(3), Some(1));
+        p.step(&[t], &[], &Policy::default(), &|_| "m".into());
+        assert_eq!(fake.get(t.tid), Mask::Cpus(vec![3]));
+        assert_eq!(
+            (table.live(0), table.live(1)),
+            (0, 1),
+            "the housekeeper's claim is given back"
+        );
+        let last = p.records.last().unwrap();
+        assert_eq!(
+            (last.event.as_str(), last.cpu),
+            ("move", Some(3)),
+            "{last:?}"
+        );
+        assert!(p.owned.is_empty());
+    }
+
+    #[test]
+    fn a_main_thread_whose_claim_the_shim_adopted_keeps_it() {
+        let table = table(2);
+        let (mut p, fake) = placer(table, vec![2, 3], 0);
+        let mut t = main_thread(&fake);
+        p.step(&[t], &[], &Policy::default(), &|_| "m".into());
+        // The shim came second: it found the claim under its pid and stayed on its CPU.
+        (t.shim_placed, t.shim_cpu, t.shim_slot) = (true, Some(2), Some(0));
+        p.step(&[t], &[], &Policy::default(), &|_| "m".into());
+        assert_eq!(fake.get(t.tid), Mask::Cpus(vec![2]));
+        assert_eq!((table.live(0), table.live(1)), (1, 0));
+        assert_eq!(p.records.len(), 1, "{:?}", p.records);
+    }
+}
