@@ -78,11 +78,12 @@ fn check_watch(what: &str, watch: &Watch, log: &Path) {
     assert!(
         watch.doubled.is_empty(),
         "{what}: threads doubled up on one CPU, each burning >= 40% of {} windows in a row:\n{}\n\
-         placement log ({}) of those threads:\n{}",
+         placement log ({}) of those threads:\n{}\nbusiest processes now:\n{}",
         common::observer::WINDOWS,
         watch.summary(),
         log.display(),
-        placements(log, &watch.doubled_tids())
+        placements(log, &watch.doubled_tids()),
+        common::observer::busiest_processes()
     );
 }
 
@@ -435,7 +436,10 @@ fn redis_io_threads_under_goset_run() {
 }
 
 /// The observer is no blind eye: two busy shell loops held on one CPU by `taskset`, while a
-/// sleeper of the task leaves another CPU idle, make a doubled-up pair.
+/// sleeper of the task leaves another CPU idle, make a doubled-up pair. Up to three tries: a
+/// process outside the task that holds the other CPU meanwhile (seen in a full run of the
+/// suite) leaves no CPU idle, and the pair is rightly excused; the test fails when the other
+/// CPU was idle and no pair was seen, or when it never was idle.
 #[test]
 fn observer_sees_two_busy_processes_on_one_cpu() {
     let allowed = own_allowed();
@@ -443,24 +447,36 @@ fn observer_sees_two_busy_processes_on_one_cpu() {
         eprintln!("skipped: needs two CPUs (one to share, one left idle)");
         return;
     };
-    let cpu = a.to_string();
     let _alone = launcher_lock();
-    let tag = tag();
-    // Two loops share CPU a while a sleeper of the task sits on CPU b: a CPU left idle.
-    let script = format!(
-        "taskset -c {a} sh -c 'while :; do :; done' & \
-         taskset -c {a} sh -c 'while :; do :; done' & taskset -c {b} sleep 5 & wait"
-    );
-    let mut cmd = clean_command("timeout");
-    cmd.args(["2", "sh", "-c", &script]).env(TAG_VAR, &tag);
-    let observer = Observer::start(Root::Tagged(tag), true);
-    let outcome = run(cmd);
-    let watch = observer.finish();
-    outcome.expect_code(124);
-    assert!(
-        watch.doubled.iter().any(|d| d.cpu.to_string() == cpu),
-        "no doubled-up pair seen on cpu {cpu}: {}",
-        watch.summary()
+    let mut summaries = Vec::new();
+    for _ in 0..3 {
+        let tag = tag();
+        // Two loops share CPU a while a sleeper of the task sits on CPU b: a CPU left idle.
+        let script = format!(
+            "taskset -c {a} sh -c 'while :; do :; done' & \
+             taskset -c {a} sh -c 'while :; do :; done' & taskset -c {b} sleep 5 & wait"
+        );
+        let mut cmd = clean_command("timeout");
+        cmd.args(["2", "sh", "-c", &script]).env(TAG_VAR, &tag);
+        let observer = Observer::start(Root::Tagged(tag), true);
+        let outcome = run(cmd);
+        let watch = observer.finish();
+        outcome.expect_code(124);
+        let on_a = |pairs: &[common::observer::Doubled]| pairs.iter().any(|d| d.cpu == a as i32);
+        if on_a(&watch.doubled) {
+            return;
+        }
+        assert!(
+            on_a(&watch.excused),
+            "no doubled-up pair seen on cpu {a} while cpu {b} was left idle: {}",
+            watch.summary()
+        );
+        summaries.push(watch.summary());
+    }
+    panic!(
+        "cpu {b} was never left idle in three tries:\n{}\nbusiest processes now:\n{}",
+        summaries.join("\n"),
+        common::observer::busiest_processes()
     );
 }
 

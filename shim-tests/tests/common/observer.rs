@@ -175,6 +175,17 @@ impl Watch {
     }
 }
 
+/// The busiest processes of the machine now, from `ps`, for failure messages: what else held
+/// the CPUs.
+pub fn busiest_processes() -> String {
+    let out = std::process::Command::new("ps")
+        .args(["-eo", "pid,psr,pcpu,etime,args", "--sort=-pcpu"])
+        .output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let text = text.unwrap_or_default();
+    text.lines().take(8).collect::<Vec<_>>().join("\n")
+}
+
 /// A sampler thread, started by [`Observer::start`] and ended by [`Observer::finish`].
 pub struct Observer {
     stop: Arc<AtomicBool>,
