@@ -22,7 +22,7 @@ enum Start {
 }
 
 /// Runs the musl build of `placed_threads` under `goset-run -n 2` as `start` says and checks
-/// that each busy thread ended alone on a planned CPU, placed by the housekeeper.
+/// that each busy thread held a planned CPU of its own, placed by the housekeeper.
 fn busy_threads_placed(start: Start) {
     let build = Build::new();
     let Some(prog) = build.musl("placed_threads.c", "placed_threads") else {
@@ -54,7 +54,20 @@ fn busy_threads_placed(start: Start) {
         "both busy threads report\n{}",
         outcome.dump()
     );
-    assert_distinct(&reports, &selection.task_cpus);
+    // Each held a planned CPU of its own for the hold (the program's copy, taken at one
+    // moment): what they report later may come after the housekeeper moved one as they stop.
+    let held: Vec<usize> = (with_role(&reports, "busy").iter())
+        .map(|r| r.field("held").parse().expect("held a CPU"))
+        .collect();
+    let mut distinct = held.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(
+        distinct.len() == held.len() && held.iter().all(|c| selection.task_cpus.contains(c)),
+        "busy threads held {held:?}, plan {:?}\n{}",
+        selection.task_cpus,
+        outcome.dump()
+    );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for r in &reports {

@@ -58,7 +58,10 @@ pub fn go(source: &str, cgo: bool) -> Option<Built> {
         .env("GOTOOLCHAIN", "local")
         .env("GO111MODULE", "off")
         .env_remove("GOFLAGS");
+    // A busy process beside another test's task: see Build's compile.
+    let alone = super::launcher_lock();
     run_tool(&mut cmd).unwrap_or_else(|e| panic!("{e}"));
+    drop(alone);
     Some(Built {
         _build: build,
         path,

@@ -94,6 +94,9 @@ impl Build {
     ) -> Result<PathBuf, String> {
         let src = programs_dir().join(source);
         let exe = self.dir().join(out);
+        // A compiler is a busy process: beside another test's task on 2 CPUs it takes a CPU
+        // from it (seen: cc1 on the CPU of a musl program's busy thread as it was placed).
+        let _alone = super::launcher_lock();
         let output = Command::new(compiler)
             .args(args)
             .arg("-o")
@@ -252,8 +255,17 @@ pub const PYVENV_INSTALL: &str = "apt-get install -y python3-venv python3-pip &&
 
 /// The Python of the virtual environment `target/pyvenv` (beside the built binaries, see
 /// [`super::profile_dir_candidates`]) when it imports scikit-learn, numba, onnx and
-/// onnxruntime; `None` (skipped, see [`missing`]) otherwise.
+/// onnxruntime; `None` (skipped, see [`missing`]) otherwise. Looked for once a test process,
+/// under [`super::launcher_lock`]: the imports burn a CPU for a second or two, and beside
+/// another test's task they took a CPU from it (seen: a doubled-up pair of the task while
+/// the other CPU ran this import, and an observer test whose idle CPU was not idle).
 pub fn pyvenv_python() -> Option<PathBuf> {
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let _alone = super::launcher_lock();
+    FOUND.get_or_init(find_pyvenv_python).clone()
+}
+
+fn find_pyvenv_python() -> Option<PathBuf> {
     let candidates = super::profile_dir_candidates();
     let python = (candidates.iter())
         .filter_map(|profile| profile.parent())
