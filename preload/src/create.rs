@@ -166,8 +166,9 @@ pub unsafe fn create(
     };
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
-    let (first, widens) = p.first_set(cfg, &process::recorded());
-    if start.is_null() || (!inherits && !copy.set_affinity(&first)) {
+    // A thread that inherits its creator's mask needs none (the churn path: nothing to compute).
+    let birth = (!inherits).then(|| p.first_set(cfg, &process::recorded()));
+    if start.is_null() || birth.is_some_and(|(first, _)| !copy.set_affinity(&first)) {
         unborn();
         // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
         unsafe {
@@ -185,7 +186,7 @@ pub unsafe fn create(
             parent: (cell, born_us),
             view,
             deferred,
-            widens,
+            widens: birth.is_some_and(|(_, widens)| widens),
         })
     };
     // SAFETY: copy is an initialised attr; the trampoline takes ownership of start.

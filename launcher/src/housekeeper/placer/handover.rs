@@ -67,23 +67,24 @@ impl Placer {
             return;
         };
         if self.pin(t.tid, cpu).is_ok() {
-            let back = Owned {
-                spot: t.shim_slot.map_or(Spot::Parked, Spot::Slot),
-                cpu,
-                claim: None,
-                ..o.clone()
-            };
             let why = format!(
                 "hand over: the shim placed it on cpu {cpu} before this housekeeper's pin to \
                  cpu {} landed",
                 o.cpu
             );
+            let from = o.cpu;
+            let back = Owned {
+                spot: t.shim_slot.map_or(Spot::Parked, Spot::Slot),
+                cpu,
+                claim: None,
+                ..o
+            };
             self.write(
                 t.tid,
                 &back,
                 Event::Move,
                 Some(cpu),
-                Some((Some(o.cpu), why)),
+                Some((Some(from), why)),
             );
         }
     }
