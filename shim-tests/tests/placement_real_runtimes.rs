@@ -435,6 +435,23 @@ fn redis_io_threads_under_goset_run() {
     redis(Under::GosetRun);
 }
 
+/// Two busy shell loops held on CPU `a` by `taskset` and a sleeper on CPU `b`, a task of 2 s
+/// under the observer: what it saw.
+fn two_loops_on(a: usize, b: usize) -> Watch {
+    let tag = tag();
+    let script = format!(
+        "taskset -c {a} sh -c 'while :; do :; done' & \
+         taskset -c {a} sh -c 'while :; do :; done' & taskset -c {b} sleep 5 & wait"
+    );
+    let mut cmd = clean_command("timeout");
+    cmd.args(["2", "sh", "-c", &script]).env(TAG_VAR, &tag);
+    let observer = Observer::start(Root::Tagged(tag), true);
+    let outcome = run(cmd);
+    let watch = observer.finish();
+    outcome.expect_code(124);
+    watch
+}
+
 /// The observer is no blind eye: two busy shell loops held on one CPU by `taskset`, while a
 /// sleeper of the task leaves another CPU idle, make a doubled-up pair. Up to three tries: a
 /// process outside the task that holds the other CPU meanwhile (seen in a full run of the
@@ -450,18 +467,7 @@ fn observer_sees_two_busy_processes_on_one_cpu() {
     let _alone = launcher_lock();
     let mut summaries = Vec::new();
     for _ in 0..3 {
-        let tag = tag();
-        // Two loops share CPU a while a sleeper of the task sits on CPU b: a CPU left idle.
-        let script = format!(
-            "taskset -c {a} sh -c 'while :; do :; done' & \
-             taskset -c {a} sh -c 'while :; do :; done' & taskset -c {b} sleep 5 & wait"
-        );
-        let mut cmd = clean_command("timeout");
-        cmd.args(["2", "sh", "-c", &script]).env(TAG_VAR, &tag);
-        let observer = Observer::start(Root::Tagged(tag), true);
-        let outcome = run(cmd);
-        let watch = observer.finish();
-        outcome.expect_code(124);
+        let watch = two_loops_on(a, b);
         let on_a = |pairs: &[common::observer::Doubled]| pairs.iter().any(|d| d.cpu == a as i32);
         if on_a(&watch.doubled) {
             return;
@@ -494,18 +500,8 @@ fn observer_excuses_a_pair_while_the_other_cpu_is_taken() {
     hog.args(["-c", &b.to_string(), "sh", "-c", "while :; do :; done"]);
     // Its own process group, killed when dropped.
     let hog = Started::new(hog);
-    let tag = tag();
-    let script = format!(
-        "taskset -c {a} sh -c 'while :; do :; done' & \
-         taskset -c {a} sh -c 'while :; do :; done' & taskset -c {b} sleep 5 & wait"
-    );
-    let mut cmd = clean_command("timeout");
-    cmd.args(["2", "sh", "-c", &script]).env(TAG_VAR, &tag);
-    let observer = Observer::start(Root::Tagged(tag), true);
-    let outcome = run(cmd);
-    let watch = observer.finish();
+    let watch = two_loops_on(a, b);
     drop(hog);
-    outcome.expect_code(124);
     assert!(
         watch.doubled.is_empty() && watch.excused.iter().any(|d| d.cpu == a as i32),
         "the pair on cpu {a} is excused while cpu {b} runs a loop outside the task: {}",

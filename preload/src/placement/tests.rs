@@ -1,0 +1,98 @@
+//! Unit tests of a thread's placement and the slot-table operations around it.
+
+use super::*;
+
+#[test]
+fn packs_and_unpacks() {
+    let p = Placement {
+        role: Role::Worker,
+        cpu: Some(1023),
+        slot: Some(0),
+        record: Some(4095),
+        shared: true,
+        roams: true,
+    };
+    assert_eq!(Placement::unpack(p.pack()), p);
+    assert_eq!(Placement::UNKNOWN.pack(), 0);
+    assert_eq!(Placement::unpack(0), Placement::UNKNOWN);
+    let h = Placement::unslotted(Role::Helper, None);
+    assert_eq!(Placement::unpack(h.pack()), h);
+}
+
+#[test]
+fn in_its_block_a_thread_takes_a_slot_only_another_process_holds_rather_than_roam() {
+    use goset_plan::Plan;
+    let plan = Plan::new(&[0, 1, 2], None, [0, 1, 2].into_iter().collect()).unwrap();
+    // The process keeps to slots 0 and 1 (its block).
+    let cfg = crate::config::test_config(plan, Some([0, 1].into_iter().collect()));
+    let table = cfg.table;
+    let me = 4242;
+    // Slot 0: a shell the housekeeper placed there (its tid as label) and that ran;
+    // slot 1: this process's main thread, running.
+    table.claim_at(77, 0).unwrap();
+    table.claim_at(me, 1).unwrap();
+    table.publish_running(&[1, 1, 0]);
+    let p = claim(&cfg, Role::Worker, -me, Some(1), Some(1));
+    assert_eq!((p.cpu, p.roams), (Some(0), false), "{p:?}");
+    // A second one: every slot of the block holds a thread of this process: it roams.
+    let q = claim(&cfg, Role::Worker, -me, Some(1), Some(1));
+    assert!(q.roams, "{q:?}");
+    assert_eq!(q.birth_set(&cfg), [0, 1].into_iter().collect());
+}
+
+#[test]
+fn a_roaming_thread_of_a_pinned_creator_starts_off_the_creators_cpu() {
+    use goset_plan::Plan;
+    let set = |cpus: &[usize]| cpus.iter().copied().collect::<CpuSet>();
+    let plan = Plan::new(&[2, 0, 1], None, set(&[0, 1, 2])).unwrap();
+    let cfg = crate::config::test_config(plan, None);
+    // A live pid: a full table reaps the records of dead processes.
+    let me = sys::getpid();
+    // The main thread on slot 0 (CPU 2), running, as is slot 1's and slot 2's thread.
+    let main = claim(&cfg, Role::Main, me, None, None);
+    assert_eq!(main.cpu, Some(2));
+    cfg.table.claim_at(-me, 1).unwrap();
+    cfg.table.claim_at(-me, 2).unwrap();
+    cfg.table.publish_running(&[1, 1, 1]);
+    let roamer = claim(&cfg, Role::Worker, -me, Some(0), Some(0));
+    assert!(roamer.roams, "{roamer:?}");
+    assert_eq!(roamer.first_set(&cfg, &main), (set(&[0, 1]), true));
+    // Its children, born roaming from a roaming creator, start where the kernel puts them.
+    assert_eq!(roamer.first_set(&cfg, &roamer), (set(&[0, 1, 2]), false));
+    // A pinned thread is born on its CPU, whoever creates it.
+    let pinned = Placement::unslotted(Role::Worker, Some(1));
+    assert_eq!(pinned.first_set(&cfg, &main), (set(&[1]), false));
+    // With one slot there is no other CPU to start on.
+    let one = Plan::new(&[1], None, set(&[1])).unwrap();
+    let cfg = crate::config::test_config(one, None);
+    let main = claim(&cfg, Role::Main, me, None, None);
+    cfg.table.publish_running(&[1]);
+    let roamer = claim(&cfg, Role::Worker, -me, Some(0), Some(0));
+    assert!(roamer.roams, "{roamer:?}");
+    assert_eq!(roamer.first_set(&cfg, &main), (set(&[1]), false));
+}
+
+#[test]
+fn pid_set_dedupes_until_full() {
+    let mapped = MappedPidSet::new().unwrap();
+    let set = &mut *mapped.0;
+    assert_eq!(set.get(7), None);
+    assert!(set.insert(7, true));
+    assert!(set.insert(7 + REAP_PIDS as i32, false));
+    assert_eq!(set.get(7), Some(true));
+    assert_eq!(set.get(7 + REAP_PIDS as i32), Some(false));
+    let mut pid = 100;
+    while set.insert(pid, pid % 2 == 0) {
+        pid += 1;
+    }
+    assert_eq!(set.len, REAP_PIDS / 4 * 3);
+    assert!((100..pid).all(|p| set.get(p) == Some(p % 2 == 0)));
+    assert_eq!(set.get(pid), None);
+    assert_eq!(set.get(i32::MAX), None);
+}
+
+#[test]
+fn a_live_process_is_alive() {
+    assert!(alive(sys::getpid()));
+    assert!(!alive(i32::MAX - 1));
+}
