@@ -28,6 +28,7 @@
 //! the root. Under goset-run the root is goset-run itself and its own threads (the
 //! housekeeper) are left out: the task is its child.
 
+use goset::noise::{CpuTimes, USER_HZ};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -235,46 +236,16 @@ struct Streak {
     shares: Vec<(f64, f64)>,
     a: Seen,
     b: Seen,
-    /// Each CPU's [`CpuTimes`] when the streak began, and after its last window.
-    times_from: HashMap<i32, CpuTimes>,
-    times_to: HashMap<i32, CpuTimes>,
+    /// Each CPU's [`cpu_times`] when the streak began, and after its last window.
+    times_from: BTreeMap<usize, CpuTimes>,
+    times_to: BTreeMap<usize, CpuTimes>,
 }
 
-/// A CPU's idle (idle and iowait) and steal time from `/proc/stat`, in clock ticks.
-#[derive(Clone, Copy, Default)]
-struct CpuTimes {
-    idle: u64,
-    steal: u64,
-}
-
-/// Every CPU's [`CpuTimes`] now.
-fn cpu_times() -> HashMap<i32, CpuTimes> {
+/// Every online CPU's times now, from the launcher's own `/proc/stat` parser (empty when it
+/// cannot be read: no CPU is then known idle or not).
+fn cpu_times() -> BTreeMap<usize, CpuTimes> {
     let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let mut times = HashMap::new();
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        let Some(cpu) = (words.next()).and_then(|w| w.strip_prefix("cpu")?.parse().ok()) else {
-            continue;
-        };
-        // user nice system idle iowait irq softirq steal
-        let n: Vec<u64> = words.take(8).filter_map(|w| w.parse().ok()).collect();
-        if n.len() == 8 {
-            let (idle, steal) = (n[3] + n[4], n[7]);
-            times.insert(cpu, CpuTimes { idle, steal });
-        }
-    }
-    times
-}
-
-/// Clock ticks a second, the unit of `/proc/stat`.
-fn ticks_per_s() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        hz as f64
-    } else {
-        100.0
-    }
+    goset::noise::parse_proc_stat(&text).map_or_else(|_| BTreeMap::new(), |stat| stat.cpus)
 }
 
 struct Sampler {
@@ -291,7 +262,7 @@ struct Sampler {
     cpus_seen: HashMap<i32, BTreeSet<i32>>,
     streaks: HashMap<(i32, i32, i32), Streak>,
     /// [`cpu_times`] at the end of the last window.
-    times: HashMap<i32, CpuTimes>,
+    times: BTreeMap<usize, CpuTimes>,
     watch: Watch,
 }
 
@@ -340,7 +311,7 @@ impl Sampler {
             first: HashMap::new(),
             cpus_seen: HashMap::new(),
             streaks: HashMap::new(),
-            times: HashMap::new(),
+            times: BTreeMap::new(),
             watch: Watch::default(),
         }
     }
@@ -519,7 +490,7 @@ impl Sampler {
                         a: a.seen.clone(),
                         b: b.seen.clone(),
                         times_from: times_before.clone(),
-                        times_to: HashMap::new(),
+                        times_to: BTreeMap::new(),
                     });
                     streak.to = to;
                     streak.times_to.clone_from(&times);
@@ -547,14 +518,16 @@ impl Sampler {
             return;
         }
         let from_s = streak.from.duration_since(self.started).as_secs_f64();
-        let ticks = streak.to.duration_since(streak.from).as_secs_f64() * ticks_per_s();
+        let ticks = streak.to.duration_since(streak.from).as_secs_f64() * USER_HZ as f64;
         let task_cpus: BTreeSet<i32> = self.cpus_seen.values().flatten().copied().collect();
         let others: Vec<(i32, f64, f64)> = (task_cpus.into_iter())
             .filter(|&c| c != key.0)
             .filter_map(|c| {
-                let (from, to) = (streak.times_from.get(&c)?, streak.times_to.get(&c)?);
+                let cpu = usize::try_from(c).ok()?;
+                let (from, to) = (streak.times_from.get(&cpu)?, streak.times_to.get(&cpu)?);
                 let share = |a: u64, b: u64| b.saturating_sub(a) as f64 / ticks.max(1.0);
-                Some((c, share(from.idle, to.idle), share(from.steal, to.steal)))
+                let idle = share(from.idle + from.iowait, to.idle + to.iowait);
+                Some((c, idle, share(from.steal, to.steal)))
             })
             .collect();
         // Unknown idle times (no /proc/stat) leave the streak a finding.
