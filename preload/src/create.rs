@@ -6,8 +6,8 @@
 //! roaming thread's starts off its pinned creator's CPU), the new thread's view (its attr
 //! mask, else its creator's), and the start-routine trampoline that records the placement and
 //! the view in the thread, widens a roaming thread's mask, and arranges its release (and logs
-//! the birth, or for a child born beside its creator lists it in the slot table, its records
-//! deferred). When glibc
+//! the birth, or for a child of a creator that churns brief children lists it in the slot
+//! table, its records deferred). When glibc
 //! cannot apply the birth mask (EINVAL: the CPU went offline, the cpuset changed), the thread
 //! is created as the caller asked, unplaced, with one warning: the runtime must not fail.
 //! Must not: set the new thread's mask from the parent after it started; keep `Drop` values
@@ -38,7 +38,7 @@ struct Start {
     /// The new thread's view: its attr mask as the kernel would set it, else its creator's
     /// (as a kernel mask is inherited); `None`: never asked.
     view: Option<CpuSet>,
-    /// Born beside its creator, which counted it: its records are deferred (see
+    /// A churning creator's child, which its creator counted: its records are deferred (see
     /// [`goset_plan::slots::Deferred`]).
     deferred: bool,
     /// Born off its creator's CPU, to widen to its whole mask (see [`Placement::first_set`]).
@@ -149,12 +149,13 @@ pub unsafe fn create(
     };
     let born_us = goset_plan::slots::monotonic_us();
     let main = thread::tid() == process::pid();
-    let (cell, beside) = thread::child_born(main, born_us, sys::thread_cpu_us);
-    let (p, inherits) = decide(cfg, routine, beside);
+    let birth = thread::child_born(main, born_us, sys::thread_cpu_us);
+    let (p, inherits) = decide(cfg, routine, birth.beside);
     let inherits = inherits && requested.is_none();
-    // Most children born beside their creator end within a millisecond: counted and listed,
-    // not logged, while they live (see goset_plan::slots::Deferred).
-    let deferred = beside && p.role == Role::Worker && requested.is_none() && process::logs();
+    // A churning creator's children mostly end within a millisecond, wherever they are born:
+    // counted and listed, not logged, while they live (see goset_plan::slots::Deferred).
+    let deferred =
+        birth.churning && p.role == Role::Worker && requested.is_none() && process::logs();
     if deferred {
         cfg.table.deferring_born();
     }
@@ -167,8 +168,8 @@ pub unsafe fn create(
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
     // A thread that inherits its creator's mask needs none (the churn path: nothing to compute).
-    let birth = (!inherits).then(|| p.first_set(cfg, &process::recorded()));
-    if start.is_null() || birth.is_some_and(|(first, _)| !copy.set_affinity(&first)) {
+    let first = (!inherits).then(|| p.first_set(cfg, &process::recorded()));
+    if start.is_null() || first.is_some_and(|(set, _)| !copy.set_affinity(&set)) {
         unborn();
         // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
         unsafe {
@@ -183,10 +184,10 @@ pub unsafe fn create(
             arg,
             placement: p,
             requested,
-            parent: (cell, born_us),
+            parent: (birth.cell, born_us),
             view,
             deferred,
-            widens: birth.is_some_and(|(_, widens)| widens),
+            widens: first.is_some_and(|(_, widens)| widens),
         })
     };
     // SAFETY: copy is an initialised attr; the trampoline takes ownership of start.

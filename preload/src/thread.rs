@@ -19,7 +19,10 @@ thread_local! {
     static ENTRY: Cell<usize> = const { Cell::new(usize::MAX) };
     static LAST_SET: Cell<u64> = const { Cell::new(0) };
     static STREAK: Cell<u32> = const { Cell::new(0) };
-    static LAST_CREATION: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    // The creation that last read this thread's CPU time: its wall and CPU time (µs), and
+    // whether it found the thread, churning, waiting on its brief children (see
+    // `child_born`).
+    static LAST_CREATION: Cell<(u64, u64, Option<bool>)> = const { Cell::new((0, 0, None)) };
     static PARENT: Cell<(usize, u64)> = const { Cell::new((NO_CELL, 0)) };
     static DEFERRED: Cell<usize> = const { Cell::new(0) };
 }
@@ -84,7 +87,7 @@ pub fn forget(was_main: bool) {
     let _ = STATE.try_with(|s| s.set(0));
     let _ = ENTRY.try_with(|e| e.set(usize::MAX));
     let _ = STREAK.try_with(|s| s.set(0));
-    let _ = LAST_CREATION.try_with(|c| c.set((0, 0)));
+    let _ = LAST_CREATION.try_with(|c| c.set((0, 0, None)));
     let _ = PARENT.try_with(|p| p.set((NO_CELL, 0)));
     let _ = DEFERRED.try_with(|d| d.set(0));
     MAIN_LAST_CHILD.store(0, Ordering::Relaxed);
@@ -323,17 +326,41 @@ pub fn born_beside(streak: u32, wall_us: u64, cpu_us: u64) -> bool {
     streak >= BRIEF_STREAK && cpu_us.saturating_mul(2) < wall_us
 }
 
+/// How long a creator that churns brief children keeps its verdict (waiting on them, or
+/// computing beside them) before its CPU time is read again. Reading a thread's CPU time is a
+/// system call of about half a microsecond, a twentieth of a whole creation in a churning
+/// loop; once a millisecond is enough to notice a creator that changed its ways.
+pub const RECHECK_US: u64 = 1_000;
+
+/// What a creator knows of the child it is about to create (see [`child_born`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Birth {
+    /// The creator's cell the child reports to ([`set_parent`]).
+    pub cell: usize,
+    /// Born beside its creator, with its mask ([`born_beside`]).
+    pub beside: bool,
+    /// The creator's last [`BRIEF_STREAK`] children (or more) each ended briefly before the
+    /// next was created: this one most likely will too, wherever it is born, so its records
+    /// wait until it ends (see `goset_plan::slots::Deferred`).
+    pub churning: bool,
+}
+
 /// In a thread creating another at `now_us` (`main`: the process's main thread): records the
-/// new child's birth, and returns the cell the child reports to ([`set_parent`]) and whether
-/// it is born beside this thread ([`born_beside`]; `cpu_us` reads this thread's CPU time,
-/// only when the last child ended briefly).
-pub fn child_born(main: bool, now_us: u64, cpu_us: impl FnOnce() -> u64) -> (usize, bool) {
+/// new child's birth, and says where it reports to, whether it is born beside this thread
+/// ([`born_beside`]) and whether this thread churns brief children. `cpu_us` reads this
+/// thread's CPU time, only when the last child ended briefly, and while this thread churns at
+/// most once every [`RECHECK_US`].
+pub fn child_born(main: bool, now_us: u64, cpu_us: impl FnOnce() -> u64) -> Birth {
     let index = match main {
         true => MAIN_CELL,
         false => ENTRY.try_with(Cell::get).unwrap_or(NO_CELL),
     };
     let Some(cell) = child_cell(index) else {
-        return (NO_CELL, false);
+        return Birth {
+            cell: NO_CELL,
+            beside: false,
+            churning: false,
+        };
     };
     let brief = cell.swap(now_us << 1, Ordering::AcqRel) & 1 != 0;
     let streak = STREAK
@@ -343,11 +370,19 @@ pub fn child_born(main: bool, now_us: u64, cpu_us: impl FnOnce() -> u64) -> (usi
             n
         })
         .unwrap_or(0);
+    let churning = streak >= BRIEF_STREAK;
+    let (last_wall, last_cpu, verdict) = LAST_CREATION.try_with(Cell::get).unwrap_or((0, 0, None));
+    if let Some(beside) =
+        verdict.filter(|_| churning && now_us.saturating_sub(last_wall) < RECHECK_US)
+    {
+        return Birth {
+            cell: index,
+            beside,
+            churning,
+        };
+    }
     let cpu = if brief { cpu_us() } else { 0 };
-    let (last_wall, last_cpu) = LAST_CREATION
-        .try_with(|c| c.replace((now_us, cpu)))
-        .unwrap_or((0, 0));
-    // The previous creation read no CPU time (its own last child had not ended briefly):
+    // The previous reading took no CPU time (its own last child had not ended briefly):
     // nothing tells whether this thread waited, so it has not.
     let beside = last_cpu != 0
         && born_beside(
@@ -355,7 +390,13 @@ pub fn child_born(main: bool, now_us: u64, cpu_us: impl FnOnce() -> u64) -> (usi
             now_us.saturating_sub(last_wall),
             cpu.saturating_sub(last_cpu),
         );
-    (index, beside)
+    let verdict = (churning && last_cpu != 0).then_some(beside);
+    let _ = LAST_CREATION.try_with(|c| c.set((now_us, cpu, verdict)));
+    Birth {
+        cell: index,
+        beside,
+        churning,
+    }
 }
 
 /// In a new thread: whose child it is (the cell [`child_born`] returned) and its birth.
@@ -461,6 +502,7 @@ mod tests {
         let base = goset_plan::slots::monotonic_us() + hour;
         let mut cpu = 1;
         let mut besides = Vec::new();
+        let mut churning = Vec::new();
         // (the child ends briefly, the creator computed since its previous creation)
         let steps = [
             (true, false),
@@ -476,10 +518,11 @@ mod tests {
             let at = base + k as u64 * 1000;
             cpu += if computed { 1_000_000 } else { 10 };
             let now_cpu = cpu;
-            let (cell, beside) = child_born(false, at, move || now_cpu);
-            assert_ne!(cell, NO_CELL, "a registered thread has a cell");
-            besides.push(beside);
-            let ended_briefly = child(cell, if brief { at } else { 1 });
+            let birth = child_born(false, at, move || now_cpu);
+            assert_ne!(birth.cell, NO_CELL, "a registered thread has a cell");
+            besides.push(birth.beside);
+            churning.push(birth.churning);
+            let ended_briefly = child(birth.cell, if brief { at } else { 1 });
             assert_eq!(ended_briefly, brief, "child {k}");
         }
         // Beside from the fourth child: three brief ones before it, the creator waiting; not
@@ -488,17 +531,20 @@ mod tests {
             besides,
             [false, false, false, true, false, true, true, false]
         );
+        // Its records wait from the fourth child on whether the creator waits or computes.
+        assert_eq!(
+            churning,
+            [false, false, false, true, true, true, true, false]
+        );
         // A child still alive when the next is created breaks the streak too, and its late
         // report is lost: it is no longer the latest child.
-        let (cell, _) = child_born(false, base + 10_000, || 5);
-        assert!(
-            !child_born(false, base + 11_000, || 6).1,
-            "the last child lives"
-        );
+        let cell = child_born(false, base + 10_000, || 5).cell;
+        let later = child_born(false, base + 11_000, || 6);
+        assert!(!later.beside && !later.churning, "the last child lives");
         assert!(child(cell, base + 10_000), "it ended briefly all the same");
         for k in 0..4 {
             assert!(
-                !child_born(false, base + 12_000 + k, || 7).1,
+                !child_born(false, base + 12_000 + k, || 7).beside,
                 "no brief child since"
             );
         }
@@ -506,9 +552,49 @@ mod tests {
         unregister(entry);
         assert_eq!(
             child_born(false, base, || 1),
-            (NO_CELL, false),
+            Birth {
+                cell: NO_CELL,
+                beside: false,
+                churning: false
+            },
             "no entry, no cell"
         );
+    }
+
+    #[test]
+    fn a_churning_creator_is_checked_again_once_a_millisecond_not_at_every_child() {
+        register(999_991, 991, Placement::unslotted(Role::Worker, Some(0)));
+        let base = goset_plan::slots::monotonic_us() + 3_600_000_000;
+        let reads = Cell::new(0u32);
+        // Children 10 µs apart, each ending briefly; the creator's CPU time grows 1 µs a
+        // creation while it waits, 10 µs (all of it) once it computes, from the 200th child.
+        let mut besides = Vec::new();
+        for k in 0..400u64 {
+            let at = base + k * 10;
+            let cpu = if k < 200 { 1 + k } else { 201 + (k - 200) * 10 };
+            let birth = child_born(false, at, || {
+                reads.set(reads.get() + 1);
+                cpu
+            });
+            besides.push(birth.beside);
+            std::thread::spawn(move || {
+                set_parent(birth.cell, at);
+                ending()
+            })
+            .join()
+            .unwrap();
+        }
+        let first = besides.iter().position(|&b| b).expect("beside at last");
+        assert_eq!(first, 3, "the fourth child, as above");
+        // A verdict holds without a read until a millisecond has passed since the reading
+        // that made it: about one read a millisecond, not one a child.
+        assert!(reads.get() < 12, "{} reads", reads.get());
+        // The creator computes from child 200 on: the first reading a millisecond on sees it.
+        let last = besides.iter().rposition(|&b| b).unwrap();
+        assert!((200..=305).contains(&last), "last beside {last}");
+        assert!(besides[306..].iter().all(|&b| !b));
+        let (_, entry) = take_state();
+        unregister(entry);
     }
 
     #[test]

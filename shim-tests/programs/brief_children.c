@@ -1,14 +1,16 @@
 /* A creator that spawns brief threads one after another, each joined before the next (a
  * create-and-join loop, as a churning server's dispatcher does).
  *
- * brief_children COUNT [SPIN_MS]: prints
+ * brief_children COUNT [SPIN_MS [WORK_US]]: prints
  *   main allowed=<its kernel mask>
  *   child <i> allowed=<its kernel mask>
  * for each child, the mask read from /proc (the kernel's, not the shim's answer to
  * sched_getaffinity). With SPIN_MS, then creates one more child and computes beside it: both
  * spin for SPIN_MS ms, and it prints
  *   last allowed=<the last child's mask when it stopped> main=<main's mask then>
- * (a child born beside a creator that waited, which then lives on and computes). */
+ * (a child born beside a creator that waited, which then lives on and computes). With WORK_US,
+ * the creator computes for WORK_US µs after each creation before it joins the child (a
+ * fork-join loop whose creator works beside its brief children). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -17,7 +19,7 @@
 #include <time.h>
 
 static char masks[1000][256];
-static long spin_ms;
+static long spin_ms, work_us;
 
 static void allowed(char *out, size_t size) {
     FILE *f = fopen("/proc/thread-self/status", "r");
@@ -46,12 +48,14 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void spin(void) {
+static void spin_for(double secs) {
     volatile unsigned long x = 0;
-    double end = now() + spin_ms / 1000.0;
+    double end = now() + secs;
     while (now() < end)
-        for (int i = 0; i < 10000; i++) x += i;
+        for (int i = 0; i < 100; i++) x += i;
 }
+
+static void spin(void) { spin_for(spin_ms / 1000.0); }
 
 static void *spinner(void *arg) {
     spin();
@@ -62,8 +66,11 @@ static void *spinner(void *arg) {
 int main(int argc, char **argv) {
     int count = argc > 1 ? atoi(argv[1]) : 0;
     spin_ms = argc > 2 ? atol(argv[2]) : 0;
-    if (count < 1 || count > 1000 || spin_ms < 0 || spin_ms > 60000) {
-        fprintf(stderr, "usage: brief_children COUNT (1-1000) [SPIN_MS (0-60000)]\n");
+    work_us = argc > 3 ? atol(argv[3]) : 0;
+    if (count < 1 || count > 1000 || spin_ms < 0 || spin_ms > 60000 || work_us < 0 ||
+        work_us > 1000000) {
+        fprintf(stderr,
+                "usage: brief_children COUNT (1-1000) [SPIN_MS (0-60000) [WORK_US (0-1000000)]]\n");
         return 2;
     }
     char own[256];
@@ -71,7 +78,9 @@ int main(int argc, char **argv) {
     printf("main allowed=%s\n", own);
     for (int i = 0; i < count; i++) {
         pthread_t t;
-        if (pthread_create(&t, NULL, child, masks[i]) || pthread_join(t, NULL)) return 1;
+        if (pthread_create(&t, NULL, child, masks[i])) return 1;
+        spin_for(work_us / 1e6);
+        if (pthread_join(t, NULL)) return 1;
     }
     for (int i = 0; i < count; i++) printf("child %d allowed=%s\n", i, masks[i]);
     if (spin_ms > 0) {

@@ -1,6 +1,6 @@
-//! Threads whose records the shim deferred (see [`goset_plan::slots::Deferred`]): children born
-//! beside a creator that waits on them, most of which end within a millisecond, counted and
-//! never logged.
+//! Threads whose records the shim deferred (see [`goset_plan::slots::Deferred`]): children of
+//! a creator that churns brief ones, most of which end within a millisecond, counted and never
+//! logged.
 //!
 //! Owns: what the housekeeper makes of the slot table's list at each poll. A thread listed at
 //! two polls in a row lives on: it is taken as placed by the shim where the list says (as its

@@ -1,8 +1,8 @@
-//! Threads whose placement records are deferred: a brief child of a waiting creator (the
-//! shim's `thread::born_beside`) is born on its creator's CPU, and most such children end within
-//! a millisecond. Logging a `create` and an `exit` record for each was most of what churning
-//! threads cost under goset-run: two writes in the task, and reading and parsing them in the
-//! housekeeper. Such a child writes nothing while it lives: its creator counts it
+//! Threads whose placement records are deferred: the child of a creator whose last children
+//! each ended briefly (the shim's `thread::Birth::churning`), born beside its creator or on a
+//! CPU of its own, most likely ends within a millisecond too. Logging a `create` and an `exit`
+//! record for each was most of what churning threads cost under goset-run: two writes in the
+//! task, and reading and parsing them in the housekeeper. Such a child writes nothing while it lives: its creator counts it
 //! ([`SlotTable::deferring`]) before it exists, and once it runs it lists itself here, so that
 //! the housekeeper can tell a thread count that adds up without listing the task's threads,
 //! and can find the few that live on. When it ends briefly it is counted
