@@ -129,6 +129,9 @@ static KEEP_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_KEEP);
 const DEFAULT_KEEP: usize = 512;
 /// Descriptors the handles hold.
 static KEPT: AtomicUsize = AtomicUsize::new(0);
+/// Held by a test that sets [`KEEP_LIMIT`], and by one that counts on it.
+#[cfg(test)]
+pub static LIMIT_SET: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Lets the handles keep half of `nofile` descriptors (`RLIMIT_NOFILE`'s soft limit) open;
 /// the rest are for everything else the launcher opens.
@@ -220,11 +223,18 @@ impl Handle {
     }
 }
 
-impl Drop for Handle {
-    fn drop(&mut self) {
-        if self.file.is_some() {
+impl Handle {
+    /// Closes the file if it is kept open (it is opened again at the next read).
+    pub fn close(&mut self) {
+        if self.file.take().is_some() {
             KEPT.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -260,6 +270,36 @@ pub struct ThreadFiles {
 }
 
 impl ThreadFiles {
+    /// For a thread that sleeps: closes every file but the one a read of it takes
+    /// (`schedstat`, or `stat` without it: `no_schedstat`), so that the descriptors kept open
+    /// go to the threads that run. Without this, a task's first thousands of sleepers held the
+    /// whole budget, and the busy threads it created after them had their four files opened
+    /// and closed at every poll.
+    pub fn rest(&mut self, no_schedstat: bool) {
+        self.sched.close();
+        self.status.close();
+        self.children.close();
+        if !no_schedstat {
+            self.stat.close();
+        }
+    }
+
+    /// The names of the files kept open.
+    #[cfg(test)]
+    pub fn kept(&self) -> Vec<&'static str> {
+        let all = [
+            (&self.stat, "stat"),
+            (&self.schedstat, "schedstat"),
+            (&self.sched, "sched"),
+            (&self.status, "status"),
+            (&self.children, "children"),
+        ];
+        (all.into_iter())
+            .filter(|(h, _)| h.file.is_some())
+            .map(|(_, name)| name)
+            .collect()
+    }
+
     /// The files of thread `tid` of process `pid` under `root`.
     pub fn new(root: &crate::fsroot::FsRoot, pid: i32, tid: i32) -> ThreadFiles {
         let p = |f: &str| Handle::new(root.path(&format!("/proc/{pid}/task/{tid}/{f}")));
@@ -330,6 +370,7 @@ mod tests {
     #[test]
     fn past_the_descriptor_limit_a_file_is_read_without_keeping_it_open() {
         let own = format!("/proc/self/task/{}/stat", nix::unistd::gettid());
+        let _set = LIMIT_SET.lock().unwrap_or_else(|e| e.into_inner());
         set_descriptor_limit(0);
         let mut h = Handle::new(own.into());
         let read = matches!(h.read(), Read::Text(_));

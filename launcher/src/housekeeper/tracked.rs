@@ -12,7 +12,7 @@ use crate::fsroot::FsRoot;
 use crate::noise::USER_HZ;
 use crate::procfs::stat::{self, PidStat};
 use std::collections::BTreeSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One thread followed over the run.
 #[derive(Debug)]
@@ -53,21 +53,24 @@ pub fn idle_skip(idle_reads: u32, cap: u32) -> u32 {
     doubling.min(cap)
 }
 
-/// About the most sleeping threads one poll reads: a task with more has them read in turns.
-pub const SLEEPERS_PER_POLL: usize = 256;
+/// About the most sleeping threads read in a second (256 a poll at the default 100 ms): a task
+/// with more has them read in turns, and a shorter interval does not read them more often.
+pub const SLEEPERS_PER_SECOND: u64 = 2560;
 
 /// The most polls a sleeping thread is left unread (the `cap` of [`idle_skip`]): `time_cap`
-/// (the polls in a quarter second), or more when the task has more than [`SLEEPERS_PER_POLL`]
-/// threads for each poll of it, so that a poll reads about that many sleepers however many
-/// exist: its cost follows the threads that run. A thread that wakes is seen within
-/// `threads / SLEEPERS_PER_POLL` polls (3000 sleepers at 100 ms: 1.2 s). A `time_cap` of 0
-/// (every thread read every poll, for `--spare`) stays 0.
-pub fn rest_cap(time_cap: u32, threads: usize) -> u32 {
+/// (the polls in a quarter second), or more when the task has more threads than polls at
+/// `interval` read in a second at [`SLEEPERS_PER_SECOND`], so that a second's polls read about
+/// that many sleepers however many exist and however often they poll: their cost follows the
+/// threads that run. A thread that wakes is seen within `threads / SLEEPERS_PER_SECOND`
+/// seconds (3000 sleepers: 1.2 s). A `time_cap` of 0 (every thread read every poll, for
+/// `--spare`) stays 0.
+pub fn rest_cap(time_cap: u32, threads: usize, interval: Duration) -> u32 {
     if time_cap == 0 {
         return 0;
     }
-    let turns = threads.div_ceil(SLEEPERS_PER_POLL).saturating_sub(1);
-    time_cap.max(turns.min(u32::MAX as usize) as u32)
+    let per_poll = (u128::from(SLEEPERS_PER_SECOND) * interval.as_micros() / 1_000_000).max(1);
+    let turns = (threads as u128).div_ceil(per_poll).saturating_sub(1);
+    time_cap.max(turns.min(u128::from(u32::MAX)) as u32)
 }
 
 /// How a poll reads threads: which files are known missing.
@@ -212,6 +215,12 @@ impl Tracked {
         };
         out.runnable = stat.state == 'R' && was_runnable;
         self.note_ran(&stat, ran);
+        if self.idle_reads == 2 {
+            // From now on it rests, and its reads take one file until it runs again.
+            if let Some(files) = self.files.as_mut() {
+                files.rest(mode.no_schedstat);
+            }
+        }
         let base = match self.sched {
             Some(s) => s.runtime_ns.saturating_add(s.run_delay_ns),
             None => stat.cpu_ticks * (1_000_000_000 / USER_HZ),
@@ -390,6 +399,52 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_that_rests_keeps_one_file_open_and_opens_the_others_when_it_runs() {
+        let (tx, rx) = std::sync::mpsc::channel::<bool>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let sleeper = std::thread::spawn(move || {
+            tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+            // Asleep until told to spin for a moment, then asleep again until told to end.
+            while rx.recv().unwrap() {
+                let until = Instant::now() + Duration::from_millis(30);
+                while Instant::now() < until {}
+                tid_tx.send(0).unwrap();
+            }
+        });
+        let tid = tid_rx.recv().unwrap();
+        let _limit = (threads::LIMIT_SET.lock()).unwrap_or_else(|e| e.into_inner());
+        let root = FsRoot::default();
+        let mut t = Tracked::new(&root, std::process::id() as i32, tid);
+        fn read(t: &mut Tracked) -> Vec<&'static str> {
+            t.read(Mode::default(), Instant::now(), 0.0, false, &mut Vec::new())
+                .expect("alive");
+            t.files.as_ref().unwrap().kept()
+        }
+        let all = ["stat", "schedstat", "sched", "children"];
+        // Asleep at each read, it rests after two reads that found it had not run.
+        let mut kept = read(&mut t);
+        assert_eq!(kept, all);
+        // Asleep until its state reads so (it may still be on its way to block).
+        for _ in 0..100 {
+            if t.stat.as_ref().is_some_and(|s| s.state == 'S') {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            kept = read(&mut t);
+        }
+        assert_eq!(kept, all, "a thread read since it ran keeps its files");
+        assert_eq!(read(&mut t), all, "idle once");
+        assert_eq!(read(&mut t), ["schedstat"], "idle twice: it rests");
+        assert!(t.rest_polls(10) > 0);
+        // It runs: the next read opens the others again.
+        tx.send(true).unwrap();
+        tid_rx.recv().unwrap();
+        assert_eq!(read(&mut t), all);
+        tx.send(false).unwrap();
+        sleeper.join().unwrap();
+    }
+
+    #[test]
     fn a_sleeping_thread_is_read_half_as_often_each_time_up_to_the_cap() {
         let skips: Vec<u32> = (0..8).map(|idle| idle_skip(idle, 24)).collect();
         assert_eq!(skips, [0, 0, 1, 3, 7, 15, 24, 24]);
@@ -398,16 +453,30 @@ mod tests {
     }
 
     #[test]
-    fn many_sleepers_are_read_in_turns_of_about_256_a_poll() {
+    fn many_sleepers_are_read_in_turns_of_about_2560_a_second() {
+        let ms = Duration::from_millis;
         // A quarter second at 100 ms: 1 poll left unread, while that reads at most 256.
-        assert_eq!(rest_cap(1, 100), 1);
-        assert_eq!(rest_cap(1, 512), 1);
+        assert_eq!(rest_cap(1, 100, ms(100)), 1);
+        assert_eq!(rest_cap(1, 512, ms(100)), 1);
         // 3000 sleepers: each read every 12th poll, 250 a poll.
-        assert_eq!(rest_cap(1, 3000), 11);
-        assert!(3000 / (rest_cap(1, 3000) as usize + 1) <= SLEEPERS_PER_POLL);
-        assert_eq!(rest_cap(24, 3000), 24, "the time cap when it is longer");
+        assert_eq!(rest_cap(1, 3000, ms(100)), 11);
+        assert!(3000 / (rest_cap(1, 3000, ms(100)) as u64 + 1) <= SLEEPERS_PER_SECOND / 10);
         assert_eq!(
-            rest_cap(0, 3000),
+            rest_cap(24, 3000, ms(100)),
+            24,
+            "the time cap when it is longer"
+        );
+        // At 10 ms, 25 a poll: each read every 120th poll, every 1.2 s as at 100 ms, not
+        // every quarter second.
+        assert_eq!(rest_cap(24, 3000, ms(10)), 119);
+        assert_eq!(rest_cap(24, 100, ms(10)), 24);
+        assert_eq!(
+            rest_cap(1, 3000, Duration::from_micros(100)),
+            2999,
+            "at least one a poll"
+        );
+        assert_eq!(
+            rest_cap(0, 3000, ms(10)),
             0,
             "--spare reads every thread every poll"
         );

@@ -187,7 +187,7 @@ impl Housekeeper {
     /// following the children found on the way.
     pub(super) fn walk_tree(&mut self, w: &mut Walk) {
         let threads = self.procs.values().map(Known::len).sum();
-        w.rest_cap = rest_cap(self.idle_skip_cap, threads);
+        w.rest_cap = rest_cap(self.idle_skip_cap, threads, self.settings.interval);
         let mut queue: VecDeque<i32> = self.procs.keys().copied().collect();
         while let Some(pid) = queue.pop_front() {
             if !w.visited.insert(pid) {
