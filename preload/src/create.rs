@@ -7,9 +7,10 @@
 //! mask, else its creator's), and the start-routine trampoline that records the placement and
 //! the view in the thread, widens a roaming thread's mask, and arranges its release (and logs
 //! the birth, or for a child of a creator that churns brief children lists it in the slot
-//! table, its records deferred). When glibc
-//! cannot apply the birth mask (EINVAL: the CPU went offline, the cpuset changed), the thread
-//! is created as the caller asked, unplaced, with one warning: the runtime must not fail.
+//! table, its records deferred). A birth mask the thread would inherit anyway is not set (see
+//! [`holds`]). When glibc cannot apply the birth mask (EINVAL: the CPU went offline, the
+//! cpuset changed; EPERM: a seccomp filter forbids sched_setaffinity), the thread is created as
+//! the caller asked, unplaced, with one warning: the runtime must not fail.
 //! Must not: set the new thread's mask from the parent after it started; keep `Drop` values
 //! alive in the trampoline's frame (pthread_exit unwinds through it).
 
@@ -114,6 +115,20 @@ fn decide(cfg: &Config, routine: StartRoutine, beside: bool) -> (Placement, bool
     (p, inherits)
 }
 
+/// Whether the creating thread (placed `creator`) is allowed exactly `set`, so that its child
+/// inherits `set` with no mask of its own: a mask in the attr makes glibc start the thread
+/// stopped and set it from the parent, a system call and a handshake (every child of a
+/// creator on the one CPU left, as under `-n 1`). The kernel is asked only when the shim gave
+/// the creator that mask (its slot's CPU, or the reservation it roams).
+fn holds(cfg: &Config, creator: &Placement, set: &CpuSet) -> bool {
+    let given = match creator.slot_now(cfg).and_then(|s| cfg.cpu_of_slot(s)) {
+        Some(cpu) => CpuSet::single(cpu),
+        None if creator.roams => cfg.slot_set(),
+        None => return false,
+    };
+    given == *set && sys::get_affinity(0).as_ref() == Some(set)
+}
+
 /// The hook's body.
 ///
 /// # Safety
@@ -168,7 +183,12 @@ pub unsafe fn create(
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
     // A thread that inherits its creator's mask needs none (the churn path: nothing to compute).
-    let first = (!inherits).then(|| p.first_set(cfg, &process::recorded()));
+    let first = (!inherits)
+        .then(|| {
+            let creator = process::recorded();
+            Some(p.first_set(cfg, &creator)).filter(|(set, _)| !holds(cfg, &creator, set))
+        })
+        .flatten();
     if start.is_null() || first.is_some_and(|(set, _)| !copy.set_affinity(&set)) {
         unborn();
         // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
@@ -200,13 +220,15 @@ pub unsafe fn create(
     // clone, and if that fails it makes the stopped thread exit before its start routine and
     // waits for it before returning. So start is still ours.
     unsafe { libc::free(start.cast()) };
-    if ret != libc::EINVAL {
-        // EAGAIN, EPERM ...: the program's own failure.
+    // EINVAL is what glibc returns when the birth mask cannot be applied (the CPU went offline,
+    // the cpuset changed), EPERM when a seccomp filter forbids sched_setaffinity (a sandbox);
+    // each is also an answer to the caller's own attr (a bad one, a policy it may not have).
+    if ret != libc::EINVAL && !(ret == libc::EPERM && first.is_some()) {
+        // EAGAIN ...: the program's own failure.
         return ret;
     }
-    // EINVAL is what glibc returns when the birth mask cannot be applied (the CPU went offline,
-    // the cpuset changed); it is also the answer to a bad attr of the caller's. Create the
-    // thread as the caller asked: unplaced, and the caller's own error comes back unchanged.
+    // Create the thread as the caller asked: unplaced, and the caller's own error comes back
+    // unchanged.
     // SAFETY: the caller's arguments, unchanged.
     let retry = unsafe { real_create(thread, attr, routine, arg) };
     if retry == 0 {

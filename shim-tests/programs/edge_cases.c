@@ -14,7 +14,10 @@
  *              syscall(SYS_seccomp), as libseccomp does), then asks for the CPU after its own
  *              with sched_setaffinity and reports rc=; seccomp_exec installs the same filter
  *              and execs itself as "seccomp_after", which only asks and reports (a filter that
- *              was in force before the shim started, as systemd's SystemCallFilter=). */
+ *              was in force before the shim started, as systemd's SystemCallFilter=).
+ *   no_setaffinity  installs a seccomp filter under which sched_setaffinity fails with EPERM
+ *              (a sandbox), then starts two workers one after the other, each reporting; the
+ *              main thread reports failed= (0, or the first error pthread_create returned). */
 #include "report.h"
 #include <pthread.h>
 #include <sys/mman.h>
@@ -179,6 +182,43 @@ static int forbid_process_vm_readv(void) {
     return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
 }
 
+/* sched_setaffinity fails with EPERM, everything else is allowed. */
+static int forbid_setaffinity(void) {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sched_setaffinity, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return -1;
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+static void *sandboxed_worker(void *arg) {
+    report_self("worker", (long)arg, "");
+    return NULL;
+}
+
+static int no_setaffinity(void) {
+    if (forbid_setaffinity() != 0) {
+        fprintf(stderr, "edge_cases: seccomp: %s\n", strerror(errno));
+        return 101;
+    }
+    int failed = 0;
+    for (long i = 1; i <= 2 && !failed; i++) {
+        pthread_t t;
+        failed = pthread_create(&t, NULL, sandboxed_worker, (void *)i);
+        if (!failed)
+            pthread_join(t, NULL);
+    }
+    char extra[32];
+    snprintf(extra, sizeof extra, "failed=%d", failed);
+    report_self("main", 0, extra);
+    return 0;
+}
+
 static int ask_next_cpu(void) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -209,6 +249,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(mode, "seccomp_after") == 0)
         return ask_next_cpu();
-    fprintf(stderr, "usage: edge_cases efault|main_exit|vfork|seccomp|seccomp_exec\n");
+    if (strcmp(mode, "no_setaffinity") == 0)
+        return no_setaffinity();
+    fprintf(stderr,
+            "usage: edge_cases efault|main_exit|vfork|seccomp|seccomp_exec|no_setaffinity\n");
     return 2;
 }

@@ -129,3 +129,43 @@ fn a_seccomp_filter_that_kills_is_never_tripped() {
         );
     }
 }
+
+#[test]
+fn under_a_sandbox_that_forbids_sched_setaffinity_threads_are_still_created() {
+    let Some(prog) = Program::c("edge_cases.c") else {
+        return;
+    };
+    // One CPU: each worker is born on its creator's CPU, which it inherits, with no mask of
+    // its own to set (and no warning). Two: the worker born on the other CPU needs a mask the
+    // sandbox refuses; it is created as the program asked, unplaced, with one warning.
+    for (cpus, warned) in [("0", false), ("0,1", true)] {
+        let (outcome, reports) = by_hand_run(&prog, "no_setaffinity", cpus);
+        let main = one(&reports, "main", 0);
+        assert_eq!(
+            main.field("failed"),
+            "0",
+            "GOSET_CPUS={cpus}: {}",
+            outcome.dump()
+        );
+        for id in [1, 2] {
+            one(&reports, "worker", id);
+        }
+        let warnings = outcome.stderr.matches("cannot create a thread").count();
+        assert_eq!(
+            warnings,
+            usize::from(warned),
+            "GOSET_CPUS={cpus}: {}",
+            outcome.dump()
+        );
+        if !warned {
+            assert!(
+                !outcome.stderr.contains("goset: "),
+                "GOSET_CPUS={cpus}: {}",
+                outcome.dump()
+            );
+            for id in [1, 2] {
+                assert_eq!(one(&reports, "worker", id).single_cpu(), 0);
+            }
+        }
+    }
+}
