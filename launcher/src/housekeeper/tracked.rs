@@ -173,12 +173,17 @@ impl Tracked {
 
     /// One poll of a thread not known to have ended; `None` when it has. The processes it
     /// forked join `children` when it ran since the last poll, or always with `all_children`.
+    /// A thread `exiting` (its exit record is in the log) has its run time read and nothing
+    /// else: its other files would be opened again for a thread about to be gone (3000
+    /// sleepers that wake to end, at once), and a thread that forks as it ends leaves its
+    /// children to its process's leader, whose `children` are read when it loses a thread.
     pub fn read(
         &mut self,
         mode: Mode,
         now: Instant,
         boot_s: f64,
         all_children: bool,
+        exiting: bool,
         children: &mut Vec<i32>,
     ) -> Option<Polled> {
         let mut out = Polled::default();
@@ -197,6 +202,7 @@ impl Tracked {
             return gone(self);
         }
         let scheduled = match (before.sched, self.sched) {
+            _ if exiting && self.stat.is_some() => false,
             (Some(p), Some(s)) => s.timeslices != p.timeslices || s.runtime_ns != p.runtime_ns,
             _ => true,
         };
@@ -204,7 +210,8 @@ impl Tracked {
         let Some(stat) = self.stat_now(mode, scheduled, &mut out) else {
             return gone(self);
         };
-        if !mode.no_children && (scheduled || all_children) && !self.children(children) {
+        if !mode.no_children && (scheduled || all_children && !exiting) && !self.children(children)
+        {
             out.missing.push("children");
         }
         // Ran since the last poll: only then is stat's processor where it ran since.
@@ -399,7 +406,7 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_that_rests_keeps_one_file_open_and_opens_the_others_when_it_runs() {
+    fn a_thread_that_rests_keeps_one_file_open_and_opens_the_others_when_it_runs_unless_it_ends() {
         let (tx, rx) = std::sync::mpsc::channel::<bool>();
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let sleeper = std::thread::spawn(move || {
@@ -415,11 +422,30 @@ mod tests {
         let _limit = (threads::LIMIT_SET.lock()).unwrap_or_else(|e| e.into_inner());
         let root = FsRoot::default();
         let mut t = Tracked::new(&root, std::process::id() as i32, tid);
-        fn read(t: &mut Tracked) -> Vec<&'static str> {
-            t.read(Mode::default(), Instant::now(), 0.0, false, &mut Vec::new())
-                .expect("alive");
+        fn read_as(t: &mut Tracked, exiting: bool) -> Vec<&'static str> {
+            t.read(
+                Mode::default(),
+                Instant::now(),
+                0.0,
+                false,
+                exiting,
+                &mut Vec::new(),
+            )
+            .expect("alive");
             t.files.as_ref().unwrap().kept()
         }
+        let read = |t: &mut Tracked| read_as(t, false);
+        // Until the thread blocks again after a spin (it may still be on its way).
+        let asleep = || {
+            let stat = format!("/proc/self/task/{tid}/stat");
+            for _ in 0..200 {
+                let text = std::fs::read_to_string(&stat).unwrap_or_default();
+                if stat::parse_pid_stat(&text).is_some_and(|s| s.state == 'S') {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
         let all = ["stat", "schedstat", "sched", "children"];
         // Asleep at each read, it rests after two reads that found it had not run.
         let mut kept = read(&mut t);
@@ -439,7 +465,17 @@ mod tests {
         // It runs: the next read opens the others again.
         tx.send(true).unwrap();
         tid_rx.recv().unwrap();
+        asleep();
         assert_eq!(read(&mut t), all);
+        assert_eq!(read(&mut t), all, "idle once");
+        assert_eq!(read(&mut t), ["schedstat"], "idle twice: it rests");
+        // It runs as it ends (its exit record read): its run time is read, nothing else.
+        let ran = t.cpu_ns();
+        tx.send(true).unwrap();
+        tid_rx.recv().unwrap();
+        asleep();
+        assert_eq!(read_as(&mut t, true), ["schedstat"]);
+        assert!(t.cpu_ns() > ran, "its run time read");
         tx.send(false).unwrap();
         sleeper.join().unwrap();
     }

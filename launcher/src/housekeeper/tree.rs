@@ -497,7 +497,15 @@ impl Housekeeper {
             }
         };
         t.assigned = assigned;
-        let polled = t.read(self.mode, w.now, w.boot_s, w.all_children, &mut w.found)?;
+        let exiting = shim.is_some_and(|s| s.exited);
+        let polled = t.read(
+            self.mode,
+            w.now,
+            w.boot_s,
+            w.all_children,
+            exiting,
+            &mut w.found,
+        )?;
         // A main thread is read every poll: it is the one that usually forks (a shell, a
         // launcher), and a fork is found in the children of a thread read as having run.
         let skip = if tid == pid {

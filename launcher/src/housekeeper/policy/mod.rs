@@ -46,8 +46,8 @@ pub fn listing_wait(churning: bool) -> std::time::Duration {
 
 /// Whether a process's thread `count` adds up with the `known` threads the housekeeper found:
 /// equal, or more by at most the `deferring` threads whose records the shim deferred (children
-/// born beside a creator that waits on them: most end within a millisecond, and listing or
-/// looking up each of them was the cost that grew with churn). `deferring` counts the whole
+/// of a creator that churns brief ones: most end within a millisecond, and listing or looking
+/// up each of them was the cost that grew with churn). `deferring` counts the whole
 /// task's; a thread it hides is found by the once-a-second listing.
 pub fn adds_up(count: usize, known: usize, deferring: usize) -> bool {
     count >= known && count - known <= deferring
