@@ -20,9 +20,8 @@ thread_local! {
     static LAST_SET: Cell<u64> = const { Cell::new(0) };
     static STREAK: Cell<u32> = const { Cell::new(0) };
     // The creation that last read this thread's CPU time: its wall and CPU time (µs), and
-    // whether it found the thread, churning, waiting on its brief children (see
-    // `child_born`).
-    static LAST_CREATION: Cell<(u64, u64, Option<bool>)> = const { Cell::new((0, 0, None)) };
+    // whether it found the thread waiting on its brief children (see `child_born`).
+    static LAST_CREATION: Cell<(u64, u64, bool)> = const { Cell::new((0, 0, false)) };
     static PARENT: Cell<(usize, u64)> = const { Cell::new((NO_CELL, 0)) };
     static DEFERRED: Cell<usize> = const { Cell::new(0) };
 }
@@ -87,7 +86,7 @@ pub fn forget(was_main: bool) {
     let _ = STATE.try_with(|s| s.set(0));
     let _ = ENTRY.try_with(|e| e.set(usize::MAX));
     let _ = STREAK.try_with(|s| s.set(0));
-    let _ = LAST_CREATION.try_with(|c| c.set((0, 0, None)));
+    let _ = LAST_CREATION.try_with(|c| c.set((0, 0, false)));
     let _ = PARENT.try_with(|p| p.set((NO_CELL, 0)));
     let _ = DEFERRED.try_with(|d| d.set(0));
     MAIN_LAST_CHILD.store(0, Ordering::Relaxed);
@@ -326,11 +325,15 @@ pub fn born_beside(streak: u32, wall_us: u64, cpu_us: u64) -> bool {
     streak >= BRIEF_STREAK && cpu_us.saturating_mul(2) < wall_us
 }
 
-/// How long a creator that churns brief children keeps its verdict (waiting on them, or
-/// computing beside them) before its CPU time is read again. Reading a thread's CPU time is a
-/// system call of about half a microsecond, a twentieth of a whole creation in a churning
-/// loop; once a millisecond is enough to notice a creator that changed its ways.
-pub const RECHECK_US: u64 = 1_000;
+/// How long a creator found waiting on the brief children it churns keeps them beside it
+/// before its CPU time is read again. Reading a thread's CPU time is a system call of about
+/// half a microsecond, a twentieth of a whole creation in a churning loop (and a churning
+/// creator that shares its CPU creates one about every 300 µs); once every 10 ms is enough to
+/// notice a creator that started to compute. A creator found computing is read again at its
+/// next creation: that verdict rests on one interval, which a slow start (the first
+/// children's own CPUs) can stretch, and holding it would keep a waiting creator's children
+/// off its CPU for nothing.
+pub const RECHECK_US: u64 = 10_000;
 
 /// What a creator knows of the child it is about to create (see [`child_born`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,8 +351,8 @@ pub struct Birth {
 /// In a thread creating another at `now_us` (`main`: the process's main thread): records the
 /// new child's birth, and says where it reports to, whether it is born beside this thread
 /// ([`born_beside`]) and whether this thread churns brief children. `cpu_us` reads this
-/// thread's CPU time, only when the last child ended briefly, and while this thread churns at
-/// most once every [`RECHECK_US`].
+/// thread's CPU time, only when the last child ended briefly, and while this thread churns
+/// and waits on its children at most once every [`RECHECK_US`].
 pub fn child_born(main: bool, now_us: u64, cpu_us: impl FnOnce() -> u64) -> Birth {
     let index = match main {
         true => MAIN_CELL,
@@ -371,13 +374,11 @@ pub fn child_born(main: bool, now_us: u64, cpu_us: impl FnOnce() -> u64) -> Birt
         })
         .unwrap_or(0);
     let churning = streak >= BRIEF_STREAK;
-    let (last_wall, last_cpu, verdict) = LAST_CREATION.try_with(Cell::get).unwrap_or((0, 0, None));
-    if let Some(beside) =
-        verdict.filter(|_| churning && now_us.saturating_sub(last_wall) < RECHECK_US)
-    {
+    let (last_wall, last_cpu, waited) = LAST_CREATION.try_with(Cell::get).unwrap_or((0, 0, false));
+    if waited && churning && now_us.saturating_sub(last_wall) < RECHECK_US {
         return Birth {
             cell: index,
-            beside,
+            beside: true,
             churning,
         };
     }
@@ -390,8 +391,7 @@ pub fn child_born(main: bool, now_us: u64, cpu_us: impl FnOnce() -> u64) -> Birt
             now_us.saturating_sub(last_wall),
             cpu.saturating_sub(last_cpu),
         );
-    let verdict = (churning && last_cpu != 0).then_some(beside);
-    let _ = LAST_CREATION.try_with(|c| c.set((now_us, cpu, verdict)));
+    let _ = LAST_CREATION.try_with(|c| c.set((now_us, cpu, beside)));
     Birth {
         cell: index,
         beside,
@@ -496,7 +496,8 @@ mod tests {
             .unwrap()
         };
         // Births stamped an hour ahead end briefly, at the clock's first microsecond long
-        // after, however slowly the test runs (and however long the machine has been up); creations are a millisecond apart, and the creator's CPU time is
+        // after, however slowly the test runs (and however long the machine has been up);
+        // creations are RECHECK_US apart (each reads the creator's CPU time), which is
         // fake: 10 µs a creation while it waits, a second when it computed since the last.
         let hour = 3_600_000_000;
         let base = goset_plan::slots::monotonic_us() + hour;
@@ -515,7 +516,7 @@ mod tests {
             (true, false),
         ];
         for (k, (brief, computed)) in steps.into_iter().enumerate() {
-            let at = base + k as u64 * 1000;
+            let at = base + k as u64 * RECHECK_US;
             cpu += if computed { 1_000_000 } else { 10 };
             let now_cpu = cpu;
             let birth = child_born(false, at, move || now_cpu);
@@ -538,13 +539,14 @@ mod tests {
         );
         // A child still alive when the next is created breaks the streak too, and its late
         // report is lost: it is no longer the latest child.
-        let cell = child_born(false, base + 10_000, || 5).cell;
-        let later = child_born(false, base + 11_000, || 6);
+        let base = base + 10 * RECHECK_US;
+        let cell = child_born(false, base, || 5).cell;
+        let later = child_born(false, base + 1_000, || 6);
         assert!(!later.beside && !later.churning, "the last child lives");
-        assert!(child(cell, base + 10_000), "it ended briefly all the same");
+        assert!(child(cell, base), "it ended briefly all the same");
         for k in 0..4 {
             assert!(
-                !child_born(false, base + 12_000 + k, || 7).beside,
+                !child_born(false, base + 2_000 + k, || 7).beside,
                 "no brief child since"
             );
         }
@@ -562,16 +564,26 @@ mod tests {
     }
 
     #[test]
-    fn a_churning_creator_is_checked_again_once_a_millisecond_not_at_every_child() {
+    fn a_waiting_creator_is_checked_again_once_a_recheck_not_at_every_child() {
         register(999_991, 991, Placement::unslotted(Role::Worker, Some(0)));
         let base = goset_plan::slots::monotonic_us() + 3_600_000_000;
         let reads = Cell::new(0u32);
-        // Children 10 µs apart, each ending briefly; the creator's CPU time grows 1 µs a
-        // creation while it waits, 10 µs (all of it) once it computes, from the 200th child.
+        // Children a hundredth of RECHECK_US apart, each ending briefly; the creator's CPU
+        // time grows 1 µs a creation while it waits, all of the interval once it computes,
+        // from the 200th child.
+        let step = RECHECK_US / 100;
         let mut besides = Vec::new();
+        let mut reads_while_waiting = 0;
         for k in 0..400u64 {
-            let at = base + k * 10;
-            let cpu = if k < 200 { 1 + k } else { 201 + (k - 200) * 10 };
+            if k == 200 {
+                reads_while_waiting = reads.get();
+            }
+            let at = base + k * step;
+            let cpu = if k < 200 {
+                1 + k
+            } else {
+                201 + (k - 200) * step
+            };
             let birth = child_born(false, at, || {
                 reads.set(reads.get() + 1);
                 cpu
@@ -586,10 +598,10 @@ mod tests {
         }
         let first = besides.iter().position(|&b| b).expect("beside at last");
         assert_eq!(first, 3, "the fourth child, as above");
-        // A verdict holds without a read until a millisecond has passed since the reading
-        // that made it: about one read a millisecond, not one a child.
-        assert!(reads.get() < 12, "{} reads", reads.get());
-        // The creator computes from child 200 on: the first reading a millisecond on sees it.
+        // Beside without a read until RECHECK_US has passed since the reading that found the
+        // creator waiting: about one read a hundred children here, not one a child.
+        assert!(reads_while_waiting < 8, "{reads_while_waiting} reads");
+        // The creator computes from child 200 on: the first reading a recheck on sees it.
         let last = besides.iter().rposition(|&b| b).unwrap();
         assert!((200..=305).contains(&last), "last beside {last}");
         assert!(besides[306..].iter().all(|&b| !b));
