@@ -13,7 +13,7 @@ use super::logtail::ShimThread;
 use super::placer::{Kin, Live};
 use super::policy::{self, Activity};
 use super::tracked::{rest_cap, Polled, Tracked};
-use super::{threads, Housekeeper};
+use super::{threads, Housekeeper, ALL_CHILDREN_EVERY};
 use crate::fsroot::ReadError;
 use std::collections::{BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -223,9 +223,13 @@ impl Housekeeper {
         let found = known.len() + logged.len();
         let adds_up = count.is_some_and(|c| policy::adds_up(c, found, deferring));
         // While the task churns, a count off by the threads being born and ending waits for
-        // the next listing (see policy::CHURN_LISTING).
-        let waits = w.churning && self.listed_within(pid, w.now, policy::CHURN_LISTING);
-        let unchanged = !w.all_children && !known.is_empty() && (adds_up || waits);
+        // the next listing (see policy::listing_every); so does the once-a-second poll's net,
+        // for a process with more than a thousand threads.
+        let every = policy::listing_every(known.len());
+        let waits = w.churning && self.listed_within(pid, w.now, every);
+        let net = w.all_children
+            && !self.listed_within(pid, w.now, every.saturating_sub(ALL_CHILDREN_EVERY));
+        let unchanged = !net && !known.is_empty() && (adds_up || waits);
         // A process with many threads and few tids born since the last poll: look those
         // up instead of listing them all (its threads that ended show as failed reads,
         // and the once-a-second poll lists anyway).
@@ -384,7 +388,8 @@ impl Housekeeper {
     /// new ones are read. At most once per [`policy::listing_wait`]: in a program that
     /// churns threads the count never adds up.
     fn reconcile_count(&mut self, v: &mut Visit, count: usize, w: &mut Walk) {
-        let listed_lately = self.listed_within(v.pid, w.now, policy::listing_wait(w.churning));
+        let wait = policy::listing_wait(w.churning, v.known.len());
+        let listed_lately = self.listed_within(v.pid, w.now, wait);
         let deferring = self.placer.table().deferring() as usize;
         if policy::adds_up(count, v.alive.len(), deferring) || listed_lately {
             return;

@@ -34,11 +34,26 @@ pub const MISMATCH_LISTING: std::time::Duration = std::time::Duration::from_mill
 /// would catch alive. A thread nobody accounts for waits at most this long to be found.
 pub const CHURN_LISTING: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// How long after a listing a process whose count does not add up waits for the next:
-/// [`CHURN_LISTING`] while the task `churning` brief threads, else [`MISMATCH_LISTING`].
-pub fn listing_wait(churning: bool) -> std::time::Duration {
+/// What a listing costs, counted in the wait before the next (see [`listing_every`]).
+pub const LISTING_PER_THREAD: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// How long after a listing of a process with `threads` threads the next waits, while the
+/// task churns and at the once-a-second poll's net: [`CHURN_LISTING`], or
+/// [`LISTING_PER_THREAD`] a thread when that is longer. A listing builds or looks up a `/proc`
+/// entry per thread (about 2 µs each here), so listings cost a process at most about 0.2% of a
+/// CPU however many threads it has; what only a listing finds (a thread nobody accounts for)
+/// waits that long (3000 threads: 3 s).
+pub fn listing_every(threads: usize) -> std::time::Duration {
+    let threads = u32::try_from(threads).unwrap_or(u32::MAX);
+    CHURN_LISTING.max(LISTING_PER_THREAD.saturating_mul(threads))
+}
+
+/// How long after a listing a process of `threads` threads whose count does not add up waits
+/// for the next: [`listing_every`] while the task `churning` brief threads, else
+/// [`MISMATCH_LISTING`].
+pub fn listing_wait(churning: bool, threads: usize) -> std::time::Duration {
     if churning {
-        CHURN_LISTING
+        listing_every(threads)
     } else {
         MISMATCH_LISTING
     }

@@ -347,7 +347,17 @@ fn a_thread_count_adds_up_with_the_deferred_threads_only() {
 
 #[test]
 fn a_count_that_does_not_add_up_is_listed_less_often_while_the_task_churns() {
-    assert_eq!(listing_wait(false), MISMATCH_LISTING);
-    assert_eq!(listing_wait(true), CHURN_LISTING);
+    assert_eq!(listing_wait(false, 3000), MISMATCH_LISTING);
+    assert_eq!(listing_wait(true, 20), CHURN_LISTING);
     assert!(CHURN_LISTING > MISMATCH_LISTING);
+}
+
+#[test]
+fn a_process_with_many_threads_is_listed_less_often() {
+    use std::time::Duration;
+    assert_eq!(listing_every(0), CHURN_LISTING);
+    assert_eq!(listing_every(1000), CHURN_LISTING);
+    assert_eq!(listing_every(3000), Duration::from_secs(3));
+    assert_eq!(listing_wait(true, 10_000), Duration::from_secs(10));
+    assert_eq!(listing_every(usize::MAX), LISTING_PER_THREAD * u32::MAX);
 }
