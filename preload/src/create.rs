@@ -183,12 +183,13 @@ pub unsafe fn create(
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
     // A thread that inherits its creator's mask needs none (the churn path: nothing to compute).
-    let first = (!inherits)
-        .then(|| {
+    let first = match inherits {
+        true => None,
+        false => {
             let creator = process::recorded();
             Some(p.first_set(cfg, &creator)).filter(|(set, _)| !holds(cfg, &creator, set))
-        })
-        .flatten();
+        }
+    };
     if start.is_null() || first.is_some_and(|(set, _)| !copy.set_affinity(&set)) {
         unborn();
         // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
