@@ -46,12 +46,15 @@ pub struct Tracked {
 /// grows with the threads that run, not with those that exist; a thread that wakes is seen
 /// again within `cap` polls.
 pub fn idle_skip(idle_reads: u32, cap: u32) -> u32 {
-    if idle_reads < 2 {
+    if idle_reads < RESTS_AFTER {
         return 0;
     }
     let doubling = (1u32 << (idle_reads - 1).min(20)) - 1;
     doubling.min(cap)
 }
+
+/// Reads in a row that found a thread idle, after which it rests (see [`idle_skip`]).
+const RESTS_AFTER: u32 = 2;
 
 /// About the most sleeping threads read in a second (256 a poll at the default 100 ms): a task
 /// with more has them read in turns, and a shorter interval does not read them more often.
@@ -222,7 +225,7 @@ impl Tracked {
         };
         out.runnable = stat.state == 'R' && was_runnable;
         self.note_ran(&stat, ran);
-        if self.idle_reads == 2 {
+        if self.idle_reads == RESTS_AFTER {
             // From now on it rests, and its reads take one file until it runs again.
             if let Some(files) = self.files.as_mut() {
                 files.rest(mode.no_schedstat);
@@ -435,7 +438,7 @@ mod tests {
             t.files.as_ref().unwrap().kept()
         }
         let read = |t: &mut Tracked| read_as(t, false);
-        // Until the thread blocks again after a spin (it may still be on its way).
+        // Until the thread blocks (after its start or a spin, it may still be on its way).
         let asleep = || {
             let stat = format!("/proc/self/task/{tid}/stat");
             for _ in 0..200 {
@@ -448,17 +451,12 @@ mod tests {
         };
         let all = ["stat", "schedstat", "sched", "children"];
         // Asleep at each read, it rests after two reads that found it had not run.
-        let mut kept = read(&mut t);
-        assert_eq!(kept, all);
-        // Asleep until its state reads so (it may still be on its way to block).
-        for _ in 0..100 {
-            if t.stat.as_ref().is_some_and(|s| s.state == 'S') {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-            kept = read(&mut t);
-        }
-        assert_eq!(kept, all, "a thread read since it ran keeps its files");
+        asleep();
+        assert_eq!(
+            read(&mut t),
+            all,
+            "a thread read since it ran keeps its files"
+        );
         assert_eq!(read(&mut t), all, "idle once");
         assert_eq!(read(&mut t), ["schedstat"], "idle twice: it rests");
         assert!(t.rest_polls(10) > 0);
