@@ -22,6 +22,20 @@ pub struct RunArgs {
     /// SMT policy: spread = one thread per physical core first; pack = fill a core's siblings first.
     #[arg(long, value_enum, default_value_t = SmtArg::Spread)]
     pub smt: SmtArg,
+    /// CPU kinds on a hybrid machine: performance = the fastest kinds first (a slower kind only
+    /// where it gives the task more); efficient = the least performant first (background
+    /// work); any = kinds ignored; N = only kind N (0 = the least performant, as goset lists
+    /// them).
+    #[arg(
+        long,
+        value_name = "performance|efficient|any|N",
+        default_value = "performance"
+    )]
+    pub cpu_kind: String,
+    /// Spread the task over as many packages, NUMA nodes, caches and clusters as it can, as
+    /// OMP_PROC_BIND=spread does (for codes bound by memory bandwidth); default: as few.
+    #[arg(long)]
+    pub scatter: bool,
     /// CPUs to take first, in order: a cpulist (1,3-5 or 0-10:2) or likwid-pin expressions
     /// (S0:0-3, M1:0-1, C0:0-3, N:0-3, E:S0:4:1:2, joined with @).
     #[arg(long, value_name = "LIST")]

@@ -8,7 +8,7 @@
 use super::args::{Placement, RunArgs, SmtArg};
 use crate::error::{Error, Result};
 use crate::instances::MAX_INSTANCES;
-use crate::select::{NumaChoice, Options as SelectOptions, SmtPolicy};
+use crate::select::{KindChoice, NumaChoice, Options as SelectOptions, SmtPolicy};
 use crate::topology::CpuExpr;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -112,6 +112,19 @@ fn numa_arg(text: &str) -> Result<NumaChoice> {
         n => n.parse().map(NumaChoice::Node).map_err(|_| {
             Error::Usage(format!(
                 "--numa '{n}': expected a node number, auto (-1) or off (-2)"
+            ))
+        }),
+    }
+}
+
+fn cpu_kind_arg(text: &str) -> Result<KindChoice> {
+    match text {
+        "performance" => Ok(KindChoice::Performance),
+        "efficient" => Ok(KindChoice::Efficient),
+        "any" => Ok(KindChoice::Any),
+        n => n.parse().map(KindChoice::Kind).map_err(|_| {
+            Error::Usage(format!(
+                "--cpu-kind '{n}': expected performance, efficient, any or a kind number (goset lists them)"
             ))
         }),
     }
@@ -242,8 +255,8 @@ impl RunArgs {
         Ok(root)
     }
 
-    /// The selection policy of `-n`, `--smt`, `--numa` (by default from `--near`), `--fence`
-    /// and `--spare`.
+    /// The selection policy of `-n`, `--smt`, `--numa` (by default from `--near`), `--fence`,
+    /// `--spare`, `--cpu-kind` and `--scatter`.
     fn select_options(&self) -> Result<SelectOptions> {
         Ok(SelectOptions {
             count: self.count,
@@ -258,6 +271,8 @@ impl RunArgs {
             },
             fence: self.fence,
             spare: self.spare,
+            cpu_kind: cpu_kind_arg(&self.cpu_kind)?,
+            scatter: self.scatter,
             ..SelectOptions::default()
         })
     }

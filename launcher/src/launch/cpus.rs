@@ -35,8 +35,9 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     let root = &opts.fsroot;
     let topo = Topology::read(root)
         .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
-    let machine_select = machine_options(opts, &topo)?;
+    let mut machine_select = machine_options(opts, &topo)?;
     let noise = noise::sample(root, opts.sample);
+    machine_select.sample_ms = noise.window_ms;
     let scores: BTreeMap<usize, f64> = noise
         .cpus
         .iter()

@@ -105,6 +105,7 @@ mod tests {
             core_cost: Default::default(),
             ranking: vec![2, 3, 4, 5, 7, 0, 1],
             near: None,
+            passed_over: Vec::new(),
         };
         let set = |v: &[usize]| v.iter().copied().collect::<CpuSet>();
         // --spare 1: the spare is reserved like a task CPU.

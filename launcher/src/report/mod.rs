@@ -35,6 +35,8 @@ pub struct SelectionRow {
     pub steal_pct: Option<f64>,
     /// Core cost: this CPU's noise score plus its SMT siblings'.
     pub core_cost: f64,
+    /// Its CPU kind (0 the least performant), where the machine has kinds.
+    pub kind: Option<usize>,
     /// SMT siblings other than itself.
     pub siblings: Vec<usize>,
     /// NUMA node.
@@ -96,6 +98,7 @@ pub fn selection_report(topo: &Topology, noise: &Noise, sel: &Selection) -> Sele
                 busy_pct: n.filter(|_| stat).map(|n| n.busy_pct),
                 steal_pct: n.filter(|_| stat).map(|n| n.steal_pct),
                 core_cost: sel.core_cost.get(&cpu).copied().unwrap_or(0.0),
+                kind: info.and_then(|i| i.kind),
                 siblings: info
                     .map(|i| i.siblings.iter().copied().filter(|&s| s != cpu).collect())
                     .unwrap_or_default(),
@@ -154,6 +157,7 @@ pub fn render_selection(rep: &SelectionReport) -> String {
             "busy%",
             "steal%",
             "core",
+            "kind",
             "sibl",
             "node",
             "isol",
@@ -172,6 +176,7 @@ pub fn render_selection(rep: &SelectionReport) -> String {
             pct(r.busy_pct),
             pct(r.steal_pct),
             format!("{:.0}", r.core_cost),
+            kind_cell(r.kind),
             other_siblings(r.cpu, &r.siblings),
             r.node.map_or_else(|| "-".to_string(), |n| n.to_string()),
             flag(r.isolated),
@@ -210,10 +215,50 @@ pub fn render_selection(rep: &SelectionReport) -> String {
             cpus.map_or_else(|| "-".to_string(), |c| c.to_string()),
         ));
     }
+    if !sel.passed_over.is_empty() {
+        let cpus: goset_plan::CpuSet = sel.passed_over.iter().copied().collect();
+        out.push_str(&format!(
+            "  passed over for noise: cpus {cpus} (taken had every CPU been quiet)\n"
+        ));
+    }
     if rep.sample_ms == 0 {
         out.push_str("  ranked by topology alone (--sample 0)\n");
     }
     out
+}
+
+/// The `kind` cell: the kind's number, `-` where the machine has no kinds.
+fn kind_cell(kind: Option<usize>) -> String {
+    kind.map_or_else(|| "-".to_string(), |k| k.to_string())
+}
+
+/// The CPU kinds table, like `lstopo --cpukinds`: the least performant first; empty where the
+/// machine describes no kinds.
+pub fn render_kinds(topo: &Topology) -> String {
+    if topo.kinds.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new(
+        "CPU kinds",
+        &[
+            "kind", "cpus", "type", "capacity", "max MHz", "base MHz", "class", "perf",
+        ],
+    );
+    let num = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    for k in &topo.kinds {
+        let cpus: goset_plan::CpuSet = k.cpus.iter().copied().collect();
+        t.row(vec![
+            k.index.to_string(),
+            cpus.to_string(),
+            k.core_type.clone().unwrap_or_else(|| "-".to_string()),
+            num(k.capacity),
+            num(k.max_mhz),
+            num(k.base_mhz),
+            k.class.to_string(),
+            format!("{:.2}", k.perf as f64 / 1000.0),
+        ]);
+    }
+    t.render()
 }
 
 /// The line under the Selection table that says the task keeps one shared mask
@@ -253,12 +298,13 @@ pub fn banner() -> &'static str {
     "----------------- GOSET -----------------\n"
 }
 
-/// The Topology table: one row per possible CPU.
+/// The Topology table, one row per possible CPU, and the CPU kinds table.
 pub fn render_topology(topo: &Topology) -> String {
     let mut t = Table::new(
         "Topology",
         &[
-            "cpu", "online", "allowed", "core", "sibl", "package", "node", "isol", "nohz", "rcu",
+            "cpu", "online", "allowed", "core", "sibl", "package", "node", "kind", "isol", "nohz",
+            "rcu",
         ],
     );
     let id = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
@@ -271,10 +317,13 @@ pub fn render_topology(topo: &Topology) -> String {
             other_siblings(c.cpu, &c.siblings),
             id(c.package),
             c.node.map_or_else(|| "-".to_string(), |n| n.to_string()),
+            kind_cell(c.kind),
             flag(c.isolated),
             flag(c.nohz_full),
             flag(c.rcu_nocbs),
         ]);
     }
-    t.render()
+    let mut out = t.render();
+    out.push_str(&render_kinds(topo));
+    out
 }

@@ -1,29 +1,37 @@
 //! CPU selection: which CPUs the task gets, in slot order, and where the housekeeper goes.
 //!
 //! A pure function of the topology, the per-CPU noise scores and the options: no I/O, no
-//! printing, deterministic on ties. Policy in one place:
+//! printing, deterministic on ties. The whole rule, with an example, is `docs/selection.md`;
+//! in short:
 //! - candidates are online ∩ allowed − `exclude`, restricted to `--near`'s device's local CPUs
-//!   (its `local_cpulist`, else its node's CPUs) and to one NUMA node with `--numa`;
+//!   (its `local_cpulist`, else its node's CPUs), to one NUMA node with `--numa` and to one
+//!   CPU kind with `--cpu-kind N`;
 //! - with `--near`, `--numa`'s default and `auto` are the device's node; where the device has
 //!   none, the default is off and `auto` as without `--near`; `--numa N` must be the device's
 //!   node; `--numa off` binds no memory (the CPUs stay near the device);
-//! - a core's cost is the noise of all its online SMT threads, so a quiet CPU whose sibling is
-//!   noisy ranks below a quiet CPU on a quiet core;
-//! - cores are ranked by cost, then cores without CPU 0 first (CPU 0 takes most kernel
-//!   housekeeping on Linux), then by lowest CPU number; CPUs within a core by noise then number;
+//! - every candidate thread is worth what the task would get from it ([`rank`]): its kind's
+//!   speed × the share of its core other work leaves (× a quarter for a core's second
+//!   thread with `--smt spread`), then its core's noise tier (interrupt rates within what the
+//!   window can tell apart are one tier). The task takes the best; of equally good threads,
+//!   the fewest domains ([`compact`]), or the most with `--scatter`; remaining ties go to
+//!   favoured cores, away from CPU 0's core, the quieter, the lower CPU number;
 //! - `include` CPUs are taken first, in the order given, and count as using their cores;
-//! - `spread` takes the next CPU from the least-used best core (one thread per core before any
-//!   sibling); `pack` finishes a started core before starting the next (the Go goset's order);
-//! - the housekeeper is the quietest CPU left, preferring one that shares no core with the task,
-//!   is no spare, and is neither isolated nor nohz_full; with no CPU left it shares the last
-//!   task CPU;
-//! - `spare` books the next K CPUs of the ranking idle (outside the task and its fence): the
-//!   housekeeper moves a slot there when its CPU turns noisy mid-run;
+//! - slots are in order of worth: slot 0 (the main thread) gets the fastest;
+//! - the housekeeper is a CPU left, preferring one that shares no core with the task, is no
+//!   spare, is neither isolated nor nohz_full, then the least performant kind, then one that
+//!   shares no cluster with the task, then the quietest;
+//!   with no CPU left it shares the last task CPU;
+//! - `spare` books the next K CPUs by the same rule (near the task) idle (outside the task
+//!   and its fence): the housekeeper moves a slot there when its CPU turns noisy mid-run;
 //! - `fence` books the online SMT siblings of the task CPUs idle (outside the slots) while one
 //!   CPU stays free for the housekeeper: siblings are given back from the last slot's core
 //!   when none would be, and with no CPU outside the task at all, fencing is refused.
 
+mod compact;
+mod rank;
+
 use crate::topology::{Device, Topology};
+use rank::Item;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -37,6 +45,22 @@ pub enum SmtPolicy {
     Spread,
     /// Both (all) siblings of the best core first, then the next core.
     Pack,
+}
+
+/// Which CPU kinds the task takes first (`--cpu-kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KindChoice {
+    /// The most performant kinds first; a slower kind where it gives the task more (an idle
+    /// E-core beats a P-core another task keeps busy, and a P-core's second thread).
+    #[default]
+    Performance,
+    /// The least performant kinds first (background work on E-cores).
+    Efficient,
+    /// Kinds ignored: noise and compactness alone.
+    Any,
+    /// Only this kind (its number as `goset` lists kinds: 0 = the least performant).
+    Kind(usize),
 }
 
 /// NUMA constraint.
@@ -74,6 +98,14 @@ pub struct Options {
     pub spare: usize,
     /// Keep near this device (`--near`).
     pub near: Option<Device>,
+    /// Which CPU kinds first (`--cpu-kind`).
+    pub cpu_kind: KindChoice,
+    /// Spread the task over as many domains as it can (`--scatter`), for codes bound by
+    /// memory bandwidth, instead of as few as it can.
+    pub scatter: bool,
+    /// The window the noise scores were measured over, in ms: what tells two interrupt rates
+    /// apart. 0 (no measurement) counts as one second.
+    pub sample_ms: u64,
 }
 
 /// The decision.
@@ -100,6 +132,9 @@ pub struct Selection {
     /// The device the task CPUs are near (`--near`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub near: Option<Device>,
+    /// CPUs the selection would have given the task had every CPU been quiet, passed over for
+    /// their noise (or other work's load).
+    pub passed_over: Vec<usize>,
 }
 
 /// Why no selection is possible. Every variant is a usage error (exit 2).
@@ -150,6 +185,8 @@ pub enum SelectError {
     },
     /// `--include` names candidates that are not local to `--near`'s device.
     IncludeNotNear { cpus: Vec<usize>, device: String },
+    /// `--cpu-kind N` names a kind the machine does not have.
+    UnknownKind { kind: usize, kinds: usize },
 }
 
 fn list(cpus: &[usize]) -> String {
@@ -205,6 +242,14 @@ impl fmt::Display for SelectError {
                 f,
                 "--numa {numa} with --near {device}: the device is on node {device_node}; give --numa {device_node}, auto or off"
             ),
+            SelectError::UnknownKind { kind, kinds } => write!(
+                f,
+                "--cpu-kind {kind}: no such CPU kind; {}",
+                match kinds {
+                    0 | 1 => "this machine has one kind, 0".to_string(),
+                    n => format!("kinds are 0 (the least performant) to {}", n - 1),
+                }
+            ),
             SelectError::IncludeNotNear { cpus, device } => write!(
                 f,
                 "--include {}: not local to --near {device}",
@@ -215,13 +260,6 @@ impl fmt::Display for SelectError {
 }
 
 impl std::error::Error for SelectError {}
-
-/// One physical core's candidate CPUs during selection.
-struct CoreSlot {
-    rank: usize,
-    queue: Vec<usize>,
-    used: usize,
-}
 
 /// Chooses the task CPUs and the housekeeper. `noise` maps a CPU to its noise score (a CPU
 /// missing from it counts as 0, as with `--sample 0`).
@@ -242,6 +280,7 @@ pub fn plan(
     // The housekeeper may use a CPU away from the device, as it may one off the node.
     let (near, numa) = keep_near(topo, &usable, opts)?;
     let (node, candidates) = restrict_to_node(topo, &near, numa, opts)?;
+    let candidates = restrict_to_kind(topo, candidates, opts)?;
     // A kernel without NUMA has nothing to bind memory to: its one node only restricts CPUs.
     let node = node.filter(|&n| !topo.node(n).is_some_and(|info| info.synthetic));
 
@@ -295,19 +334,30 @@ pub fn plan(
         })
         .collect();
 
-    let mut cores = group_into_cores(&candidates, &siblings, &core_cost, &cpu_noise);
-    for &c in &include {
-        if let Some(core) = cores.iter_mut().find(|k| k.queue.contains(&c)) {
-            core.queue.retain(|&x| x != c);
-            core.used += 1;
-        }
-    }
-    let mut ranking = include.clone();
-    while let Some(core) = next_core(&mut cores, opts.smt) {
-        core.used += 1;
-        ranking.push(core.queue.remove(0));
-    }
-    let task_cpus: Vec<usize> = ranking[..opts.count].to_vec();
+    let paths = compact::paths(topo, &usable);
+    let items = candidate_items(topo, &candidates, &include, noise, opts);
+    let anchors: Vec<compact::Path> = include.iter().map(|c| paths[c]).collect();
+    let taken = choose(
+        &items,
+        opts.count - include.len(),
+        &anchors,
+        opts.scatter,
+        &paths,
+    );
+    let task_cpus: Vec<usize> = include.iter().copied().chain(cpus_of(&taken)).collect();
+    let passed_over = if noise.values().any(|&s| s != 0.0) {
+        let calm = candidate_items(topo, &candidates, &include, &BTreeMap::new(), opts);
+        let calm = choose(
+            &calm,
+            opts.count - include.len(),
+            &anchors,
+            opts.scatter,
+            &paths,
+        );
+        cpus_of(&calm).filter(|c| !task_cpus.contains(c)).collect()
+    } else {
+        Vec::new()
+    };
 
     let task_set: BTreeSet<usize> = task_cpus.iter().copied().collect();
     let task_cores: BTreeSet<usize> = task_cpus.iter().flat_map(|&c| siblings(c)).collect();
@@ -316,8 +366,11 @@ pub fn plan(
     } else {
         (Vec::new(), Vec::new())
     };
-    let spare_room: Vec<usize> = (ranking[opts.count..].iter().copied())
-        .filter(|c| !fenced.contains(c))
+    let left: Vec<Item> = (items.iter().copied())
+        .filter(|i| !task_set.contains(&i.cpu))
+        .collect();
+    let spare_room: Vec<Item> = (left.iter().copied())
+        .filter(|i| !fenced.contains(&i.cpu))
         .collect();
     if spare_room.len() < opts.spare {
         return Err(SelectError::NoRoomForSpares {
@@ -326,14 +379,35 @@ pub fn plan(
             left: spare_room.len(),
         });
     }
-    let spares = spare_room[..opts.spare].to_vec();
+    let anchors: Vec<compact::Path> = task_cpus.iter().map(|c| paths[c]).collect();
+    let spares: Vec<usize> =
+        cpus_of(&choose(&spare_room, opts.spare, &anchors, false, &paths)).collect();
+    let mut rest: Vec<Item> = (left.into_iter())
+        .filter(|i| !spares.contains(&i.cpu))
+        .collect();
+    rest.sort_by_key(Item::key);
+    let ranking: Vec<usize> = (task_cpus.iter().chain(&spares).copied())
+        .chain(rest.iter().map(|i| i.cpu))
+        .collect();
+
     let quiet_flags = |c: usize| topo.cpu(c).is_some_and(|i| i.isolated || i.nohz_full);
+    // The cluster (the L2 an E-core module shares) is the finest domain above the core.
+    let cluster_of = |c: usize| paths[&c][..goset_plan::locality::LEVELS - 1].to_vec();
+    let task_clusters: BTreeSet<Vec<u16>> = task_cpus.iter().map(|&c| cluster_of(c)).collect();
     let housekeeper = usable
         .iter()
         .copied()
         .filter(|c| !task_set.contains(c) && !fenced.contains(c))
         .min_by(|&a, &b| {
-            let key = |c: usize| (task_cores.contains(&c), spares.contains(&c), quiet_flags(c));
+            let key = |c: usize| {
+                (
+                    task_cores.contains(&c),
+                    spares.contains(&c),
+                    quiet_flags(c),
+                    topo.class_of(c),
+                    task_clusters.contains(&cluster_of(c)),
+                )
+            };
             key(a)
                 .cmp(&key(b))
                 .then(cpu_noise(a).total_cmp(&cpu_noise(b)))
@@ -354,7 +428,94 @@ pub fn plan(
         core_cost,
         ranking,
         near: opts.near.clone(),
+        passed_over,
     })
+}
+
+/// Every candidate thread but the `include` CPUs, as [`rank::items`] values them: the
+/// included count as their cores' first threads.
+fn candidate_items(
+    topo: &Topology,
+    candidates: &[usize],
+    include: &[usize],
+    noise: &BTreeMap<usize, f64>,
+    opts: &Options,
+) -> Vec<Item> {
+    let cpu_noise = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
+    let mut cores: Vec<rank::Core> = Vec::new();
+    let mut queues: Vec<(Vec<usize>, usize)> = Vec::new();
+    for &c in candidates {
+        let core_of = |x: usize| topo.cpu(x).map_or(vec![x], |i| i.siblings.clone());
+        match queues.iter_mut().find(|(q, _)| core_of(q[0]).contains(&c)) {
+            Some((q, _)) => q.push(c),
+            None => queues.push((vec![c], 0)),
+        }
+    }
+    for (mut queue, _) in queues {
+        let used = queue.iter().filter(|c| include.contains(c)).count();
+        queue.retain(|c| !include.contains(c));
+        queue.sort_by(|&a, &b| cpu_noise(a).total_cmp(&cpu_noise(b)).then(a.cmp(&b)));
+        if !queue.is_empty() {
+            cores.push(rank::Core { queue, used });
+        }
+    }
+    rank::items(topo, &cores, noise, opts)
+}
+
+/// The best `need` of `items`, in slot order: every item strictly better than the `need`-th
+/// best (by the coarse key) is taken; of those equal to it, as many as are still needed, in
+/// as few domains as can be (near `anchors`), or as many with `scatter`.
+fn choose(
+    items: &[Item],
+    need: usize,
+    anchors: &[compact::Path],
+    scatter: bool,
+    paths: &BTreeMap<usize, compact::Path>,
+) -> Vec<Item> {
+    if need == 0 || items.is_empty() {
+        return Vec::new();
+    }
+    let mut sorted: Vec<Item> = items.to_vec();
+    sorted.sort_by_key(Item::key);
+    let Some(threshold) = sorted.get(need - 1).map(|i| i.coarse) else {
+        return sorted;
+    };
+    let mut taken: Vec<Item> = (sorted.iter().copied())
+        .filter(|i| i.coarse < threshold)
+        .collect();
+    let pool: Vec<&Item> = sorted.iter().filter(|i| i.coarse == threshold).collect();
+    let more = need - taken.len();
+    let mut anchored: Vec<compact::Path> = anchors.to_vec();
+    anchored.extend(taken.iter().map(|i| paths[&i.cpu]));
+    taken.extend(if scatter {
+        compact::scatter(&pool, more, paths)
+    } else {
+        compact::fill(&pool, more, &anchored, paths)
+    });
+    taken.sort_by_key(Item::key);
+    taken
+}
+
+fn cpus_of(items: &[Item]) -> impl Iterator<Item = usize> + '_ {
+    items.iter().map(|i| i.cpu)
+}
+
+/// `--cpu-kind N`: the candidates of kind N only.
+fn restrict_to_kind(
+    topo: &Topology,
+    candidates: Vec<usize>,
+    opts: &Options,
+) -> Result<Vec<usize>, SelectError> {
+    let KindChoice::Kind(kind) = opts.cpu_kind else {
+        return Ok(candidates);
+    };
+    let kinds = topo.kinds.len();
+    if kind >= kinds.max(1) {
+        return Err(SelectError::UnknownKind { kind, kinds });
+    }
+    Ok((candidates.into_iter())
+        .filter(|&c| topo.kinds.is_empty() || topo.cpu(c).and_then(|i| i.kind) == Some(kind))
+        .collect())
 }
 
 /// `--near`: the usable CPUs local to the device, and the NUMA choice it makes of `--numa`.
@@ -505,52 +666,6 @@ fn restrict_to_node(
             }
         }
     }
-}
-
-fn group_into_cores(
-    candidates: &[usize],
-    siblings: &dyn Fn(usize) -> Vec<usize>,
-    core_cost: &BTreeMap<usize, f64>,
-    cpu_noise: &dyn Fn(usize) -> f64,
-) -> Vec<CoreSlot> {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for &c in candidates {
-        match groups.iter_mut().find(|g| siblings(g[0]).contains(&c)) {
-            Some(g) => g.push(c),
-            None => groups.push(vec![c]),
-        }
-    }
-    for g in &mut groups {
-        g.sort_by(|&a, &b| cpu_noise(a).total_cmp(&cpu_noise(b)).then(a.cmp(&b)));
-    }
-    let cost = |g: &Vec<usize>| core_cost.get(&g[0]).copied().unwrap_or(0.0);
-    let has_cpu0 = |g: &Vec<usize>| siblings(g[0]).contains(&0);
-    let lowest = |g: &Vec<usize>| g.iter().copied().min().unwrap_or(0);
-    groups.sort_by(|a, b| {
-        cost(a)
-            .total_cmp(&cost(b))
-            .then(has_cpu0(a).cmp(&has_cpu0(b)))
-            .then(lowest(a).cmp(&lowest(b)))
-    });
-    groups
-        .into_iter()
-        .enumerate()
-        .map(|(rank, queue)| CoreSlot {
-            rank,
-            queue,
-            used: 0,
-        })
-        .collect()
-}
-
-fn next_core(cores: &mut [CoreSlot], smt: SmtPolicy) -> Option<&mut CoreSlot> {
-    cores
-        .iter_mut()
-        .filter(|k| !k.queue.is_empty())
-        .min_by_key(|k| match smt {
-            SmtPolicy::Spread => (k.used, k.rank),
-            SmtPolicy::Pack => (usize::from(k.used == 0), k.rank),
-        })
 }
 
 #[cfg(test)]

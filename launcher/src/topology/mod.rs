@@ -1,7 +1,8 @@
 //! Machine topology read from sysfs and procfs under an [`FsRoot`].
 //!
 //! Owns: which CPUs exist, are online and allowed to the launcher, how they group into SMT
-//! cores, dies, clusters, packages and NUMA nodes, and the kernel's isolation parameters.
+//! cores, dies, clusters, packages and NUMA nodes, their kinds, and the kernel's isolation
+//! parameters.
 //! Must not: rank, select or print anything.
 //!
 //! Two layers: pure parsers over `&str` (hex masks, cpulists, the kernel command line,
@@ -40,6 +41,8 @@
 //! - `parse.rs`: the pure parsers;
 //! - `sysfs.rs`: the file reader and the sysfs steps (possible, per-CPU ids, online, nodes);
 //! - `group.rs`: packages and cores, from what `sysfs.rs` read;
+//! - `kinds.rs`: CPU kinds (performance and efficiency cores) as hwloc reads them, their
+//!   classes and each core's favour;
 //! - `allowed.rs`: the allowed CPUs; `kernel_isolation.rs`: the kernel's isolation settings;
 //! - `expr.rs`: CPU lists and likwid-pin expressions (`S0:0-3`, `E:N:4:1:2`), resolved on a
 //!   topology already read;
@@ -54,6 +57,7 @@ mod device;
 mod expr;
 mod group;
 mod kernel_isolation;
+mod kinds;
 mod parse;
 #[cfg(test)]
 pub(crate) mod synthetic;
@@ -61,6 +65,7 @@ mod sysfs;
 
 pub use device::{Device, DeviceError, DeviceKind};
 pub use expr::{CpuExpr, Domain, ExprError};
+pub use kinds::{CpuKind, CLASS_TOLERANCE, MAX_FREQ_TOLERANCE};
 pub use parse::{
     cgroup_cpuset_path, cmdline_param, cpuset_mount, parse_cmdline, parse_cpulist, parse_id,
     parse_mask, parse_nohz_full, parse_param_cpulist, split_isolcpus, status_allowed_list,
@@ -111,6 +116,13 @@ pub struct CpuInfo {
     pub nohz_full: bool,
     /// In `rcu_nocbs` on the kernel command line (or nohz_full, which implies it).
     pub rcu_nocbs: bool,
+    /// Its CPU kind ([`Topology::kinds`] index: 0 the least performant); `None` where the
+    /// machine describes no kinds, or for an offline CPU.
+    pub kind: Option<usize>,
+    /// How the firmware ranks its core among cores of its kind (`acpi_cppc/highest_perf`,
+    /// AMD's `amd_pstate_prefcore_ranking`): higher boosts higher. `None` where every core is
+    /// ranked alike or none is.
+    pub favour: Option<u64>,
 }
 
 /// One NUMA node.
@@ -166,6 +178,9 @@ pub struct Topology {
     pub cmdline: Option<String>,
     /// Isolation parameters.
     pub isolation: KernelIsolation,
+    /// CPU kinds, the least performant first (hwloc's order); empty where the machine
+    /// describes none.
+    pub kinds: Vec<CpuKind>,
     /// Files that were missing or odd; none of them stopped the read.
     pub errors: Vec<ReadError>,
 }
@@ -184,6 +199,7 @@ impl Topology {
         let cmdline = r.cmdline();
         let possible: Vec<usize> = sets.possible.into_iter().collect();
         let isolation = r.isolation(cmdline.as_deref(), &possible);
+        let kinds = r.kinds(&online.iter().copied().collect::<Vec<_>>());
         let facts = Facts {
             present: sets.present,
             raw,
@@ -200,12 +216,15 @@ impl Topology {
                 .chain(&isolation.nohz_full)
                 .copied()
                 .collect(),
+            kind_of: kinds.kind_of,
+            favour: kinds.favour,
         };
         Ok(Topology {
             cpus: possible.iter().map(|&cpu| facts.cpu(cpu)).collect(),
             nodes,
             cmdline,
             isolation,
+            kinds: kinds.kinds,
             errors: r.errors,
         })
     }
@@ -267,6 +286,23 @@ impl Topology {
             .collect()
     }
 
+    /// The kind of `cpu`, where the machine describes kinds.
+    pub fn kind_of(&self, cpu: usize) -> Option<&CpuKind> {
+        self.kinds.get(self.cpu(cpu)?.kind?)
+    }
+
+    /// The speed of `cpu`'s class in permille of the fastest ([`CpuKind::perf`]); 1000 where
+    /// there are no kinds.
+    pub fn perf_of(&self, cpu: usize) -> u32 {
+        self.kind_of(cpu).map_or(1000, |k| k.perf)
+    }
+
+    /// `cpu`'s performance class, 0 the slowest ([`CpuKind::class`]); 0 where there are no
+    /// kinds.
+    pub fn class_of(&self, cpu: usize) -> usize {
+        self.kind_of(cpu).map_or(0, |k| k.class)
+    }
+
     /// The NUMA node numbered `id`.
     pub fn node(&self, id: usize) -> Option<&NodeInfo> {
         self.nodes.iter().find(|n| n.id == id)
@@ -288,6 +324,8 @@ struct Facts {
     nohz_full: BTreeSet<usize>,
     /// `rcu_nocbs` and `nohz_full` CPUs (the kernel offloads both).
     rcu_nocbs: BTreeSet<usize>,
+    kind_of: BTreeMap<usize, usize>,
+    favour: BTreeMap<usize, u64>,
 }
 
 impl Facts {
@@ -317,6 +355,8 @@ impl Facts {
             isolated: self.isolated.contains(&cpu),
             nohz_full: self.nohz_full.contains(&cpu),
             rcu_nocbs: self.rcu_nocbs.contains(&cpu),
+            kind: self.kind_of.get(&cpu).copied(),
+            favour: self.favour.get(&cpu).copied(),
         }
     }
 }

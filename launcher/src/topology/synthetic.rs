@@ -28,6 +28,8 @@ pub(crate) fn machine(cores: usize, smt: usize, nodes: usize) -> Topology {
             isolated: false,
             nohz_full: false,
             rcu_nocbs: false,
+            kind: None,
+            favour: None,
         })
         .collect();
     let nodes = (0..nodes)

@@ -433,3 +433,5 @@ fn near_keeps_to_the_devices_cpus_and_auto_is_its_node() {
         "--near gpu1: 2 candidate CPUs are local to it, fewer than -n 3"
     );
 }
+
+mod kinds_and_domains;

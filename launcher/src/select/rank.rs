@@ -1,0 +1,230 @@
+//! What each candidate hardware thread is worth to the task: its [`Item`], with a coarse key
+//! that selection never trades away (the CPU kind's speed times the share other work leaves,
+//! then the noise tier) and a fine key that only breaks ties (favoured cores, CPU 0's core,
+//! the raw interrupt rate, the CPU number).
+//!
+//! Pure: a function of the topology, the noise scores and the options.
+
+use super::{KindChoice, Options, SmtPolicy};
+use crate::noise::LOAD_WEIGHT;
+use crate::topology::Topology;
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+/// What a second (third, ...) hardware thread of a core adds to the task, in permille of the
+/// core: SMT gives a core's threads together some 15-30% more throughput than one alone, so a
+/// sibling is worth about a quarter of a core. A slower kind's idle core (an Intel E-core:
+/// about 780 permille of a P-core) therefore comes before a faster core's sibling.
+pub const SIBLING_SHARE: u64 = 250;
+
+/// Interrupt rates closer than this many events per second are never told apart: a few
+/// interrupts a second is what an idle CPU's timers and IPIs vary by.
+pub const FEW_PER_S: f64 = 5.0;
+
+/// Two counts over the window differ significantly when they are this many standard
+/// deviations apart (interrupt arrivals counted over a window vary as a Poisson count: the
+/// deviation of a difference is the square root of the sum).
+pub const SIGNIFICANCE: f64 = 3.0;
+
+/// The key selection never trades for compactness: lower is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Coarse {
+    /// `--cpu-kind efficient`: the kind's class, slowest first; 0 otherwise.
+    pub class: usize,
+    /// The share of a core of the fastest kind the task gets from this thread, in millionths:
+    /// the kind's speed × the share other work and steal leave × [`SIBLING_SHARE`] for a
+    /// second thread.
+    pub value: Reverse<u64>,
+    /// The noise tier of its core's interrupt rate: 0 for every core not significantly
+    /// noisier than the quietest ([`tiers`]).
+    pub tier: u32,
+}
+
+/// The tie-breaks among threads of equal [`Coarse`] key: lower is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Fine {
+    /// The core's favour (`acpi_cppc/highest_perf`, AMD's preferred-core ranking): the core
+    /// that boosts highest first.
+    pub favour: Reverse<u64>,
+    /// Its core holds CPU 0, which takes most of the kernel's housekeeping.
+    pub cpu0: bool,
+    /// The core's interrupt rate, in thousandths of an event per second.
+    pub rate: u64,
+    /// The lowest CPU of its core.
+    pub core: usize,
+    /// Which of its core's threads it is (0: the first handed out).
+    pub thread: usize,
+    /// The CPU itself.
+    pub cpu: usize,
+}
+
+/// One candidate hardware thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Item {
+    /// CPU number.
+    pub cpu: usize,
+    /// Coarse key.
+    pub coarse: Coarse,
+    /// Fine key.
+    pub fine: Fine,
+}
+
+impl Item {
+    /// The full order: coarse, then fine.
+    pub fn key(&self) -> (Coarse, Fine) {
+        (self.coarse, self.fine)
+    }
+}
+
+/// A score's two parts: interrupt events per second and whole percent of load beyond one
+/// tick (see [`crate::noise::CpuNoise::score`]).
+pub fn split_score(score: f64) -> (f64, f64) {
+    let load = (score / LOAD_WEIGHT).floor().max(0.0);
+    ((score - load * LOAD_WEIGHT).max(0.0), load)
+}
+
+/// The noise tier of each rate: rates sorted, a new tier starts at the first rate that is
+/// significantly above the quietest of the current tier ([`significant`]). Comparing with the
+/// tier's quietest, not the previous rate, keeps a long chain of small steps from joining the
+/// quietest CPU to a noisy one.
+pub fn tiers(rates: &[f64], window_s: f64) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..rates.len()).collect();
+    order.sort_by(|&a, &b| rates[a].total_cmp(&rates[b]).then(a.cmp(&b)));
+    let mut tier = vec![0u32; rates.len()];
+    let mut current = 0u32;
+    let mut base: Option<f64> = None;
+    for i in order {
+        match base {
+            Some(b) if significant(b, rates[i], window_s) => {
+                current += 1;
+                base = Some(rates[i]);
+            }
+            Some(_) => {}
+            None => base = Some(rates[i]),
+        }
+        tier[i] = current;
+    }
+    tier
+}
+
+/// Whether interrupt rate `high` is measurably above `low` over a window of `window_s`
+/// seconds: more than [`FEW_PER_S`] apart, and their counts more than [`SIGNIFICANCE`]
+/// standard deviations apart.
+pub fn significant(low: f64, high: f64, window_s: f64) -> bool {
+    let (nl, nh) = (low * window_s, high * window_s);
+    high - low > FEW_PER_S && nh - nl > SIGNIFICANCE * (nl + nh).sqrt()
+}
+
+/// The candidate CPUs of one physical core, in the order they are handed out.
+pub struct Core {
+    /// Its candidate CPUs not yet taken, quietest first.
+    pub queue: Vec<usize>,
+    /// Its CPUs taken already (`--include`): the queue's first is its `used`-th thread.
+    pub used: usize,
+}
+
+/// Builds the items of `cores` (grouped candidates, `--include` CPUs already out of their
+/// queues). `noise` maps a CPU to its score; `window_s` is the sampling window.
+pub fn items(
+    topo: &Topology,
+    cores: &[Core],
+    noise: &BTreeMap<usize, f64>,
+    opts: &Options,
+) -> Vec<Item> {
+    let window_s = if opts.sample_ms == 0 {
+        1.0
+    } else {
+        opts.sample_ms as f64 / 1000.0
+    };
+    let score = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
+    let online_siblings = |c: usize| -> Vec<usize> {
+        match topo.cpu(c) {
+            Some(i) if !i.siblings.is_empty() => (i.siblings.iter().copied())
+                .filter(|&s| topo.cpu(s).is_some_and(|x| x.online))
+                .collect(),
+            _ => vec![c],
+        }
+    };
+    let whole = |k: &Core| -> Vec<usize> { online_siblings(k.queue[0]) };
+    let rates: Vec<f64> = (cores.iter())
+        .map(|k| whole(k).into_iter().map(|c| split_score(score(c)).0).sum())
+        .collect();
+    let tier = tiers(&rates, window_s);
+    let mut out = Vec::new();
+    for (i, k) in cores.iter().enumerate() {
+        let members = whole(k);
+        let load: f64 = members.iter().map(|&c| split_score(score(c)).1).sum();
+        let free = (100.0 - load).clamp(0.0, 100.0) as u64;
+        let first = k.queue[0];
+        let (class, perf) = match opts.cpu_kind {
+            KindChoice::Performance => (0, topo.perf_of(first)),
+            KindChoice::Efficient => (topo.class_of(first), 1000),
+            KindChoice::Any | KindChoice::Kind(_) => (0, 1000),
+        };
+        let favour = (members.iter())
+            .filter_map(|&c| topo.cpu(c).and_then(|x| x.favour))
+            .max()
+            .unwrap_or(0);
+        for (j, &cpu) in k.queue.iter().enumerate() {
+            let thread = k.used + j;
+            let share = match opts.smt {
+                SmtPolicy::Spread if thread > 0 => SIBLING_SHARE,
+                _ => 1000,
+            };
+            out.push(Item {
+                cpu,
+                coarse: Coarse {
+                    class,
+                    value: Reverse(perf as u64 * free * share),
+                    tier: tier[i],
+                },
+                fine: Fine {
+                    favour: Reverse(favour),
+                    cpu0: members.contains(&0),
+                    rate: (rates[i] * 1000.0) as u64,
+                    core: members.iter().copied().min().unwrap_or(cpu),
+                    thread,
+                    cpu,
+                },
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_few_interrupts_a_second_are_a_tie_and_a_storm_is_not() {
+        // 250 ms: 0 and 8/s are 0 and 2 events; 40/s is 10 events, 3.2 deviations away.
+        assert!(!significant(0.0, 8.0, 0.25));
+        assert!(significant(0.0, 40.0, 0.25));
+        // A timer's 1000/s against 1100/s over 250 ms: 250 and 275 events, within noise.
+        assert!(!significant(1000.0, 1100.0, 0.25));
+        assert!(significant(1000.0, 1400.0, 0.25));
+        // The same difference measured over longer is told apart.
+        assert!(significant(1000.0, 1100.0, 10.0));
+        assert_eq!(
+            tiers(&[8.0, 0.0, 4.0, 5000.0, 20.0, 60.0], 0.25),
+            [0, 0, 0, 2, 0, 1]
+        );
+    }
+
+    #[test]
+    fn a_chain_of_small_steps_does_not_join_the_quietest_to_a_noisy_cpu() {
+        let rates: Vec<f64> = (0..50).map(|i| i as f64 * 4.0).collect();
+        let t = tiers(&rates, 1.0);
+        assert_eq!(t[0], t[1]);
+        assert!(t[49] > 2, "{t:?}");
+        assert!(t.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn a_score_splits_into_its_rate_and_its_load() {
+        assert_eq!(split_score(0.0), (0.0, 0.0));
+        assert_eq!(split_score(250.0), (250.0, 0.0));
+        assert_eq!(split_score(3.0 * LOAD_WEIGHT + 12.0), (12.0, 3.0));
+    }
+}
