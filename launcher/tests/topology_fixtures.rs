@@ -148,6 +148,27 @@ fn check_against_truth(name: &str, topo: &Topology) {
         .collect();
     assert_eq!(topo.candidates(), allowed, "{name}: candidates");
 
+    // CPU kinds: each online CPU's kind is hwloc's rank of it (0 the least performant), and a
+    // CPU has none exactly where hwloc reports none.
+    for &cpu in &online {
+        let want = by_cpu[&cpu].get("cpukind");
+        let got = topo.cpu(cpu).unwrap().kind;
+        assert_eq!(
+            got.map(|k| k.to_string()).unwrap_or_default(),
+            want,
+            "{name}: kind of cpu {cpu}"
+        );
+    }
+    for k in &topo.kinds {
+        assert!(
+            k.cpus
+                .iter()
+                .all(|&c| topo.cpu(c).unwrap().kind == Some(k.index)),
+            "{name}: kind {} lists a CPU of another kind",
+            k.index
+        );
+    }
+
     // Nodes list their CPUs consistently with the per-CPU node.
     for c in topo.cpus.iter().filter(|c| c.node.is_some()) {
         let n = topo.node(c.node.unwrap()).unwrap();
@@ -179,6 +200,11 @@ fn the_truth_check_can_fail() {
     // So must a CPU put on the wrong node.
     let mut topo = read(name);
     topo.cpus[3].node = Some(1);
+    assert!(std::panic::catch_unwind(|| check_against_truth(name, &topo)).is_err());
+    // And two kinds in the wrong order.
+    let name = "nvidia-dgx-gb10";
+    let mut topo = read(name);
+    topo.cpus[0].kind = Some(1);
     assert!(std::panic::catch_unwind(|| check_against_truth(name, &topo)).is_err());
 }
 

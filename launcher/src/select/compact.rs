@@ -37,12 +37,11 @@ pub fn paths(topo: &Topology, cpus: &[usize]) -> BTreeMap<usize, Path> {
 }
 
 /// The tie-break between two ways of taking the same number of equally good threads: higher
-/// favour, then not CPU 0's core, then the quieter, then the lower CPU numbers.
-fn set_key(picks: &[Item]) -> (std::cmp::Reverse<u64>, bool, u64, usize) {
+/// favour, then not CPU 0's core, then the lower CPU numbers.
+fn set_key(picks: &[Item]) -> (std::cmp::Reverse<u64>, bool, usize) {
     (
         std::cmp::Reverse(picks.iter().map(|i| i.fine.favour.0).sum()),
         picks.iter().any(|i| i.fine.cpu0),
-        picks.iter().map(|i| i.fine.rate).sum(),
         picks.iter().map(|i| i.cpu).min().unwrap_or(usize::MAX),
     )
 }

@@ -14,7 +14,8 @@
 //!   thread with `--smt spread`), then its core's noise tier (interrupt rates within what the
 //!   window can tell apart are one tier). The task takes the best; of equally good threads,
 //!   the fewest domains ([`compact`]), or the most with `--scatter`; remaining ties go to
-//!   favoured cores, away from CPU 0's core, the quieter, the lower CPU number;
+//!   favoured cores, away from CPU 0's core, the lower CPU number (never to noise the window
+//!   cannot tell apart);
 //! - `include` CPUs are taken first, in the order given, and count as using their cores;
 //! - slots are in order of worth: slot 0 (the main thread) gets the fastest;
 //! - the housekeeper is a CPU left, preferring one that shares no core with the task, is no
@@ -441,7 +442,6 @@ fn candidate_items(
     noise: &BTreeMap<usize, f64>,
     opts: &Options,
 ) -> Vec<Item> {
-    let cpu_noise = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
     let mut cores: Vec<rank::Core> = Vec::new();
     let mut queues: Vec<(Vec<usize>, usize)> = Vec::new();
     for &c in candidates {
@@ -454,7 +454,7 @@ fn candidate_items(
     for (mut queue, _) in queues {
         let used = queue.iter().filter(|c| include.contains(c)).count();
         queue.retain(|c| !include.contains(c));
-        queue.sort_by(|&a, &b| cpu_noise(a).total_cmp(&cpu_noise(b)).then(a.cmp(&b)));
+        rank::thread_order(&mut queue, noise, rank::window_s(opts));
         if !queue.is_empty() {
             cores.push(rank::Core { queue, used });
         }

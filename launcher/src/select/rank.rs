@@ -40,7 +40,9 @@ pub struct Coarse {
     pub tier: u32,
 }
 
-/// The tie-breaks among threads of equal [`Coarse`] key: lower is better.
+/// The tie-breaks among threads of equal [`Coarse`] key: lower is better. Raw noise is none
+/// of them: a difference the window cannot tell apart must not move the task, so that the
+/// same machine gives the same CPUs run after run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Fine {
     /// The core's favour (`acpi_cppc/highest_perf`, AMD's preferred-core ranking): the core
@@ -48,8 +50,6 @@ pub struct Fine {
     pub favour: Reverse<u64>,
     /// Its core holds CPU 0, which takes most of the kernel's housekeeping.
     pub cpu0: bool,
-    /// The core's interrupt rate, in thousandths of an event per second.
-    pub rate: u64,
     /// The lowest CPU of its core.
     pub core: usize,
     /// Which of its core's threads it is (0: the first handed out).
@@ -117,10 +117,33 @@ pub fn significant(low: f64, high: f64, window_s: f64) -> bool {
 
 /// The candidate CPUs of one physical core, in the order they are handed out.
 pub struct Core {
-    /// Its candidate CPUs not yet taken, quietest first.
+    /// Its candidate CPUs not yet taken, quietest first ([`thread_order`]).
     pub queue: Vec<usize>,
     /// Its CPUs taken already (`--include`): the queue's first is its `used`-th thread.
     pub used: usize,
+}
+
+/// Orders the threads of one core: by their own load, then by their own noise tier among
+/// them, then by number.
+pub fn thread_order(cpus: &mut [usize], noise: &BTreeMap<usize, f64>, window_s: f64) {
+    let parts: Vec<(f64, f64)> = (cpus.iter())
+        .map(|c| split_score(noise.get(c).copied().unwrap_or(0.0)))
+        .collect();
+    let rates: Vec<f64> = parts.iter().map(|p| p.0).collect();
+    let tier = tiers(&rates, window_s);
+    let key: BTreeMap<usize, (u64, u32)> = (cpus.iter().enumerate())
+        .map(|(i, &c)| (c, (parts[i].1 as u64, tier[i])))
+        .collect();
+    cpus.sort_by_key(|c| (key[c], *c));
+}
+
+/// The window of `opts`, in seconds (a zero window counts as one second).
+pub fn window_s(opts: &Options) -> f64 {
+    if opts.sample_ms == 0 {
+        1.0
+    } else {
+        opts.sample_ms as f64 / 1000.0
+    }
 }
 
 /// Builds the items of `cores` (grouped candidates, `--include` CPUs already out of their
@@ -131,11 +154,7 @@ pub fn items(
     noise: &BTreeMap<usize, f64>,
     opts: &Options,
 ) -> Vec<Item> {
-    let window_s = if opts.sample_ms == 0 {
-        1.0
-    } else {
-        opts.sample_ms as f64 / 1000.0
-    };
+    let window_s = window_s(opts);
     let score = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
     let online_siblings = |c: usize| -> Vec<usize> {
         match topo.cpu(c) {
@@ -181,7 +200,6 @@ pub fn items(
                 fine: Fine {
                     favour: Reverse(favour),
                     cpu0: members.contains(&0),
-                    rate: (rates[i] * 1000.0) as u64,
                     core: members.iter().copied().min().unwrap_or(cpu),
                     thread,
                     cpu,

@@ -62,9 +62,10 @@ pub struct CpuKind {
     pub perf: u32,
 }
 
-/// What one CPU tells about its kind.
+/// What one CPU tells about its kind: the facts hwloc partitions CPUs by.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 struct Facts {
+    /// `IntelAtom` or `IntelCore`, from the hybrid PMU lists.
     core_type: Option<String>,
     capacity: Option<u64>,
     max_mhz: Option<u64>,
@@ -87,6 +88,7 @@ impl Reader<'_> {
         let core = self.hybrid_list("/sys/devices/cpu_core/cpus");
         let atom = self.hybrid_list("/sys/devices/cpu_atom/cpus");
         let mut facts: BTreeMap<usize, Facts> = BTreeMap::new();
+        let mut arm: BTreeMap<usize, String> = BTreeMap::new();
         let mut favour = BTreeMap::new();
         for &cpu in cpus {
             let dir = format!("{CPU_DIR}/cpu{cpu}");
@@ -99,9 +101,13 @@ impl Reader<'_> {
             } else if atom.contains(&cpu) {
                 Some("IntelAtom".to_string())
             } else {
-                (self.read_quiet(&format!("{dir}/regs/identification/midr_el1")))
-                    .and_then(|m| arm_core(&m))
+                None
             };
+            if let Some(name) = (self.read_quiet(&format!("{dir}/regs/identification/midr_el1")))
+                .and_then(|m| arm_core(&m))
+            {
+                arm.insert(cpu, name);
+            }
             let base_khz = number(self, "cpufreq/base_frequency")
                 .or_else(|| number(self, "acpi_cppc/nominal_freq").map(|mhz| mhz * 1000));
             facts.insert(
@@ -119,7 +125,7 @@ impl Reader<'_> {
                 favour.insert(cpu, f);
             }
         }
-        let (kinds, kind_of) = make_kinds(facts);
+        let (kinds, kind_of) = make_kinds(facts, &arm);
         // Favour that every CPU shares ranks nothing.
         let distinct: std::collections::BTreeSet<u64> = favour.values().copied().collect();
         if distinct.len() < 2 {
@@ -174,8 +180,12 @@ fn arm_core(midr: &str) -> Option<String> {
 }
 
 /// Kinds from each CPU's facts: the maximum-frequency merge, the partition, the ranking and
-/// the classes.
-fn make_kinds(mut facts: BTreeMap<usize, Facts>) -> (Vec<CpuKind>, BTreeMap<usize, usize>) {
+/// the classes. `arm` names the Arm core of each CPU (from its MIDR): it names a kind whose
+/// CPUs all share one, and splits classes, but, as in hwloc, not kinds.
+fn make_kinds(
+    mut facts: BTreeMap<usize, Facts>,
+    arm: &BTreeMap<usize, String>,
+) -> (Vec<CpuKind>, BTreeMap<usize, usize>) {
     merge_favoured_max(&mut facts);
     let mut groups: BTreeMap<Facts, Vec<usize>> = BTreeMap::new();
     for (&cpu, f) in facts.iter().filter(|(_, f)| **f != Facts::default()) {
@@ -183,6 +193,15 @@ fn make_kinds(mut facts: BTreeMap<usize, Facts>) -> (Vec<CpuKind>, BTreeMap<usiz
     }
     let mut groups: Vec<(Facts, Vec<usize>)> = groups.into_iter().collect();
     rank(&mut groups);
+    for (f, cpus) in &mut groups {
+        if f.core_type.is_none() {
+            let names: std::collections::BTreeSet<Option<&String>> =
+                cpus.iter().map(|c| arm.get(c)).collect();
+            if let [Some(name)] = names.into_iter().collect::<Vec<_>>()[..] {
+                f.core_type = Some(name.clone());
+            }
+        }
+    }
     let speed = |f: &Facts| -> Option<u64> { f.capacity.or(f.max_mhz).or(f.base_mhz) };
     let fastest = groups
         .iter()
@@ -233,72 +252,75 @@ fn make_kinds(mut facts: BTreeMap<usize, Facts>) -> (Vec<CpuKind>, BTreeMap<usiz
     (kinds, kind_of)
 }
 
-/// Within each group of CPUs of one base frequency, a maximum frequency within
-/// [`MAX_FREQ_TOLERANCE`] of the group's lowest becomes the lowest.
+/// Within each group of CPUs of one base frequency, the maximum frequencies become the
+/// group's lowest when they are all within [`MAX_FREQ_TOLERANCE`] of it; only where every CPU
+/// with a maximum has a base frequency, as hwloc does.
 fn merge_favoured_max(facts: &mut BTreeMap<usize, Facts>) {
-    let mut lowest: BTreeMap<(Option<String>, Option<u64>), u64> = BTreeMap::new();
+    if facts
+        .values()
+        .any(|f| f.max_mhz.is_some() && f.base_mhz.is_none())
+    {
+        return;
+    }
+    let mut range: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for f in facts.values() {
-        if let Some(m) = f.max_mhz {
-            let e = lowest.entry((f.core_type.clone(), f.base_mhz)).or_insert(m);
-            *e = (*e).min(m);
+        if let (Some(m), Some(b)) = (f.max_mhz, f.base_mhz) {
+            let e = range.entry(b).or_insert((m, m));
+            *e = (e.0.min(m), e.1.max(m));
         }
     }
     for f in facts.values_mut() {
-        if let Some(m) = f.max_mhz {
-            let low = lowest[&(f.core_type.clone(), f.base_mhz)];
-            if (m as f64) <= low as f64 * (1.0 + MAX_FREQ_TOLERANCE) {
+        if let (Some(_), Some(b)) = (f.max_mhz, f.base_mhz) {
+            let (low, high) = range[&b];
+            if ((high - low) as f64) < low as f64 * MAX_FREQ_TOLERANCE {
                 f.max_mhz = Some(low);
             }
         }
     }
 }
 
-/// Orders kinds from the least performant to the most: by the first fact, in the order core
-/// type, base frequency, maximum frequency, capacity, that every kind has and that tells them
-/// all apart; else by all of them in that order.
+/// Orders kinds from the least performant to the most, as hwloc's default ranking does:
+/// by capacity where every kind has one and no two share it (the order hwloc's `cpu_capacity`
+/// registration forces); else by core type (IntelAtom below IntelCore) plus the base
+/// frequency where every kind has one, else the maximum frequency, where that tells every
+/// kind apart. Where hwloc cannot rank (two kinds tie), by all the facts in that order.
 fn rank(groups: &mut [(Facts, Vec<usize>)]) {
-    let type_rank = |t: &Option<String>| match t.as_deref() {
-        Some("IntelAtom") => Some(0u64),
-        Some("IntelCore") => Some(1),
-        _ => None,
+    let type_rank = |f: &Facts| match f.core_type.as_deref() {
+        Some("IntelAtom") => 1u64,
+        Some("IntelCore") => 2,
+        _ => 0,
     };
-    type Key = fn(&Facts) -> Option<u64>;
-    let keys: [Key; 3] = [|f| f.base_mhz, |f| f.max_mhz, |f| f.capacity];
-    let all_apart = |k: &dyn Fn(&Facts) -> Option<u64>| {
-        let v: Option<Vec<u64>> = groups.iter().map(|(f, _)| k(f)).collect();
-        v.is_some_and(|v| {
-            let set: std::collections::BTreeSet<u64> = v.iter().copied().collect();
-            set.len() == v.len()
-        })
+    let every = |k: &dyn Fn(&Facts) -> Option<u64>| groups.iter().all(|(f, _)| k(f).is_some());
+    let apart = |k: &dyn Fn(&Facts) -> u64| {
+        let set: std::collections::BTreeSet<u64> = groups.iter().map(|(f, _)| k(f)).collect();
+        set.len() == groups.len()
     };
-    if all_apart(&|f: &Facts| type_rank(&f.core_type)) {
-        groups.sort_by_key(|(f, _)| type_rank(&f.core_type));
+    let capacity = |f: &Facts| f.capacity.unwrap_or(0);
+    if every(&|f: &Facts| f.capacity) && apart(&capacity) {
+        groups.sort_by_key(|(f, _)| capacity(f));
         return;
     }
-    for k in keys {
-        if all_apart(&k) {
-            groups.sort_by_key(|(f, _)| k(f));
-            return;
-        }
+    let have_base = every(&|f: &Facts| f.base_mhz);
+    let have_max = every(&|f: &Facts| f.max_mhz);
+    let have_type = groups.iter().all(|(f, _)| type_rank(f) > 0);
+    let score = |f: &Facts| {
+        let freq = if have_base { f.base_mhz } else { f.max_mhz };
+        (type_rank(f) << 20) + freq.unwrap_or(0)
+    };
+    if (have_base || have_max || have_type) && apart(&score) {
+        groups.sort_by_key(|(f, _)| score(f));
+        return;
     }
-    groups.sort_by_key(|(f, c)| {
-        (
-            type_rank(&f.core_type),
-            f.base_mhz,
-            f.max_mhz,
-            f.capacity,
-            c[0],
-        )
-    });
+    groups.sort_by_key(|(f, c)| (type_rank(f), f.base_mhz, f.max_mhz, f.capacity, c[0]));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn f(capacity: Option<u64>, max: Option<u64>, core_type: Option<&str>) -> Facts {
+    fn f(capacity: Option<u64>, max: Option<u64>) -> Facts {
         Facts {
-            core_type: core_type.map(str::to_string),
+            core_type: None,
             capacity,
             max_mhz: max,
             base_mhz: None,
@@ -309,18 +331,31 @@ mod tests {
     fn gb10s_five_capacities_are_five_kinds_in_two_classes() {
         let mut facts = BTreeMap::new();
         let caps = [
-            (0..5, 718, 2808, "Cortex-A725"),
-            (5..10, 997, 3900, "Cortex-X925"),
-            (10..15, 731, 2808, "Cortex-A725"),
-            (15..19, 1017, 3900, "Cortex-X925"),
-            (19..20, 1024, 3900, "Cortex-X925"),
+            (0..5, 718, 2808),
+            (5..10, 997, 3900),
+            (10..15, 731, 2808),
+            (15..19, 1017, 3900),
+            (19..20, 1024, 3900),
         ];
-        for (cpus, cap, max, t) in caps {
+        for (cpus, cap, max) in caps {
             for c in cpus {
-                facts.insert(c, f(Some(cap), Some(max), Some(t)));
+                facts.insert(c, f(Some(cap), Some(max)));
             }
         }
-        let (kinds, kind_of) = make_kinds(facts);
+        let arm: BTreeMap<usize, String> = (0..20)
+            .map(|c| {
+                (
+                    c,
+                    if c % 10 < 5 {
+                        "Cortex-A725"
+                    } else {
+                        "Cortex-X925"
+                    }
+                    .to_string(),
+                )
+            })
+            .collect();
+        let (kinds, kind_of) = make_kinds(facts, &arm);
         let sets: Vec<Vec<usize>> = kinds.iter().map(|k| k.cpus.clone()).collect();
         assert_eq!(
             sets,
@@ -337,18 +372,35 @@ mod tests {
         assert_eq!(kinds[0].perf, 731 * 1000 / 1024);
         assert_eq!(kinds[4].perf, 1000);
         assert_eq!(kind_of[&12], 1);
+        assert_eq!(kinds[2].core_type.as_deref(), Some("Cortex-X925"));
+        // The same speeds without MIDR: one class all the same, by speed alone.
+        let (plain, _) = make_kinds(
+            (0..20)
+                .map(|c| (c, f(Some(if c % 10 < 5 { 718 } else { 1024 }), None)))
+                .collect(),
+            &BTreeMap::new(),
+        );
+        assert_eq!(plain.iter().map(|k| k.class).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(kinds[2].core_type.as_deref(), Some("Cortex-X925"));
+        // The same speeds without MIDR: one class all the same, by speed alone.
+        let (plain, _) = make_kinds(
+            (0..20)
+                .map(|c| (c, f(Some(if c % 10 < 5 { 718 } else { 1024 }), None)))
+                .collect(),
+            &BTreeMap::new(),
+        );
+        assert_eq!(plain.iter().map(|k| k.class).collect::<Vec<_>>(), [0, 1]);
     }
 
     #[test]
     fn the_same_facts_everywhere_are_one_kind_and_no_facts_none() {
-        let facts: BTreeMap<usize, Facts> = (0..4)
-            .map(|c| (c, f(Some(1024), Some(3000), None)))
-            .collect();
-        let (kinds, _) = make_kinds(facts);
+        let facts: BTreeMap<usize, Facts> =
+            (0..4).map(|c| (c, f(Some(1024), Some(3000)))).collect();
+        let (kinds, _) = make_kinds(facts, &BTreeMap::new());
         assert_eq!(kinds.len(), 1);
         assert_eq!((kinds[0].class, kinds[0].perf), (0, 1000));
         let none: BTreeMap<usize, Facts> = (0..4).map(|c| (c, Facts::default())).collect();
-        assert!(make_kinds(none).0.is_empty());
+        assert!(make_kinds(none, &BTreeMap::new()).0.is_empty());
     }
 
     #[test]
@@ -360,7 +412,7 @@ mod tests {
                 c,
                 Facts {
                     base_mhz: Some(1900),
-                    ..f(None, Some(max), None)
+                    ..f(None, Some(max))
                 },
             );
         }
@@ -369,11 +421,11 @@ mod tests {
                 c,
                 Facts {
                     base_mhz: Some(1400),
-                    ..f(None, Some(3900), None)
+                    ..f(None, Some(3900))
                 },
             );
         }
-        let (kinds, _) = make_kinds(facts);
+        let (kinds, _) = make_kinds(facts, &BTreeMap::new());
         assert_eq!(kinds.len(), 2);
         assert_eq!(kinds[1].cpus, [0, 1, 2, 3]);
         assert_eq!(kinds[1].max_mhz, Some(5000));
@@ -395,5 +447,24 @@ mod tests {
             Some("arm:0x51:0x800")
         );
         assert_eq!(arm_core("junk"), None);
+    }
+
+    #[test]
+    fn without_base_frequencies_maxima_split_kinds_and_a_capacity_tie_ranks_by_frequency() {
+        // RK3588: A55 at 414, two A76 pairs at 1024 but 2400 and 2256 MHz.
+        let facts: BTreeMap<usize, Facts> = (0..8)
+            .map(|c| {
+                let (cap, max) = match c {
+                    0..=3 => (414, 1800),
+                    4 | 5 => (1024, 2400),
+                    _ => (1024, 2256),
+                };
+                (c, f(Some(cap), Some(max)))
+            })
+            .collect();
+        let (kinds, _) = make_kinds(facts, &BTreeMap::new());
+        let sets: Vec<Vec<usize>> = kinds.iter().map(|k| k.cpus.clone()).collect();
+        assert_eq!(sets, [vec![0, 1, 2, 3], vec![6, 7], vec![4, 5]]);
+        assert_eq!(kinds.iter().map(|k| k.class).collect::<Vec<_>>(), [0, 1, 1]);
     }
 }

@@ -7,13 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Names of every topology fixture.
-pub const FIXTURES: [&str; 8] = [
+pub const FIXTURES: [&str; 11] = [
     "128arm-2pa2n8cluster4co",
     "16em64t-4s2c2t-offlines",
     "20em64t-hybrid-1p6c2t+2ca4co1t",
+    "22intel64-mtl-6p2t+8e+2lpe",
+    "24amd64-zen5+zen5c",
     "256ppc-8n8s4t",
     "32intel64-2p8co2t+8ve",
     "64amd64-4s2n4ca2co",
+    "8arm-4a55+4a76",
     "nvidia-dgx-gb10",
     "offline-cpu0-node0",
 ];
