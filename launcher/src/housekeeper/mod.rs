@@ -72,6 +72,9 @@ pub struct Settings {
     pub launcher_cpu: usize,
     /// Steerable IRQs are moved away for the run (`--steer`): they are not noise.
     pub steer: bool,
+    /// The speed of each CPU's kind class in permille of the fastest (a CPU missing: 1000): a
+    /// busy thread moves to a free slot of a faster kind.
+    pub speed: BTreeMap<usize, u32>,
 }
 
 /// How often every live thread's `children` is read, whether it ran or not: the net under
@@ -193,6 +196,7 @@ impl Housekeeper {
                 table,
                 settings.task_cpus.clone(),
                 settings.park_cpu,
+                settings.speed.clone(),
                 appender,
                 Box::new(placer::Kernel),
             ),
@@ -469,6 +473,7 @@ mod tests {
             noise_rule: NoiseRule::default(),
             launcher_cpu: usize::MAX - 2,
             steer: false,
+            speed: BTreeMap::new(),
         };
         let mut hk = Housekeeper::new(&FsRoot::default(), settings, table, None);
         hk.attach(child.id() as i32);

@@ -118,6 +118,7 @@ fn settings(opts: &RunOptions, selection: &select::Selection) -> Settings {
         noise_rule: NoiseRule::default(),
         launcher_cpu: selection.housekeeper,
         steer: opts.isolation.steer,
+        speed: selection.perf.clone(),
     }
 }
 

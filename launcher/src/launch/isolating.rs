@@ -106,6 +106,7 @@ mod tests {
             ranking: vec![2, 3, 4, 5, 7, 0, 1],
             near: None,
             passed_over: Vec::new(),
+            perf: Default::default(),
         };
         let set = |v: &[usize]| v.iter().copied().collect::<CpuSet>();
         // --spare 1: the spare is reserved like a task CPU.

@@ -136,6 +136,10 @@ pub struct Selection {
     /// CPUs the selection would have given the task had every CPU been quiet, passed over for
     /// their noise (or other work's load).
     pub passed_over: Vec<usize>,
+    /// The speed of every usable CPU's kind class, in permille of the fastest (1000 on a
+    /// machine without kinds): the housekeeper moves a busy thread to a faster free slot.
+    #[serde(skip)]
+    pub perf: BTreeMap<usize, u32>,
 }
 
 /// Why no selection is possible. Every variant is a usage error (exit 2).
@@ -430,6 +434,7 @@ pub fn plan(
         ranking,
         near: opts.near.clone(),
         passed_over,
+        perf: usable.iter().map(|&c| (c, topo.perf_of(c))).collect(),
     })
 }
 

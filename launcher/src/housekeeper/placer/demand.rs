@@ -149,7 +149,8 @@ impl Placer {
         let newborn: Vec<bool> = (0..self.task_cpus.len())
             .map(|s| self.table.newborn_on(s))
             .collect();
-        for m in rebalance(&busy, &self.live_counts(), &self.groups(), &newborn) {
+        let speed = self.slot_speeds();
+        for m in rebalance(&busy, &self.live_counts(), &self.groups(), &newborn, &speed) {
             let Some(t) = live.iter().find(|t| t.tid == m.tid) else {
                 continue;
             };
@@ -247,6 +248,16 @@ impl Placer {
                 m.to
             );
             (None, why)
+        } else if crowd < 2 {
+            let speed = |c: usize| self.speed.get(&c).copied().unwrap_or(1000) as f64 / 1000.0;
+            let why = format!(
+                "demand: busy on slot {} (cpu {from_cpu}, speed {:.2}), slot {} free on a faster kind (cpu {cpu}, speed {:.2})",
+                m.from,
+                speed(from_cpu),
+                m.to,
+                speed(cpu)
+            );
+            (Some(from_cpu), why)
         } else {
             let why = format!(
                 "demand: {crowd} busy threads on slot {} (cpu {from_cpu}), none on slot {} (cpu {cpu})",

@@ -80,6 +80,8 @@ pub struct Placer {
     task_cpus: Vec<usize>,
     /// Where slotless threads are parked (see [`super::Settings::park_cpu`]).
     park_cpu: usize,
+    /// The speed of each CPU's kind (see [`super::Settings::speed`]).
+    speed: BTreeMap<usize, u32>,
     /// The slot whose CPU is the park CPU, when no CPU was left outside the plan.
     parked_slot: Option<usize>,
     log: Option<std::fs::File>,
@@ -190,6 +192,7 @@ impl Placer {
         table: &'static SlotTable,
         task_cpus: Vec<usize>,
         park_cpu: usize,
+        speed: BTreeMap<usize, u32>,
         log: Option<std::fs::File>,
         affinity: Box<dyn Affinity>,
     ) -> Placer {
@@ -198,6 +201,7 @@ impl Placer {
             parked_slot: task_cpus.iter().position(|&c| c == park_cpu),
             task_cpus,
             park_cpu,
+            speed,
             log,
             affinity,
             records: Vec::new(),
@@ -438,6 +442,13 @@ impl Placer {
 
     /// The live count of each planned slot. The plan's slots, not the table's count: the task
     /// can write anything into the table; a count no claims could have made looks full.
+    /// Each slot's speed (its CPU's kind), for [`rebalance`](super::policy::rebalance).
+    fn slot_speeds(&self) -> Vec<u32> {
+        (self.task_cpus.iter())
+            .map(|c| self.speed.get(c).copied().unwrap_or(1000))
+            .collect()
+    }
+
     fn live_counts(&self) -> Vec<u32> {
         self.table
             .live_counts(self.task_cpus.len())

@@ -17,7 +17,14 @@ pub const WIDE: &[usize] = &[0, 1, 2, 3];
 /// A placer over `t` whose kernel calls land in the returned fake.
 pub fn placer(t: &'static SlotTable, task_cpus: Vec<usize>, park_cpu: usize) -> (Placer, Fake) {
     let fake = Fake::default();
-    let p = Placer::new(t, task_cpus, park_cpu, None, Box::new(fake.clone()));
+    let p = Placer::new(
+        t,
+        task_cpus,
+        park_cpu,
+        std::collections::BTreeMap::new(),
+        None,
+        Box::new(fake.clone()),
+    );
     (p, fake)
 }
 

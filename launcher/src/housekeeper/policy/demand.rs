@@ -12,6 +12,8 @@
 //! - Busy threads never double up while a slot has none ([`rebalance`]), within two polls of
 //!   both being busy (a roaming thread that computes at its first busy poll), and a thread
 //!   moves at most once a [`DWELL_S`] ([`rested`]).
+//! - A busy thread alone on a slot of a slower CPU kind moves to a free slot of a faster one
+//!   ([`rebalance`]), under the same limits: steady, movable, one move a [`DWELL_S`].
 //! - A thread that *takes turns* (many short runs, nearly all ended by sleeping:
 //!   [`takes_turns`]) gains nothing from a CPU of its own and loses a cross-CPU wakeup at each
 //!   turn: it runs on the whole reservation, where the kernel keeps a waker and its wakee
@@ -170,16 +172,26 @@ pub struct Move {
 /// Busy threads never double up while a planned CPU has none: while a slot has no busy thread,
 /// a movable steady thread moves there. Roaming threads first (they have no CPU of their own),
 /// then one of a slot with two or more busy threads (the youngest: the highest tid, the least
-/// likely to be a main thread whose memory is already where it is). The target is the slot
-/// with no busy thread and the fewest live threads (`live[s]`; then the lowest index). Sleepers
+/// likely to be a main thread whose memory is already where it is), then one alone on a slot
+/// slower than a free one (`speed[s]`, its CPU kind's speed; a slot past `speed` counts
+/// 1000), the slowest first: a compute thread on an E-core takes a P-core a sleeper left. The
+/// target is the slot with no busy thread, the fastest, then the fewest live threads
+/// (`live[s]`), then the lowest index. Sleepers
 /// stay where they are. A thread moves only among slots of its slot's `group` (the process
 /// whose block holds the slot, 0 for none; a slot past `group` is in none): a process that
 /// keeps to a block keeps its threads there, and no other process's threads come in. A slot
 /// where a thread was born that the housekeeper has not watched for a whole poll (`newborn[s]`;
 /// a slot past `newborn` has none) is no target either: the newborn may not have run yet, and
 /// a pool's workers are born asleep and compute together a moment later.
-pub fn rebalance(busy: &[Busy], live: &[u32], group: &[u32], newborn: &[bool]) -> Vec<Move> {
+pub fn rebalance(
+    busy: &[Busy],
+    live: &[u32],
+    group: &[u32],
+    newborn: &[bool],
+    speed: &[u32],
+) -> Vec<Move> {
     let group_of = |s: usize| group.get(s).copied().unwrap_or(0);
+    let speed_of = |s: usize| speed.get(s).copied().unwrap_or(1000);
     let slots = live.len();
     let mut count = vec![0u32; slots];
     let mut target: Vec<bool> = (0..slots)
@@ -199,15 +211,23 @@ pub fn rebalance(busy: &[Busy], live: &[u32], group: &[u32], newborn: &[bool]) -
     let mut moved: Vec<i32> = Vec::new();
     let mut moves = Vec::new();
     loop {
+        let free =
+            |s: usize, of: &Busy| count[s] == 0 && target[s] && group_of(s) == group_of(of.slot);
+        let faster_free =
+            |b: &Busy| (0..slots).any(|s| free(s, b) && speed_of(s) > speed_of(b.slot));
         let mut movers: Vec<&&Busy> = (busy.iter())
-            .filter(|b| b.roams || count[b.slot] >= 2)
+            .filter(|b| b.roams || count[b.slot] >= 2 || faster_free(b))
             .filter(|b| !moved.contains(&b.tid))
             .collect();
-        movers.sort_by_key(|b| std::cmp::Reverse((b.roams, count[b.slot], b.tid)));
+        movers.sort_by_key(|b| {
+            let slower = std::cmp::Reverse(speed_of(b.slot));
+            std::cmp::Reverse((b.roams, count[b.slot], slower, b.tid))
+        });
         let chosen = movers.into_iter().find_map(|m| {
             let to = (0..slots)
-                .filter(|&s| count[s] == 0 && target[s] && group_of(s) == group_of(m.slot))
-                .min_by_key(|&s| (live[s], s))?;
+                .filter(|&s| free(s, m))
+                .filter(|&s| m.roams || count[m.slot] >= 2 || speed_of(s) > speed_of(m.slot))
+                .min_by_key(|&s| (std::cmp::Reverse(speed_of(s)), live[s], s))?;
             Some((to, m))
         });
         let Some((to, m)) = chosen else {
@@ -258,16 +278,23 @@ mod tests {
             &[2, 1, 0, 0],
             &[7, 7, 9, 9],
             &[],
+            &[],
         );
         assert!(moves.is_empty(), "{moves:?}");
-        let moves = rebalance(&[b(11, 0), b(12, 0)], &[2, 1, 0, 0], &[7, 7, 9, 9], &[]);
+        let moves = rebalance(
+            &[b(11, 0), b(12, 0)],
+            &[2, 1, 0, 0],
+            &[7, 7, 9, 9],
+            &[],
+            &[],
+        );
         assert_eq!(moved(&moves), [(12, 1)]);
     }
 
     #[test]
     fn two_busy_threads_on_one_slot_spread_to_the_slot_with_none() {
         // Slot 0: a waiting main and two workers; slot 1: an idle logger.
-        let moves = rebalance(&[b(11, 0), b(12, 0)], &[3, 1], &[], &[]);
+        let moves = rebalance(&[b(11, 0), b(12, 0)], &[3, 1], &[], &[], &[]);
         assert_eq!(
             moves,
             [Move {
@@ -278,12 +305,46 @@ mod tests {
             }]
         );
         // Spread already: nothing moves.
-        assert!(rebalance(&[b(11, 0), b(12, 1)], &[2, 2], &[], &[]).is_empty());
+        assert!(rebalance(&[b(11, 0), b(12, 1)], &[2, 2], &[], &[], &[]).is_empty());
         // Every slot busy: doubling is all there is, nothing moves.
-        assert!(rebalance(&[b(11, 0), b(12, 0), b(13, 1)], &[2, 1], &[], &[]).is_empty());
+        assert!(rebalance(&[b(11, 0), b(12, 0), b(13, 1)], &[2, 1], &[], &[], &[]).is_empty());
         // Three on one slot, three slots: one to each empty slot, the emptiest first.
-        let moves = rebalance(&[b(1, 0), b(2, 0), b(3, 0)], &[3, 2, 0], &[], &[]);
+        let moves = rebalance(&[b(1, 0), b(2, 0), b(3, 0)], &[3, 2, 0], &[], &[], &[]);
         assert_eq!(moved(&moves), [(3, 2), (2, 1)]);
+    }
+
+    #[test]
+    fn a_busy_thread_on_a_slower_kind_moves_to_a_free_faster_slot() {
+        // Slots 0-1 on P-cores (1000), 2-3 on E-cores (700). The P-core thread of slot 1 went
+        // to sleep: slot 2's compute thread takes its CPU; slot 3's stays (no faster slot left).
+        let speed = [1000, 1000, 700, 700];
+        let moves = rebalance(
+            &[b(10, 0), b(12, 2), b(13, 3)],
+            &[1, 1, 1, 1],
+            &[],
+            &[],
+            &speed,
+        );
+        assert_eq!(
+            moves,
+            [Move {
+                tid: 13,
+                from: 3,
+                to: 1,
+                roamed: false,
+            }]
+        );
+        // Never from a faster slot to a slower one, nor between equals.
+        assert!(rebalance(&[b(10, 0)], &[1, 1, 1, 1], &[], &[], &speed).is_empty());
+        assert!(rebalance(&[b(12, 2)], &[1, 1, 1, 1], &[], &[], &[700, 700, 700, 700]).is_empty());
+        // Within its dwell it stays; a doubled-up pair goes to the fastest free slot first.
+        let pinned = Busy {
+            movable: false,
+            ..b(12, 2)
+        };
+        assert!(rebalance(&[pinned], &[1, 0, 1, 0], &[], &[], &speed).is_empty());
+        let moves = rebalance(&[b(10, 2), b(11, 2)], &[0, 0, 2, 0], &[], &[], &speed);
+        assert_eq!(moved(&moves), [(11, 0), (10, 1)]);
     }
 
     #[test]
@@ -292,13 +353,13 @@ mod tests {
             movable: false,
             ..b(12, 0)
         };
-        let moves = rebalance(&[b(11, 0), pinned], &[2, 0], &[], &[]);
+        let moves = rebalance(&[b(11, 0), pinned], &[2, 0], &[], &[], &[]);
         assert_eq!(moves.iter().map(|m| m.tid).collect::<Vec<_>>(), [11]);
         let both = Busy {
             movable: false,
             ..b(11, 0)
         };
-        assert!(rebalance(&[both, pinned], &[2, 0], &[], &[]).is_empty());
+        assert!(rebalance(&[both, pinned], &[2, 0], &[], &[], &[]).is_empty());
         // A second is not enough: the dwell is a whole DWELL_S.
         assert!(!rested(Some(3.0), 3.0 + DWELL_S - 0.01));
         assert!(rested(Some(3.0), 3.0 + DWELL_S));
@@ -312,11 +373,11 @@ mod tests {
             ..b(tid, slot)
         };
         // Slot 1's thread woke this poll: slot 0's second worker waits for slot 2.
-        let moves = rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1, 3], &[], &[]);
+        let moves = rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1, 3], &[], &[], &[]);
         assert_eq!(moved(&moves), [(12, 2)]);
-        assert!(rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1], &[], &[]).is_empty());
+        assert!(rebalance(&[b(11, 0), b(12, 0), new(13, 1)], &[2, 1], &[], &[], &[]).is_empty());
         // Nor does it crowd its own slot.
-        assert!(rebalance(&[b(11, 0), new(12, 0)], &[2, 0], &[], &[]).is_empty());
+        assert!(rebalance(&[b(11, 0), new(12, 0)], &[2, 0], &[], &[], &[]).is_empty());
         assert!(steady(Some(1), 1) && !steady(Some(0), 1) && !steady(None, 1));
     }
 
@@ -328,7 +389,7 @@ mod tests {
         };
         // Slot 0's main computes; slot 1's pool worker sleeps; a second pool's worker roams
         // with its record on slot 0. It takes slot 1, before slot 0's doubled thread.
-        let moves = rebalance(&[b(10, 0), b(11, 0), roam(12, 0)], &[3, 1], &[], &[]);
+        let moves = rebalance(&[b(10, 0), b(11, 0), roam(12, 0)], &[3, 1], &[], &[], &[]);
         assert_eq!(
             moves,
             [Move {
@@ -339,10 +400,10 @@ mod tests {
             }]
         );
         // Its own record's slot is a target too, when nothing busy is there.
-        let moves = rebalance(&[b(10, 0), roam(12, 1)], &[1, 1], &[], &[]);
+        let moves = rebalance(&[b(10, 0), roam(12, 1)], &[1, 1], &[], &[], &[]);
         assert_eq!(moved(&moves), [(12, 1)]);
         // Every slot busy: it stays on the reservation.
-        assert!(rebalance(&[b(10, 0), b(11, 1), roam(12, 0)], &[2, 1], &[], &[]).is_empty());
+        assert!(rebalance(&[b(10, 0), b(11, 1), roam(12, 0)], &[2, 1], &[], &[], &[]).is_empty());
     }
 
     #[test]
@@ -354,13 +415,13 @@ mod tests {
         // A pool's first worker was just born on slot 1 and has not run yet; its second
         // roams and computes beside the busy main thread's slot 0. It stays on the
         // reservation rather than join the first.
-        assert!(rebalance(&[b(10, 0), roam(12, 0)], &[2, 1], &[], &[false, true]).is_empty());
+        assert!(rebalance(&[b(10, 0), roam(12, 0)], &[2, 1], &[], &[false, true], &[]).is_empty());
         // Two busy threads on slot 0 do not move onto the newborn's slot 1 either, but onto
         // slot 2 where nothing was born.
-        let moves = rebalance(&[b(10, 0), b(11, 0)], &[2, 1, 1], &[], &[false, true]);
+        let moves = rebalance(&[b(10, 0), b(11, 0)], &[2, 1, 1], &[], &[false, true], &[]);
         assert_eq!(moved(&moves), [(11, 2)]);
         // A poll later the newborn sleeps: its slot is a target again.
-        let moves = rebalance(&[b(10, 0), roam(12, 0)], &[2, 1], &[], &[false, false]);
+        let moves = rebalance(&[b(10, 0), roam(12, 0)], &[2, 1], &[], &[false, false], &[]);
         assert_eq!(moved(&moves), [(12, 1)]);
     }
 
