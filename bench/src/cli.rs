@@ -465,6 +465,10 @@ mod tests {
             .starts_with("goset-run refuses its flags: --numa 'x'"));
         assert!(refused(&["--smt", "odd"], &[Mode::Taskset])
             .starts_with("goset-run refuses its flags: invalid value 'odd'"));
+        // goset-run's selection flags pass through, checked as goset-run checks them.
+        assert!(check_goset_args(&args(&["--cpu-kind=efficient", "--scatter"]), &all, 2).is_ok());
+        assert!(refused(&["--cpu-kind", "odd"], &[Mode::Goset])
+            .starts_with("goset-run refuses its flags: --cpu-kind 'odd': expected performance"));
         for own in ["--placement=mask", "--json", "-dry-run"] {
             let e = refused(&[own, "x"], &all);
             assert!(e.contains("goset-bench sets --"), "{e}");

@@ -215,3 +215,135 @@ fn fence_books_every_task_cpus_hwloc_sibling_and_keeps_one_cpu_free() {
     assert!(err.contains("-n 32 with --fence"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// hwloc's `column` of every CPU of fixture `name`.
+fn column(name: &str, column: &str) -> BTreeMap<usize, String> {
+    let text =
+        std::fs::read_to_string(common::fixtures_dir().join(name).join("truth.csv")).unwrap();
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let (cpu, col) = (
+        header.iter().position(|h| *h == "cpu").unwrap(),
+        header.iter().position(|h| *h == column).unwrap(),
+    );
+    lines
+        .map(|l| {
+            // Quoted fields hold commas ("0,16"): split outside quotes.
+            let mut fields: Vec<String> = vec![String::new()];
+            let mut quoted = false;
+            for ch in l.chars() {
+                match ch {
+                    '"' => quoted = !quoted,
+                    ',' if !quoted => fields.push(String::new()),
+                    c => fields.last_mut().unwrap().push(c),
+                }
+            }
+            (fields[cpu].parse().unwrap(), fields[col].clone())
+        })
+        .collect()
+}
+
+fn groups(name: &str, col: &str, cpus: &[usize]) -> BTreeSet<String> {
+    let c = column(name, col);
+    cpus.iter().map(|cpu| c[cpu].clone()).collect()
+}
+
+fn housekeeper(out: &std::process::Output) -> usize {
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["selection"]["housekeeper"].as_u64().unwrap() as usize
+}
+
+#[test]
+fn gb10_runs_a_team_on_the_x925_cores_of_one_cluster_and_the_housekeeper_on_an_a725() {
+    const GB10: &str = "nvidia-dgx-gb10";
+    let out = dry_run(GB10, &["-n", "4"]);
+    let cpus = task_cpus(&out);
+    let kind = column(GB10, "cpukind");
+    // hwloc's kinds 2-4 are the X925s (capacity 997-1024), 0-1 the A725s.
+    assert!(cpus.iter().all(|c| kind[c] >= "2".to_string()), "{cpus:?}");
+    assert_eq!(groups(GB10, "l3_index", &cpus).len(), 1, "{cpus:?}");
+    assert_eq!(cpus[0], 19, "slot 0 on the core of capacity 1024");
+    assert!(kind[&housekeeper(&out)] <= "1".to_string());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["selection"]["cpus"][0]["kind"], 4,
+        "the JSON rows name the kind"
+    );
+    // Background work on the A725s instead, or kind 0 alone.
+    let cpus = task_cpus(&dry_run(GB10, &["-n", "2", "--cpu-kind", "efficient"]));
+    assert!(cpus.iter().all(|c| kind[c] <= "1".to_string()), "{cpus:?}");
+    let cpus = task_cpus(&dry_run(GB10, &["-n", "5", "--cpu-kind", "0"]));
+    assert_eq!(sorted(&cpus), [0, 1, 2, 3, 4]);
+}
+
+fn sorted(v: &[usize]) -> Vec<usize> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn intel_hybrid_puts_the_task_on_p_cores_and_the_housekeeper_on_an_e_core() {
+    const HYBRID: &str = "20em64t-hybrid-1p6c2t+2ca4co1t";
+    let kind = column(HYBRID, "cpukind");
+    let out = dry_run(HYBRID, &["-n", "6"]);
+    let cpus = task_cpus(&out);
+    assert!(cpus.iter().all(|c| kind[c] == "1"), "{cpus:?}");
+    assert_eq!(kind[&housekeeper(&out)], "0");
+    // Two more: E-cores of one module, before any P-core's second thread.
+    let cpus = task_cpus(&dry_run(HYBRID, &["-n", "8"]));
+    assert_eq!(
+        cpus[6..].iter().filter(|c| kind[c] == "0").count(),
+        2,
+        "{cpus:?}"
+    );
+    assert_eq!(groups(HYBRID, "l2_index", &cpus[6..]).len(), 1, "{cpus:?}");
+}
+
+#[test]
+fn a_team_that_fits_one_domain_is_moved_whole_off_cpu_0s() {
+    for (fixture, n, col) in [
+        ("64amd64-4s2n4ca2co", "8", "numa"),
+        (XEON, "8", "package_index"),
+        ("128arm-2pa2n8cluster4co", "4", "cluster"),
+    ] {
+        let cpus = task_cpus(&dry_run(fixture, &["-n", n]));
+        let g = groups(fixture, col, &cpus);
+        assert_eq!(
+            g.len(),
+            1,
+            "{fixture} -n {n}: {cpus:?} straddles {col} {g:?}"
+        );
+        let zero = column(fixture, col)[&0].clone();
+        assert!(
+            !g.contains(&zero),
+            "{fixture} -n {n}: {cpus:?} shares CPU 0's {col}"
+        );
+    }
+    // --scatter spreads the same team over both sockets.
+    let cpus = task_cpus(&dry_run(XEON, &["-n", "8", "--scatter"]));
+    assert_eq!(groups(XEON, "package_index", &cpus).len(), 2, "{cpus:?}");
+}
+
+#[test]
+fn a_bad_cpu_kind_is_a_usage_error() {
+    for (args, want) in [
+        (
+            &["--cpu-kind", "fast"][..],
+            "goset-run: --cpu-kind 'fast': expected performance, efficient, any or a kind number (goset lists them)\n",
+        ),
+        (
+            &["--cpu-kind", "7"][..],
+            "goset-run: --cpu-kind 7: no such CPU kind; this machine has one kind, 0\n",
+        ),
+    ] {
+        let out = dry_run(XEON, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{args:?}");
+    }
+    let out = dry_run("nvidia-dgx-gb10", &["--cpu-kind", "5"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "goset-run: --cpu-kind 5: no such CPU kind; kinds are 0 (the least performant) to 4\n"
+    );
+}
