@@ -258,12 +258,14 @@ fn gb10_runs_a_team_on_the_x925_cores_of_one_cluster_and_the_housekeeper_on_an_a
     const GB10: &str = "nvidia-dgx-gb10";
     let out = dry_run(GB10, &["-n", "4"]);
     let cpus = task_cpus(&out);
-    let kind = column(GB10, "cpukind");
+    let kind: BTreeMap<usize, u32> = (column(GB10, "cpukind").into_iter())
+        .map(|(c, k)| (c, k.parse().unwrap()))
+        .collect();
     // hwloc's kinds 2-4 are the X925s (capacity 997-1024), 0-1 the A725s.
-    assert!(cpus.iter().all(|c| kind[c] >= "2".to_string()), "{cpus:?}");
+    assert!(cpus.iter().all(|c| kind[c] >= 2), "{cpus:?}");
     assert_eq!(groups(GB10, "l3_index", &cpus).len(), 1, "{cpus:?}");
     assert_eq!(cpus[0], 19, "slot 0 on the core of capacity 1024");
-    assert!(kind[&housekeeper(&out)] <= "1".to_string());
+    assert!(kind[&housekeeper(&out)] <= 1);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         v["selection"]["cpus"][0]["kind"], 4,
@@ -271,7 +273,7 @@ fn gb10_runs_a_team_on_the_x925_cores_of_one_cluster_and_the_housekeeper_on_an_a
     );
     // Background work on the A725s instead, or kind 0 alone.
     let cpus = task_cpus(&dry_run(GB10, &["-n", "2", "--cpu-kind", "efficient"]));
-    assert!(cpus.iter().all(|c| kind[c] <= "1".to_string()), "{cpus:?}");
+    assert!(cpus.iter().all(|c| kind[c] <= 1), "{cpus:?}");
     let cpus = task_cpus(&dry_run(GB10, &["-n", "5", "--cpu-kind", "0"]));
     assert_eq!(sorted(&cpus), [0, 1, 2, 3, 4]);
 }
