@@ -268,3 +268,48 @@ impl Placer {
         self.write(t.tid, &moved, Event::Move, Some(cpu), Some((left, reason)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::affinity::{Affinity, Fake};
+    use super::super::testing::{table, unplaced};
+    use super::super::Mask;
+    use super::*;
+
+    #[test]
+    fn a_compute_thread_on_a_slower_kind_takes_a_free_slot_of_a_faster_one() {
+        // Slot 0 on a P-core (CPU 0), slot 1 on an E-core (CPU 1, 0.7 of it); park on CPU 2.
+        let t = table(2);
+        let fake = Fake::default();
+        let speed = BTreeMap::from([(0, 1000), (1, 700)]);
+        let mut p = Placer::new(t, vec![0, 1], 2, speed, None, Box::new(fake.clone()));
+        let pid = std::process::id() as i32;
+        let tid = pid + 1;
+        // The shim placed a worker on slot 1; slot 0's thread has ended.
+        t.claim_at(goset_plan::slots::label(pid, false), 1).unwrap();
+        fake.put(tid, &[1]);
+        let worker = Live {
+            shim_placed: true,
+            shim_slot: Some(1),
+            shim_cpu: Some(1),
+            ..unplaced(tid, 1.0)
+        };
+        let policy = Policy {
+            spread_busy: true,
+            ..Policy::default()
+        };
+        // Busy at one poll only: it stays (a change of demand, not one reading).
+        p.step(&[worker], &[], &policy, &|_| "w".into());
+        assert_eq!(fake.get(tid), Mask::Cpus(vec![1]), "{:?}", p.failures);
+        // Busy at the next too: it takes the P-core's slot, and the log says why.
+        p.step(&[worker], &[], &policy, &|_| "w".into());
+        assert_eq!(fake.get(tid), Mask::Cpus(vec![0]), "{:?}", p.failures);
+        let why = p
+            .records
+            .last()
+            .and_then(|r| r.reason.clone())
+            .unwrap_or_default();
+        assert!(why.contains("faster kind"), "{why}");
+        p.release_all();
+    }
+}
