@@ -192,6 +192,12 @@ pub enum SelectError {
     IncludeNotNear { cpus: Vec<usize>, device: String },
     /// `--cpu-kind N` names a kind the machine does not have.
     UnknownKind { kind: usize, kinds: usize },
+    /// `--cpu-kind N`: the kind holds fewer than `-n` candidate CPUs.
+    KindTooSmall {
+        kind: usize,
+        holds: usize,
+        requested: usize,
+    },
 }
 
 fn list(cpus: &[usize]) -> String {
@@ -254,6 +260,10 @@ impl fmt::Display for SelectError {
                     0 | 1 => "this machine has one kind, 0".to_string(),
                     n => format!("kinds are 0 (the least performant) to {}", n - 1),
                 }
+            ),
+            SelectError::KindTooSmall { kind, holds, requested } => write!(
+                f,
+                "--cpu-kind {kind}: kind {kind} holds {holds} candidate CPUs, fewer than -n {requested}"
             ),
             SelectError::IncludeNotNear { cpus, device } => write!(
                 f,
@@ -497,8 +507,51 @@ fn choose(
     } else {
         compact::fill(&pool, more, &anchored, paths)
     });
-    taken.sort_by_key(Item::key);
-    taken
+    slot_order(taken, scatter, paths)
+}
+
+/// The order of the slots: what each gives the task first (the fastest kind, a core's first
+/// thread before a second; slot 0 is the main thread); then, among equals, so that
+/// a task running fewer threads than `-n` still keeps together (or, with `scatter`, still
+/// spreads), the team's domains in turn: the domain holding most of the team first, its
+/// CPUs by their key; with `scatter` one CPU of each domain in turn.
+fn slot_order(
+    taken: Vec<Item>,
+    scatter: bool,
+    paths: &BTreeMap<usize, compact::Path>,
+) -> Vec<Item> {
+    let mut classes: BTreeMap<(usize, std::cmp::Reverse<u64>), Vec<Item>> = BTreeMap::new();
+    for i in taken {
+        classes
+            .entry((i.coarse.class, i.coarse.value))
+            .or_default()
+            .push(i);
+    }
+    let mut out = Vec::new();
+    for (_, items) in classes {
+        let refs: Vec<&Item> = items.iter().collect();
+        if scatter {
+            out.extend(compact::scatter(&refs, refs.len(), paths));
+            continue;
+        }
+        let mut count: BTreeMap<Vec<u16>, usize> = BTreeMap::new();
+        for i in &items {
+            for d in 1..=2 {
+                *count.entry(paths[&i.cpu][..d].to_vec()).or_default() += 1;
+            }
+        }
+        let mut items = items;
+        items.sort_by_key(|i| {
+            let p = paths[&i.cpu];
+            (
+                std::cmp::Reverse(count[&p[..1].to_vec()]),
+                std::cmp::Reverse(count[&p[..2].to_vec()]),
+                i.key(),
+            )
+        });
+        out.extend(items);
+    }
+    out
 }
 
 fn cpus_of(items: &[Item]) -> impl Iterator<Item = usize> + '_ {
@@ -518,9 +571,17 @@ fn restrict_to_kind(
     if kind >= kinds.max(1) {
         return Err(SelectError::UnknownKind { kind, kinds });
     }
-    Ok((candidates.into_iter())
+    let of_kind: Vec<usize> = (candidates.into_iter())
         .filter(|&c| topo.kinds.is_empty() || topo.cpu(c).and_then(|i| i.kind) == Some(kind))
-        .collect())
+        .collect();
+    if of_kind.len() < opts.count {
+        return Err(SelectError::KindTooSmall {
+            kind,
+            holds: of_kind.len(),
+            requested: opts.count,
+        });
+    }
+    Ok(of_kind)
 }
 
 /// `--near`: the usable CPUs local to the device, and the NUMA choice it makes of `--numa`.

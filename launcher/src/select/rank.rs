@@ -17,6 +17,10 @@ use std::collections::BTreeMap;
 /// about 780 permille of a P-core) therefore comes before a faster core's sibling.
 pub const SIBLING_SHARE: u64 = 250;
 
+/// Loads (percent of a core another task or the hypervisor takes, beyond the one tick every
+/// CPU is forgiven) closer than this are one: at the default 250 ms window a tick is 4%.
+pub const LOAD_TIE_PCT: f64 = 5.0;
+
 /// Interrupt rates closer than this many events per second are never told apart: a few
 /// interrupts a second is what an idle CPU's timers and IPIs vary by.
 pub const FEW_PER_S: f64 = 5.0;
@@ -31,9 +35,9 @@ pub const SIGNIFICANCE: f64 = 3.0;
 pub struct Coarse {
     /// `--cpu-kind efficient`: the kind's class, slowest first; 0 otherwise.
     pub class: usize,
-    /// The share of a core of the fastest kind the task gets from this thread, in millionths:
-    /// the kind's speed × the share other work and steal leave × [`SIBLING_SHARE`] for a
-    /// second thread.
+    /// The share of a core of the fastest kind the task gets from this thread, in units of
+    /// 10^-8: the kind's speed (permille) × the percent other work and steal leave
+    /// ([`counted_loads`]) × 1000, or [`SIBLING_SHARE`] for a second thread.
     pub value: Reverse<u64>,
     /// The noise tier of its core's interrupt rate: 0 for every core not significantly
     /// noisier than the quietest ([`tiers`]).
@@ -88,23 +92,38 @@ pub fn split_score(score: f64) -> (f64, f64) {
 /// tier's quietest, not the previous rate, keeps a long chain of small steps from joining the
 /// quietest CPU to a noisy one.
 pub fn tiers(rates: &[f64], window_s: f64) -> Vec<u32> {
-    let mut order: Vec<usize> = (0..rates.len()).collect();
-    order.sort_by(|&a, &b| rates[a].total_cmp(&rates[b]).then(a.cmp(&b)));
-    let mut tier = vec![0u32; rates.len()];
+    tiered(rates, |low, high| significant(low, high, window_s)).0
+}
+
+/// Groups `values` into tiers from the lowest up: a value `apart` from the lowest of the
+/// current tier starts the next. Each value's tier, and the lowest value of its tier.
+fn tiered(values: &[f64], apart: impl Fn(f64, f64) -> bool) -> (Vec<u32>, Vec<f64>) {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]).then(a.cmp(&b)));
+    let mut tier = vec![0u32; values.len()];
+    let mut base_of = vec![0.0; values.len()];
     let mut current = 0u32;
     let mut base: Option<f64> = None;
     for i in order {
         match base {
-            Some(b) if significant(b, rates[i], window_s) => {
+            Some(b) if apart(b, values[i]) => {
                 current += 1;
-                base = Some(rates[i]);
+                base = Some(values[i]);
             }
             Some(_) => {}
-            None => base = Some(rates[i]),
+            None => base = Some(values[i]),
         }
         tier[i] = current;
+        base_of[i] = base.unwrap_or(values[i]);
     }
-    tier
+    (tier, base_of)
+}
+
+/// Each core's load (whole percent of other work and steal) as selection counts it: loads
+/// less than [`LOAD_TIE_PCT`] above the lowest of their tier count as that lowest, so that a
+/// stray tick of another process does not move a team.
+pub fn counted_loads(loads: &[f64]) -> Vec<f64> {
+    tiered(loads, |low, high| high - low >= LOAD_TIE_PCT).1
 }
 
 /// Whether interrupt rate `high` is measurably above `low` over a window of `window_s`
@@ -169,11 +188,14 @@ pub fn items(
         .map(|k| whole(k).into_iter().map(|c| split_score(score(c)).0).sum())
         .collect();
     let tier = tiers(&rates, window_s);
+    let loads: Vec<f64> = (cores.iter())
+        .map(|k| whole(k).into_iter().map(|c| split_score(score(c)).1).sum())
+        .collect();
+    let loads = counted_loads(&loads);
     let mut out = Vec::new();
     for (i, k) in cores.iter().enumerate() {
         let members = whole(k);
-        let load: f64 = members.iter().map(|&c| split_score(score(c)).1).sum();
-        let free = (100.0 - load).clamp(0.0, 100.0) as u64;
+        let free = (100.0 - loads[i]).clamp(0.0, 100.0) as u64;
         let first = k.queue[0];
         let (class, perf) = match opts.cpu_kind {
             KindChoice::Performance => (0, topo.perf_of(first)),
@@ -237,6 +259,15 @@ mod tests {
         assert_eq!(t[0], t[1]);
         assert!(t[49] > 2, "{t:?}");
         assert!(t.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn a_stray_tick_of_load_is_no_load_and_a_real_one_is() {
+        assert_eq!(
+            counted_loads(&[0.0, 2.0, 4.0, 40.0, 43.0]),
+            [0.0, 0.0, 0.0, 40.0, 40.0]
+        );
+        assert_eq!(counted_loads(&[3.0, 9.0]), [3.0, 9.0]);
     }
 
     #[test]

@@ -122,11 +122,9 @@ fn cpu_kind_efficient_any_and_a_number() {
                 ..only(0)
             }
         )
-        .unwrap_err(),
-        SelectError::CountOutOfRange {
-            requested: 5,
-            available: 4
-        }
+        .unwrap_err()
+        .to_string(),
+        "--cpu-kind 0: kind 0 holds 4 candidate CPUs, fewer than -n 5"
     );
     assert_eq!(
         plan(&topo, &BTreeMap::new(), &only(2))
@@ -171,10 +169,16 @@ fn a_team_that_fits_one_package_never_straddles_two_to_avoid_cpu_0() {
     // Half a package stays in one.
     let sel = plan(&topo, &BTreeMap::new(), &opts(2)).unwrap();
     assert_eq!(sel.task_cpus, [1, 2]);
-    // More than a package: one whole package, the rest beside it.
+    // More than a package: one whole package, the rest beside it; slots fill the package
+    // that holds most of the team first, so that slot 0 (the main thread) is among them.
     let sel = plan(&topo, &BTreeMap::new(), &opts(5)).unwrap();
-    let in_pkg1 = sel.task_cpus.iter().filter(|&&c| c >= 4).count();
-    assert_eq!(in_pkg1, 4, "{:?}", sel.task_cpus);
+    assert_eq!(sel.task_cpus[..4], [4, 5, 6, 7], "{:?}", sel.task_cpus);
+    // A stray tick of another process's load is no reason to leave either.
+    let tick: BTreeMap<usize, f64> = [(5, busy(3.0))].into();
+    assert_eq!(
+        sorted_cpus(&plan(&topo, &tick, &opts(4)).unwrap()),
+        [4, 5, 6, 7]
+    );
 }
 
 #[test]
@@ -191,6 +195,20 @@ fn scatter_spreads_the_team_over_the_packages() {
     .unwrap();
     let in_pkg1 = sel.task_cpus.iter().filter(|&&c| c >= 4).count();
     assert_eq!(in_pkg1, 2, "{:?}", sel.task_cpus);
+    // Its slots alternate, so that fewer threads than -n still spread.
+    let pkg = |c: usize| c / 4;
+    assert_ne!(
+        pkg(sel.task_cpus[0]),
+        pkg(sel.task_cpus[1]),
+        "{:?}",
+        sel.task_cpus
+    );
+}
+
+fn sorted_cpus(sel: &Selection) -> Vec<usize> {
+    let mut v = sel.task_cpus.clone();
+    v.sort_unstable();
+    v
 }
 
 #[test]
