@@ -32,18 +32,7 @@ impl Machine {
     fn read(name: &'static str) -> Machine {
         let root = common::fixture_root(name);
         let topo = Topology::read(&FsRoot::new(root)).unwrap();
-        let text =
-            std::fs::read_to_string(common::fixtures_dir().join(name).join("truth.csv")).unwrap();
-        let mut lines = text.lines().filter(|l| !l.starts_with('#'));
-        let header: Vec<String> = fields(lines.next().unwrap());
-        let truth = lines
-            .map(|l| {
-                header
-                    .iter()
-                    .cloned()
-                    .zip(fields(l))
-                    .collect::<BTreeMap<_, _>>()
-            })
+        let truth = (common::truth_rows(name).into_iter())
             .filter(|r| r["online"] == "1")
             .map(|r| (r["cpu"].parse().unwrap(), r))
             .collect();
@@ -99,19 +88,6 @@ impl Machine {
         sizes.retain(|&s| s <= self.topo.candidates().len());
         sizes
     }
-}
-
-fn fields(line: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
-    let mut quoted = false;
-    for ch in line.chars() {
-        match ch {
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(String::new()),
-            c => out.last_mut().unwrap().push(c),
-        }
-    }
-    out
 }
 
 fn machines() -> Vec<Machine> {

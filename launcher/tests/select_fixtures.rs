@@ -13,33 +13,13 @@ struct Truth {
 }
 
 fn truth(name: &str) -> BTreeMap<usize, Truth> {
-    let text =
-        std::fs::read_to_string(common::fixtures_dir().join(name).join("truth.csv")).unwrap();
-    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
-    let (cpu, core, numa) = (col("cpu"), col("core_siblings_smt"), col("numa"));
-    lines
-        .map(|l| {
-            // The only quoted field is core_siblings_smt, e.g. "0,16".
-            let mut fields: Vec<String> = Vec::new();
-            let mut quoted = false;
-            let mut cur = String::new();
-            for ch in l.chars() {
-                match ch {
-                    '"' => quoted = !quoted,
-                    ',' if !quoted => fields.push(std::mem::take(&mut cur)),
-                    c => cur.push(c),
-                }
-            }
-            fields.push(cur);
-            (
-                fields[cpu].parse().unwrap(),
-                Truth {
-                    core: fields[core].clone(),
-                    numa: fields[numa].clone(),
-                },
-            )
+    (common::truth_rows(name).into_iter())
+        .map(|r| {
+            let t = Truth {
+                core: r["core_siblings_smt"].clone(),
+                numa: r["numa"].clone(),
+            };
+            (r["cpu"].parse().unwrap(), t)
         })
         .collect()
 }
@@ -218,28 +198,8 @@ fn fence_books_every_task_cpus_hwloc_sibling_and_keeps_one_cpu_free() {
 
 /// hwloc's `column` of every CPU of fixture `name`.
 fn column(name: &str, column: &str) -> BTreeMap<usize, String> {
-    let text =
-        std::fs::read_to_string(common::fixtures_dir().join(name).join("truth.csv")).unwrap();
-    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let (cpu, col) = (
-        header.iter().position(|h| *h == "cpu").unwrap(),
-        header.iter().position(|h| *h == column).unwrap(),
-    );
-    lines
-        .map(|l| {
-            // Quoted fields hold commas ("0,16"): split outside quotes.
-            let mut fields: Vec<String> = vec![String::new()];
-            let mut quoted = false;
-            for ch in l.chars() {
-                match ch {
-                    '"' => quoted = !quoted,
-                    ',' if !quoted => fields.push(String::new()),
-                    c => fields.last_mut().unwrap().push(c),
-                }
-            }
-            (fields[cpu].parse().unwrap(), fields[col].clone())
-        })
+    (common::truth_rows(name).into_iter())
+        .map(|r| (r["cpu"].parse().unwrap(), r[column].clone()))
         .collect()
 }
 

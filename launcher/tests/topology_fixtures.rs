@@ -27,36 +27,8 @@ impl TruthRow {
     }
 }
 
-/// Splits one CSV line; fields may be double-quoted (`"0,8"`).
-fn csv_fields(line: &str) -> Vec<String> {
-    let mut fields = vec![String::new()];
-    let mut quoted = false;
-    for c in line.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ',' if !quoted => fields.push(String::new()),
-            c => fields.last_mut().unwrap().push(c),
-        }
-    }
-    fields
-}
-
 fn truth(name: &str) -> Vec<TruthRow> {
-    let path = common::fixtures_dir().join(name).join("truth.csv");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let mut lines = text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
-    let header = csv_fields(lines.next().expect("truth.csv has a header"));
-    let rows: Vec<TruthRow> = lines
-        .map(|l| {
-            let f = csv_fields(l);
-            assert_eq!(f.len(), header.len(), "{name}: odd truth row {l:?}");
-            TruthRow(header.iter().cloned().zip(f).collect())
-        })
-        .collect();
-    assert!(!rows.is_empty(), "{name}: empty truth.csv");
-    rows
+    common::truth_rows(name).into_iter().map(TruthRow).collect()
 }
 
 fn cpulist(s: &str) -> BTreeSet<usize> {

@@ -66,6 +66,40 @@ pub fn fixture_root(name: &str) -> PathBuf {
     root
 }
 
+/// hwloc's reading of fixture `name` (its `truth.csv`): one row per CPU, in the file's order,
+/// each field by its column's name.
+pub fn truth_rows(name: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    let path = fixtures_dir().join(name).join("truth.csv");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
+    let header = csv_fields(lines.next().expect("truth.csv has a header"));
+    let rows: Vec<_> = lines
+        .map(|l| {
+            let f = csv_fields(l);
+            assert_eq!(f.len(), header.len(), "{name}: odd truth row {l:?}");
+            header.iter().cloned().zip(f).collect()
+        })
+        .collect();
+    assert!(!rows.is_empty(), "{name}: empty truth.csv");
+    rows
+}
+
+/// Splits one CSV line; fields may be double-quoted (`"0,8"`).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields.push(String::new()),
+            c => fields.last_mut().unwrap().push(c),
+        }
+    }
+    fields
+}
+
 /// Path of a binary of this package built by cargo for the tests.
 pub fn bin(name: &str) -> PathBuf {
     match name {
