@@ -284,7 +284,10 @@ impl RunArgs {
         self.check_timing_and_command()?;
         let root = self.checked_fsroot()?;
         Ok(RunOptions {
-            select: self.select_options()?,
+            select: SelectOptions {
+                block: per_process,
+                ..self.select_options()?
+            },
             include: cpulist_arg("include", &self.include)?,
             exclude: cpulist_arg("exclude", &self.exclude)?,
             near: self.near.clone(),

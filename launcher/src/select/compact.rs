@@ -59,14 +59,41 @@ fn children<'a>(
     groups.into_values().collect()
 }
 
+/// CPUs a take is measured against: `hard` ones are the team's own threads taken before (the
+/// children holding them are filled first: they cost no new domain); `near` ones are other
+/// blocks' (of a task of several processes: among children that hold the whole take, those
+/// nearest them first).
+#[derive(Debug, Clone, Default)]
+pub struct Anchors {
+    /// The team's threads taken before.
+    pub hard: Vec<Path>,
+    /// Other blocks' threads.
+    pub near: Vec<Path>,
+}
+
+impl Anchors {
+    /// The anchors inside the domain of `here` at `depth`.
+    fn within(&self, here: &Path, depth: usize) -> Anchors {
+        let keep = |v: &[Path]| -> Vec<Path> {
+            (v.iter().copied())
+                .filter(|a| a[..=depth] == here[..=depth])
+                .collect()
+        };
+        Anchors {
+            hard: keep(&self.hard),
+            near: keep(&self.near),
+        }
+    }
+}
+
 /// Takes `need` of `pool` (threads of one coarse key) in as few domains as it can, top down:
-/// in each domain, first the children that already hold an `anchor` CPU (the task's threads
-/// taken before: they cost no new domain), then the best child that holds all that is left,
-/// else the child that holds the most, and so on.
+/// in each domain, first the children that already hold a hard anchor, then the best child
+/// that holds all that is left (one near a near anchor first), else the child that holds the
+/// most, and so on.
 pub fn fill(
     pool: &[&Item],
     need: usize,
-    anchors: &[Path],
+    anchors: &Anchors,
     paths: &BTreeMap<usize, Path>,
 ) -> Vec<Item> {
     fill_at(pool, need, 0, anchors, paths)
@@ -76,7 +103,7 @@ fn fill_at(
     pool: &[&Item],
     need: usize,
     depth: usize,
-    anchors: &[Path],
+    anchors: &Anchors,
     paths: &BTreeMap<usize, Path>,
 ) -> Vec<Item> {
     if need == 0 {
@@ -92,23 +119,15 @@ fn fill_at(
         return sorted;
     }
     let mut rest: Vec<Vec<&Item>> = children(pool, depth, paths);
-    let anchored = |g: &Vec<&Item>| {
-        let here = paths[&g[0].cpu];
-        anchors.iter().any(|a| a[..=depth] == here[..=depth])
-    };
-    let within = |g: &Vec<&Item>| -> Vec<Path> {
-        let here = paths[&g[0].cpu];
-        (anchors.iter().copied())
-            .filter(|a| a[..=depth] == here[..=depth])
-            .collect()
-    };
+    let inside = |g: &Vec<&Item>| anchors.within(&paths[&g[0].cpu], depth);
     let mut picks: Vec<Item> = Vec::new();
     let mut left = need;
-    // Children holding an anchor first, the best of them first.
-    let (mut with_anchor, others): (Vec<_>, Vec<_>) = rest.drain(..).partition(|g| anchored(g));
+    // Children holding a hard anchor first, the best of them first.
+    let (mut with_anchor, others): (Vec<_>, Vec<_>) =
+        rest.drain(..).partition(|g| !inside(g).hard.is_empty());
     rest = others;
     while left > 0 && !with_anchor.is_empty() {
-        let (best, taken) = best_child(&with_anchor, left, depth, &within, paths);
+        let (best, taken) = best_child(&with_anchor, left, depth, anchors, paths);
         left -= taken.len();
         picks.extend(taken);
         with_anchor.remove(best);
@@ -116,13 +135,18 @@ fn fill_at(
     while left > 0 && !rest.is_empty() {
         let holders: Vec<Vec<&Item>> = (rest.iter()).filter(|g| g.len() >= left).cloned().collect();
         if !holders.is_empty() {
-            let (_, taken) = best_child(&holders, left, depth, &within, paths);
+            let near: Vec<Vec<&Item>> = (holders.iter())
+                .filter(|g| !inside(g).near.is_empty())
+                .cloned()
+                .collect();
+            let holders = if near.is_empty() { holders } else { near };
+            let (_, taken) = best_child(&holders, left, depth, anchors, paths);
             picks.extend(taken);
             break;
         }
         let most = rest.iter().map(Vec::len).max().unwrap_or(0);
         let largest: Vec<Vec<&Item>> = (rest.iter()).filter(|g| g.len() == most).cloned().collect();
-        let (best, taken) = best_child(&largest, left, depth, &within, paths);
+        let (best, taken) = best_child(&largest, left, depth, anchors, paths);
         let cpu = largest[best][0].cpu;
         left -= taken.len();
         picks.extend(taken);
@@ -137,12 +161,13 @@ fn best_child(
     candidates: &[Vec<&Item>],
     left: usize,
     depth: usize,
-    within: &dyn Fn(&Vec<&Item>) -> Vec<Path>,
+    anchors: &Anchors,
     paths: &BTreeMap<usize, Path>,
 ) -> (usize, Vec<Item>) {
     let mut best: Option<(usize, Vec<Item>)> = None;
     for (n, g) in candidates.iter().enumerate() {
-        let take = fill_at(g, left.min(g.len()), depth + 1, &within(g), paths);
+        let inside = anchors.within(&paths[&g[0].cpu], depth);
+        let take = fill_at(g, left.min(g.len()), depth + 1, &inside, paths);
         let better = match &best {
             None => true,
             Some((_, b)) => (set_key(&take), take.len()) < (set_key(b), b.len()),

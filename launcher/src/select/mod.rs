@@ -104,6 +104,10 @@ pub struct Options {
     /// Spread the task over as many domains as it can (`--scatter`), for codes bound by
     /// memory bandwidth, instead of as few as it can.
     pub scatter: bool,
+    /// Threads per process of a task of several (`--per-process`, or `-n`/`--instances`): the
+    /// slots are chosen a block of that many at a time, each by the same rule, each near the
+    /// blocks before it where that costs it no domain.
+    pub block: Option<usize>,
     /// The window the noise scores were measured over, in ms: what tells two interrupt rates
     /// apart. 0 (no measurement) counts as one second.
     pub sample_ms: u64,
@@ -352,23 +356,11 @@ pub fn plan(
     let paths = compact::paths(topo, &usable);
     let items = candidate_items(topo, &candidates, &include, noise, opts);
     let anchors: Vec<compact::Path> = include.iter().map(|c| paths[c]).collect();
-    let taken = choose(
-        &items,
-        opts.count - include.len(),
-        &anchors,
-        opts.scatter,
-        &paths,
-    );
+    let taken = take_team(&items, &anchors, opts, &paths);
     let task_cpus: Vec<usize> = include.iter().copied().chain(cpus_of(&taken)).collect();
     let passed_over = if noise.values().any(|&s| s != 0.0) {
         let calm = candidate_items(topo, &candidates, &include, &BTreeMap::new(), opts);
-        let calm = choose(
-            &calm,
-            opts.count - include.len(),
-            &anchors,
-            opts.scatter,
-            &paths,
-        );
+        let calm = take_team(&calm, &anchors, opts, &paths);
         cpus_of(&calm).filter(|c| !task_cpus.contains(c)).collect()
     } else {
         Vec::new()
@@ -395,8 +387,17 @@ pub fn plan(
         });
     }
     let anchors: Vec<compact::Path> = task_cpus.iter().map(|c| paths[c]).collect();
-    let spares: Vec<usize> =
-        cpus_of(&choose(&spare_room, opts.spare, &anchors, false, &paths)).collect();
+    let spares: Vec<usize> = cpus_of(&choose(
+        &spare_room,
+        opts.spare,
+        &compact::Anchors {
+            hard: anchors,
+            near: Vec::new(),
+        },
+        false,
+        &paths,
+    ))
+    .collect();
     let mut rest: Vec<Item> = (left.into_iter())
         .filter(|i| !spares.contains(&i.cpu))
         .collect();
@@ -477,13 +478,54 @@ fn candidate_items(
     rank::items(topo, &cores, noise, opts)
 }
 
+/// The task's threads beyond `include` (whose paths are `include`), in slot order: one
+/// [`choose`] of them all, or with [`Options::block`] one a block at a time, the first block
+/// holding the included CPUs, each later one near the blocks before it.
+fn take_team(
+    items: &[Item],
+    include: &[compact::Path],
+    opts: &Options,
+    paths: &BTreeMap<usize, compact::Path>,
+) -> Vec<Item> {
+    let mut need = opts.count - include.len();
+    let block = (opts.block).filter(|&t| t > 0 && t < opts.count && include.len() <= t);
+    let Some(size) = block else {
+        let anchors = compact::Anchors {
+            hard: include.to_vec(),
+            near: Vec::new(),
+        };
+        return choose(items, need, &anchors, opts.scatter, paths);
+    };
+    let mut left: Vec<Item> = items.to_vec();
+    let mut taken: Vec<Item> = Vec::new();
+    let mut anchors = compact::Anchors {
+        hard: include.to_vec(),
+        near: Vec::new(),
+    };
+    let mut first = size - include.len();
+    while need > 0 {
+        let k = first.min(need);
+        let chosen = choose(&left, k, &anchors, opts.scatter, paths);
+        if chosen.len() < k {
+            break;
+        }
+        left.retain(|i| !chosen.iter().any(|c| c.cpu == i.cpu));
+        anchors.near.append(&mut anchors.hard);
+        anchors.near.extend(chosen.iter().map(|i| paths[&i.cpu]));
+        need -= k;
+        taken.extend(chosen);
+        first = size;
+    }
+    taken
+}
+
 /// The best `need` of `items`, in slot order: every item strictly better than the `need`-th
 /// best (by the coarse key) is taken; of those equal to it, as many as are still needed, in
 /// as few domains as can be (near `anchors`), or as many with `scatter`.
 fn choose(
     items: &[Item],
     need: usize,
-    anchors: &[compact::Path],
+    anchors: &compact::Anchors,
     scatter: bool,
     paths: &BTreeMap<usize, compact::Path>,
 ) -> Vec<Item> {
@@ -500,8 +542,8 @@ fn choose(
         .collect();
     let pool: Vec<&Item> = sorted.iter().filter(|i| i.coarse == threshold).collect();
     let more = need - taken.len();
-    let mut anchored: Vec<compact::Path> = anchors.to_vec();
-    anchored.extend(taken.iter().map(|i| paths[&i.cpu]));
+    let mut anchored = anchors.clone();
+    anchored.hard.extend(taken.iter().map(|i| paths[&i.cpu]));
     taken.extend(if scatter {
         compact::scatter(&pool, more, paths)
     } else {

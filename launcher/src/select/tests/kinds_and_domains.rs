@@ -226,3 +226,35 @@ fn spares_are_booked_beside_the_task() {
     let pkg = |c: usize| c / 4;
     assert!(sel.task_cpus.iter().all(|&c| pkg(c) == pkg(sel.spares[0])));
 }
+
+#[test]
+fn each_process_block_is_chosen_whole_by_the_same_rule() {
+    // Two packages of 8 cores: 12 slots as 2 processes of 6. As one team, 8 + 4; as blocks,
+    // each block in one package.
+    let topo = machine(16, 1, 2);
+    let pkg = |c: usize| c / 8;
+    let team = plan(&topo, &BTreeMap::new(), &opts(12)).unwrap();
+    let in_pkg1 = team.task_cpus.iter().filter(|&&c| pkg(c) == 1).count();
+    assert_eq!(in_pkg1, 8, "{:?}", team.task_cpus);
+    let blocks = Options {
+        block: Some(6),
+        ..opts(12)
+    };
+    let sel = plan(&topo, &BTreeMap::new(), &blocks).unwrap();
+    for block in sel.task_cpus.chunks(6) {
+        let pkgs: BTreeSet<usize> = block.iter().map(|&c| pkg(c)).collect();
+        assert_eq!(pkgs.len(), 1, "{:?}", sel.task_cpus);
+    }
+    // Blocks of 3 stay beside the blocks before them: both in one package.
+    let sel = plan(
+        &topo,
+        &BTreeMap::new(),
+        &Options {
+            block: Some(3),
+            ..opts(6)
+        },
+    )
+    .unwrap();
+    let pkgs: BTreeSet<usize> = sel.task_cpus.iter().map(|&c| pkg(c)).collect();
+    assert_eq!(pkgs.len(), 1, "{:?}", sel.task_cpus);
+}
