@@ -128,7 +128,8 @@ pub struct Selection {
     pub fenced: Vec<usize>,
     /// SMT siblings of task CPUs that could not be fenced: the housekeeper needed a CPU.
     pub unfenced: Vec<usize>,
-    /// CPUs booked idle for moves off a task CPU that turns noisy (`--spare`), quietest first.
+    /// CPUs booked idle for moves off a task CPU that turns noisy (`--spare`), chosen by the
+    /// task's own rule beside the task, best first.
     pub spares: Vec<usize>,
     /// Core cost of every candidate CPU (its own noise plus its siblings').
     pub core_cost: BTreeMap<usize, f64>,
@@ -141,7 +142,8 @@ pub struct Selection {
     /// their noise (or other work's load).
     pub passed_over: Vec<usize>,
     /// The speed of every usable CPU's kind class, in permille of the fastest (1000 on a
-    /// machine without kinds): the housekeeper moves a busy thread to a faster free slot.
+    /// machine without kinds, and for every CPU unless `--cpu-kind performance`): the
+    /// housekeeper moves a busy thread to a faster free slot.
     #[serde(skip)]
     pub perf: BTreeMap<usize, u32>,
 }
@@ -445,7 +447,12 @@ pub fn plan(
         ranking,
         near: opts.near.clone(),
         passed_over,
-        perf: usable.iter().map(|&c| (c, topo.perf_of(c))).collect(),
+        perf: (usable.iter())
+            .map(|&c| match opts.cpu_kind {
+                KindChoice::Performance => (c, topo.perf_of(c)),
+                _ => (c, 1000),
+            })
+            .collect(),
     })
 }
 
@@ -576,10 +583,16 @@ fn slot_order(
             out.extend(compact::scatter(&refs, refs.len(), paths));
             continue;
         }
+        // Each domain's share of the team, and its best thread (domains holding as many of
+        // the team go in the order of their best).
         let mut count: BTreeMap<Vec<u16>, usize> = BTreeMap::new();
+        let mut best: BTreeMap<Vec<u16>, (rank::Coarse, rank::Fine)> = BTreeMap::new();
         for i in &items {
             for d in 1..=2 {
-                *count.entry(paths[&i.cpu][..d].to_vec()).or_default() += 1;
+                let domain = paths[&i.cpu][..d].to_vec();
+                *count.entry(domain.clone()).or_default() += 1;
+                let b = best.entry(domain).or_insert(i.key());
+                *b = (*b).min(i.key());
             }
         }
         let mut items = items;
@@ -587,7 +600,9 @@ fn slot_order(
             let p = paths[&i.cpu];
             (
                 std::cmp::Reverse(count[&p[..1].to_vec()]),
+                best[&p[..1].to_vec()],
                 std::cmp::Reverse(count[&p[..2].to_vec()]),
+                best[&p[..2].to_vec()],
                 i.key(),
             )
         });
@@ -616,7 +631,7 @@ fn restrict_to_kind(
     let of_kind: Vec<usize> = (candidates.into_iter())
         .filter(|&c| topo.kinds.is_empty() || topo.cpu(c).and_then(|i| i.kind) == Some(kind))
         .collect();
-    if of_kind.len() < opts.count {
+    if !topo.kinds.is_empty() && of_kind.len() < opts.count {
         return Err(SelectError::KindTooSmall {
             kind,
             holds: of_kind.len(),

@@ -1,7 +1,7 @@
 //! What each candidate hardware thread is worth to the task: its [`Item`], with a coarse key
 //! that selection never trades away (the CPU kind's speed times the share other work leaves,
 //! then the noise tier) and a fine key that only breaks ties (favoured cores, CPU 0's core,
-//! the raw interrupt rate, the CPU number).
+//! the CPU number; never noise the window cannot tell apart).
 //!
 //! Pure: a function of the topology, the noise scores and the options.
 
@@ -142,16 +142,17 @@ pub struct Core {
     pub used: usize,
 }
 
-/// Orders the threads of one core: by their own load, then by their own noise tier among
-/// them, then by number.
+/// Orders the threads of one core: by their own load ([`counted_loads`]), then by their own
+/// noise tier among them, then by number.
 pub fn thread_order(cpus: &mut [usize], noise: &BTreeMap<usize, f64>, window_s: f64) {
     let parts: Vec<(f64, f64)> = (cpus.iter())
         .map(|c| split_score(noise.get(c).copied().unwrap_or(0.0)))
         .collect();
     let rates: Vec<f64> = parts.iter().map(|p| p.0).collect();
     let tier = tiers(&rates, window_s);
+    let loads = counted_loads(&parts.iter().map(|p| p.1).collect::<Vec<_>>());
     let key: BTreeMap<usize, (u64, u32)> = (cpus.iter().enumerate())
-        .map(|(i, &c)| (c, (parts[i].1 as u64, tier[i])))
+        .map(|(i, &c)| (c, (loads[i] as u64, tier[i])))
         .collect();
     cpus.sort_by_key(|c| (key[c], *c));
 }
