@@ -28,14 +28,21 @@
 //!   CPU stays free for the housekeeper: siblings are given back from the last slot's core
 //!   when none would be, and with no CPU outside the task at all, fencing is refused.
 
+// Layout: this file the types, `plan` and the candidates (near, node, kind, fence);
+// `rank.rs` what a thread is worth; `compact.rs` the domains; `team.rs` the team and its slot
+// order; `error.rs` the usage errors.
 mod compact;
+mod error;
 mod rank;
+mod team;
+
+pub use error::SelectError;
+use team::{candidate_items, choose, cpus_of, take_team};
 
 use crate::topology::{Device, Topology};
 use rank::Item;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 /// How task threads use SMT siblings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -147,140 +154,6 @@ pub struct Selection {
     #[serde(skip)]
     pub perf: BTreeMap<usize, u32>,
 }
-
-/// Why no selection is possible. Every variant is a usage error (exit 2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SelectError {
-    /// Every online, allowed CPU is excluded (or the launcher may use none).
-    NoCandidates,
-    /// `-n` is 0 or larger than the candidates.
-    CountOutOfRange { requested: usize, available: usize },
-    /// `--numa N` names a node the machine does not have (or that has no CPU).
-    UnknownNode { node: usize, known: Vec<usize> },
-    /// The node cannot hold `-n` CPUs.
-    NodeTooSmall {
-        node: usize,
-        holds: usize,
-        requested: usize,
-    },
-    /// `--numa auto`: even the biggest node cannot hold `-n` CPUs.
-    NoNodeLargeEnough {
-        node: usize,
-        holds: usize,
-        requested: usize,
-    },
-    /// `--include` names CPUs that are not candidates (offline, not allowed, excluded, or on
-    /// another node).
-    IncludeNotCandidate { cpus: Vec<usize> },
-    /// `--include` lists more CPUs than `-n`.
-    IncludeTooMany { listed: usize, requested: usize },
-    /// `--fence` with no candidate left outside the task CPUs for the housekeeper.
-    NoRoomToFence { requested: usize, available: usize },
-    /// `--spare K`: fewer than K candidates are left outside the task CPUs (and fence).
-    NoRoomForSpares {
-        requested: usize,
-        spare: usize,
-        left: usize,
-    },
-    /// `--near`: fewer than `-n` candidates are local to the device.
-    TooFewNear {
-        device: String,
-        holds: usize,
-        requested: usize,
-    },
-    /// `--near` with `--numa N` where the device is on another node.
-    NearOtherNode {
-        device: String,
-        device_node: usize,
-        numa: usize,
-    },
-    /// `--include` names candidates that are not local to `--near`'s device.
-    IncludeNotNear { cpus: Vec<usize>, device: String },
-    /// `--cpu-kind N` names a kind the machine does not have.
-    UnknownKind { kind: usize, kinds: usize },
-    /// `--cpu-kind N`: the kind holds fewer than `-n` candidate CPUs.
-    KindTooSmall {
-        kind: usize,
-        holds: usize,
-        requested: usize,
-    },
-}
-
-fn list(cpus: &[usize]) -> String {
-    cpus.iter()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-impl fmt::Display for SelectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SelectError::NoCandidates => f.write_str(
-                "no candidate CPUs: every online CPU that goset-run may use is excluded",
-            ),
-            SelectError::CountOutOfRange { requested, available } => write!(
-                f,
-                "-n {requested}: must be between 1 and {available} (the candidate CPUs: online, allowed and not excluded)"
-            ),
-            SelectError::UnknownNode { node, known } => {
-                write!(f, "--numa {node}: no such NUMA node with CPUs; nodes are {}", list(known))
-            }
-            SelectError::NodeTooSmall { node, holds, requested } => write!(
-                f,
-                "--numa {node}: node {node} holds {holds} candidate CPUs, fewer than -n {requested}"
-            ),
-            SelectError::NoNodeLargeEnough { node, holds, requested } => write!(
-                f,
-                "--numa auto: no node holds -n {requested} candidate CPUs (the biggest, node {node}, holds {holds})"
-            ),
-            SelectError::IncludeNotCandidate { cpus } => write!(
-                f,
-                "--include {}: not candidate CPUs (offline, not allowed, excluded or outside the NUMA node)",
-                list(cpus)
-            ),
-            SelectError::IncludeTooMany { listed, requested } => {
-                write!(f, "--include lists {listed} CPUs but -n is {requested}")
-            }
-            SelectError::NoRoomToFence { requested, available } => write!(
-                f,
-                "-n {requested} with --fence: the {available} candidate CPUs leave none outside the task for the housekeeper; use -n {} or less",
-                available.saturating_sub(1)
-            ),
-            SelectError::NoRoomForSpares { requested, spare, left } => write!(
-                f,
-                "--spare {spare}: -n {requested} leaves {left} candidate CPUs outside the task; use --spare {left} or less"
-            ),
-            SelectError::TooFewNear { device, holds, requested } => write!(
-                f,
-                "--near {device}: {holds} candidate CPUs are local to it, fewer than -n {requested}"
-            ),
-            SelectError::NearOtherNode { device, device_node, numa } => write!(
-                f,
-                "--numa {numa} with --near {device}: the device is on node {device_node}; give --numa {device_node}, auto or off"
-            ),
-            SelectError::UnknownKind { kind, kinds } => write!(
-                f,
-                "--cpu-kind {kind}: no such CPU kind; {}",
-                match kinds {
-                    0 | 1 => "this machine has one kind, 0".to_string(),
-                    n => format!("kinds are 0 (the least performant) to {}", n - 1),
-                }
-            ),
-            SelectError::KindTooSmall { kind, holds, requested } => write!(
-                f,
-                "--cpu-kind {kind}: kind {kind} holds {holds} candidate CPUs, fewer than -n {requested}"
-            ),
-            SelectError::IncludeNotNear { cpus, device } => write!(
-                f,
-                "--include {}: not local to --near {device}",
-                list(cpus)
-            ),
-        }
-    }
-}
-
-impl std::error::Error for SelectError {}
 
 /// Chooses the task CPUs and the housekeeper. `noise` maps a CPU to its noise score (a CPU
 /// missing from it counts as 0, as with `--sample 0`).
@@ -454,165 +327,6 @@ pub fn plan(
             })
             .collect(),
     })
-}
-
-/// Every candidate thread but the `include` CPUs, as [`rank::items`] values them: the
-/// included count as their cores' first threads.
-fn candidate_items(
-    topo: &Topology,
-    candidates: &[usize],
-    include: &[usize],
-    noise: &BTreeMap<usize, f64>,
-    opts: &Options,
-) -> Vec<Item> {
-    let mut cores: Vec<rank::Core> = Vec::new();
-    let mut queues: Vec<(Vec<usize>, usize)> = Vec::new();
-    for &c in candidates {
-        let core_of = |x: usize| topo.cpu(x).map_or(vec![x], |i| i.siblings.clone());
-        match queues.iter_mut().find(|(q, _)| core_of(q[0]).contains(&c)) {
-            Some((q, _)) => q.push(c),
-            None => queues.push((vec![c], 0)),
-        }
-    }
-    for (mut queue, _) in queues {
-        let used = queue.iter().filter(|c| include.contains(c)).count();
-        queue.retain(|c| !include.contains(c));
-        rank::thread_order(&mut queue, noise, rank::window_s(opts));
-        if !queue.is_empty() {
-            cores.push(rank::Core { queue, used });
-        }
-    }
-    rank::items(topo, &cores, noise, opts)
-}
-
-/// The task's threads beyond `include` (whose paths are `include`), in slot order: one
-/// [`choose`] of them all, or with [`Options::block`] one a block at a time, the first block
-/// holding the included CPUs, each later one near the blocks before it.
-fn take_team(
-    items: &[Item],
-    include: &[compact::Path],
-    opts: &Options,
-    paths: &BTreeMap<usize, compact::Path>,
-) -> Vec<Item> {
-    let mut need = opts.count - include.len();
-    let block = (opts.block).filter(|&t| t > 0 && t < opts.count && include.len() <= t);
-    let Some(size) = block else {
-        let anchors = compact::Anchors {
-            hard: include.to_vec(),
-            near: Vec::new(),
-        };
-        return choose(items, need, &anchors, opts.scatter, paths);
-    };
-    let mut left: Vec<Item> = items.to_vec();
-    let mut taken: Vec<Item> = Vec::new();
-    let mut anchors = compact::Anchors {
-        hard: include.to_vec(),
-        near: Vec::new(),
-    };
-    let mut first = size - include.len();
-    while need > 0 {
-        let k = first.min(need);
-        let chosen = choose(&left, k, &anchors, opts.scatter, paths);
-        if chosen.len() < k {
-            break;
-        }
-        left.retain(|i| !chosen.iter().any(|c| c.cpu == i.cpu));
-        anchors.near.append(&mut anchors.hard);
-        anchors.near.extend(chosen.iter().map(|i| paths[&i.cpu]));
-        need -= k;
-        taken.extend(chosen);
-        first = size;
-    }
-    taken
-}
-
-/// The best `need` of `items`, in slot order: every item strictly better than the `need`-th
-/// best (by the coarse key) is taken; of those equal to it, as many as are still needed, in
-/// as few domains as can be (near `anchors`), or as many with `scatter`.
-fn choose(
-    items: &[Item],
-    need: usize,
-    anchors: &compact::Anchors,
-    scatter: bool,
-    paths: &BTreeMap<usize, compact::Path>,
-) -> Vec<Item> {
-    if need == 0 || items.is_empty() {
-        return Vec::new();
-    }
-    let mut sorted: Vec<Item> = items.to_vec();
-    sorted.sort_by_key(Item::key);
-    let Some(threshold) = sorted.get(need - 1).map(|i| i.coarse) else {
-        return sorted;
-    };
-    let mut taken: Vec<Item> = (sorted.iter().copied())
-        .filter(|i| i.coarse < threshold)
-        .collect();
-    let pool: Vec<&Item> = sorted.iter().filter(|i| i.coarse == threshold).collect();
-    let more = need - taken.len();
-    let mut anchored = anchors.clone();
-    anchored.hard.extend(taken.iter().map(|i| paths[&i.cpu]));
-    taken.extend(if scatter {
-        compact::scatter(&pool, more, paths)
-    } else {
-        compact::fill(&pool, more, &anchored, paths)
-    });
-    slot_order(taken, scatter, paths)
-}
-
-/// The order of the slots: what each gives the task first (the fastest kind, a core's first
-/// thread before a second; slot 0 is the main thread); then, among equals, so that
-/// a task running fewer threads than `-n` still keeps together (or, with `scatter`, still
-/// spreads), the team's domains in turn: the domain holding most of the team first, its
-/// CPUs by their key; with `scatter` one CPU of each domain in turn.
-fn slot_order(
-    taken: Vec<Item>,
-    scatter: bool,
-    paths: &BTreeMap<usize, compact::Path>,
-) -> Vec<Item> {
-    let mut classes: BTreeMap<(usize, std::cmp::Reverse<u64>), Vec<Item>> = BTreeMap::new();
-    for i in taken {
-        classes
-            .entry((i.coarse.class, i.coarse.value))
-            .or_default()
-            .push(i);
-    }
-    let mut out = Vec::new();
-    for (_, items) in classes {
-        let refs: Vec<&Item> = items.iter().collect();
-        if scatter {
-            out.extend(compact::scatter(&refs, refs.len(), paths));
-            continue;
-        }
-        // Each domain's share of the team, and its best thread (domains holding as many of
-        // the team go in the order of their best).
-        let mut count: BTreeMap<Vec<u16>, usize> = BTreeMap::new();
-        let mut best: BTreeMap<Vec<u16>, (rank::Coarse, rank::Fine)> = BTreeMap::new();
-        for i in &items {
-            for d in 1..=2 {
-                let domain = paths[&i.cpu][..d].to_vec();
-                *count.entry(domain.clone()).or_default() += 1;
-                let b = best.entry(domain).or_insert(i.key());
-                *b = (*b).min(i.key());
-            }
-        }
-        let mut items = items;
-        items.sort_by_key(|i| {
-            let p = paths[&i.cpu];
-            (
-                std::cmp::Reverse(count[&p[..1].to_vec()]),
-                best[&p[..1].to_vec()],
-                std::cmp::Reverse(count[&p[..2].to_vec()]),
-                best[&p[..2].to_vec()],
-                i.key(),
-            )
-        });
-        out.extend(items);
-    }
-    out
-}
-
-fn cpus_of(items: &[Item]) -> impl Iterator<Item = usize> + '_ {
-    items.iter().map(|i| i.cpu)
 }
 
 /// `--cpu-kind N`: the candidates of kind N only.
