@@ -65,7 +65,7 @@ mod sysfs;
 
 pub use device::{Device, DeviceError, DeviceKind};
 pub use expr::{CpuExpr, Domain, ExprError};
-pub use kinds::{CpuKind, CLASS_TOLERANCE, MAX_FREQ_TOLERANCE};
+pub use kinds::CpuKind;
 pub use parse::{
     cgroup_cpuset_path, cmdline_param, cpuset_mount, parse_cmdline, parse_cpulist, parse_id,
     parse_mask, parse_nohz_full, parse_param_cpulist, split_isolcpus, status_allowed_list,

@@ -158,6 +158,13 @@ impl Placer {
         }
     }
 
+    /// Each slot's speed (its CPU's kind), for [`rebalance`].
+    fn slot_speeds(&self) -> Vec<u32> {
+        (self.task_cpus.iter())
+            .map(|c| self.speed.get(c).copied().unwrap_or(1000))
+            .collect()
+    }
+
     /// The busy threads of `live` as [`rebalance`] sees them, each on the slot it counts on
     /// (remembered for the next poll's [`steady`]).
     fn busy_threads(&mut self, live: &[Live], policy: &Policy, now_s: f64) -> Vec<Busy> {

@@ -442,13 +442,6 @@ impl Placer {
 
     /// The live count of each planned slot. The plan's slots, not the table's count: the task
     /// can write anything into the table; a count no claims could have made looks full.
-    /// Each slot's speed (its CPU's kind), for [`rebalance`](super::policy::rebalance).
-    fn slot_speeds(&self) -> Vec<u32> {
-        (self.task_cpus.iter())
-            .map(|c| self.speed.get(c).copied().unwrap_or(1000))
-            .collect()
-    }
-
     fn live_counts(&self) -> Vec<u32> {
         self.table
             .live_counts(self.task_cpus.len())
