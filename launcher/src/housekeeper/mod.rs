@@ -2,7 +2,8 @@
 //! telemetry and places the threads the shim could not place.
 //!
 //! Owns: one poll ([`Housekeeper::poll`]), as a sequence of steps: follow the placement log,
-//! walk the task's process tree and read its threads (`tree`, finding threads with `listing`),
+//! walk the task's process tree and read its threads ([`tree::Tree`], a state of its own that
+//! the rest reads through [`tree::Walk`]),
 //! tell how each unanswered thread's process stands with the shim, place unplaced threads
 //! ([`placer`], by the rules of [`policy`]), sample CPU frequencies ([`cpu_sampler`]), move
 //! slots off noisy CPUs ([`noise_rule`]); and what the run adds up to
@@ -27,7 +28,8 @@
 
 pub mod cpu_sampler;
 mod deferred;
-mod listing;
+#[cfg(test)]
+mod fake_proc;
 pub mod logtail;
 pub mod noise_rule;
 pub mod noisewatch;
@@ -44,12 +46,11 @@ use logtail::LogTail;
 use noise_rule::{NoiseRule, NoiseStreaks};
 use noisewatch::NoiseWatch;
 pub use outcome::{Outcome, ThreadReport};
-use placer::{Kin, Live, Placer, Policy};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use placer::{Affinity, Kin, Live, Placer, Policy};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
-use tracked::Mode;
 pub use tracked::Tracked;
-use tree::{Known, Walk};
+use tree::{Seen, Tree};
 
 /// What the housekeeper needs to know about the plan.
 #[derive(Debug, Clone)]
@@ -94,32 +95,14 @@ pub struct Housekeeper {
     /// The shim's threads whose records are deferred.
     deferred: deferred::DeferredWatch,
     task: Option<i32>,
-    /// Processes of the tree still in `/proc`, with their threads not known to have ended.
-    procs: BTreeMap<i32, Known>,
-    /// Each process's own `stat`, whose thread count says whether its task list changed.
-    proc_stats: BTreeMap<i32, threads::Handle>,
-    /// Each followed process's start time, as first seen.
-    starts: BTreeMap<i32, Option<u64>>,
-    /// When each process's threads were last listed (see [`policy::listing_wait`]).
-    listed_at: BTreeMap<i32, Instant>,
+    /// The task's process tree as walked so far.
+    tree: Tree,
     /// The slot table's count of brief threads at the last poll.
     brief_seen: u64,
-    /// Every thread seen, by tid (a hash map: a task that churns threads makes it large, and
-    /// every poll looks up each live thread in it).
-    threads: HashMap<i32, Tracked>,
-    /// Tids in order of first sight.
-    order: Vec<i32>,
-    errors: Vec<ReadError>,
-    missing: BTreeSet<&'static str>,
-    mode: Mode,
     polls: u64,
     all_children_every: u64,
-    /// The most polls a sleeping thread is left unread (see [`tracked::idle_skip`]).
-    idle_skip_cap: u32,
     /// Polls until the next that reads every thread's `children`.
     polls_to_all_children: u64,
-    /// The last pid handed out as of the last poll: the tids born since lie above it.
-    last_pid: Option<i32>,
     started: Instant,
     /// When the task started (until it does, when the housekeeper did), Unix seconds.
     started_unix_s: f64,
@@ -168,12 +151,14 @@ fn raise_nofile() -> u64 {
 
 impl Housekeeper {
     /// Starts the run's telemetry (the first CPU snapshot), before the task starts. `table` is
-    /// the slot table shared with the shim; `log` the placement log, followed and appended to.
+    /// the slot table shared with the shim; `log` the placement log, followed and appended to;
+    /// `affinity` sets and reads threads' masks ([`placer::Kernel`], or a fake in tests).
     pub fn new(
         root: &FsRoot,
         settings: Settings,
         table: &'static goset_plan::SlotTable,
         log: Option<&std::path::Path>,
+        affinity: Box<dyn Affinity>,
     ) -> Housekeeper {
         // Only a regular file: the task may have put a FIFO there, whose open would block.
         let appender = log.and_then(|p| {
@@ -181,6 +166,16 @@ impl Housekeeper {
             crate::bounded::open_regular(p, append.append(true).create(true)).ok()
         });
         let every = ALL_CHILDREN_EVERY.as_nanos() / settings.interval.as_nanos().max(1);
+        // The noise of a CPU is its busy time less the task's: a thread left unread would
+        // hide its run time there, and its CPU would look noisy (one pread a sleeper a
+        // poll is the price of --spare).
+        let idle_skip_cap = if settings.spares.is_empty() {
+            (IDLE_READ_EVERY.as_nanos() / settings.interval.as_nanos().max(1))
+                .saturating_sub(1)
+                .min(u32::MAX as u128) as u32
+        } else {
+            0
+        };
         let watched: Vec<usize> = (settings.task_cpus.iter())
             .chain(&settings.spares)
             .copied()
@@ -198,36 +193,17 @@ impl Housekeeper {
                 settings.park_cpu,
                 settings.speed.clone(),
                 appender,
-                Box::new(placer::Kernel),
+                affinity,
             ),
             all_children_every: every.clamp(1, u64::MAX as u128) as u64,
-            // The noise of a CPU is its busy time less the task's: a thread left unread would
-            // hide its run time there, and its CPU would look noisy (one pread a sleeper a
-            // poll is the price of --spare).
-            idle_skip_cap: if settings.spares.is_empty() {
-                (IDLE_READ_EVERY.as_nanos() / settings.interval.as_nanos().max(1))
-                    .saturating_sub(1)
-                    .min(u32::MAX as u128) as u32
-            } else {
-                0
-            },
+            tree: Tree::new(settings.interval, idle_skip_cap),
             settings,
             log: log.map(|p| LogTail::new(p.to_path_buf())),
             deferred: deferred::DeferredWatch::default(),
             task: None,
-            procs: BTreeMap::new(),
-            proc_stats: BTreeMap::new(),
-            listed_at: BTreeMap::new(),
             brief_seen: 0,
-            starts: BTreeMap::new(),
-            threads: HashMap::new(),
-            order: Vec::new(),
-            errors: Vec::new(),
-            missing: BTreeSet::new(),
-            mode: Mode::default(),
             polls: 0,
             polls_to_all_children: 0,
-            last_pid: None,
             started: Instant::now(),
             started_unix_s: unix_now_s(),
             cpu_start: own_cpu_time(),
@@ -239,7 +215,7 @@ impl Housekeeper {
     pub fn attach(&mut self, pid: i32) {
         threads::set_descriptor_limit(raise_nofile());
         self.task = Some(pid);
-        self.procs.entry(pid).or_default();
+        self.tree.follow(pid);
         self.cpu_start = own_cpu_time();
         // Move times count from here: the noise sample and the launch came before.
         self.started_unix_s = unix_now_s();
@@ -261,8 +237,6 @@ impl Housekeeper {
             let (table, cpus) = (self.placer.table(), self.placer.task_cpus());
             self.deferred.poll(table, log, cpus, &self.root);
         }
-        let now = Instant::now();
-        let boot_s = boot_time_s();
         let all_children = self.polls_to_all_children == 0;
         self.polls_to_all_children = match self.polls_to_all_children {
             0 => self.all_children_every - 1,
@@ -272,14 +246,17 @@ impl Housekeeper {
         let table = self.placer.table();
         let churning = table.deferring() > 0 || table.brief() != self.brief_seen;
         self.brief_seen = table.brief();
-        let born = self.born_since_last_poll();
-        let mut walk = Walk::new(now, boot_s, all_children, born, churning);
-        self.walk_tree(&mut walk);
-        if self.mode.no_children {
-            self.scan_for_children(&walk.visited);
-        }
+        let seen = Seen {
+            now: Instant::now(),
+            boot_s: boot_time_s(),
+            all_children,
+            churning,
+            log: self.log.as_ref(),
+            placer: &self.placer,
+        };
+        let mut walk = self.tree.walk(&self.root, &seen);
         self.set_kin(&mut walk.live);
-        let threads = &self.threads;
+        let threads = &self.tree.threads;
         self.placer
             .step(&walk.live, &walk.ended, &self.settings.policy, &|tid| {
                 comm_of(threads, tid)
@@ -297,17 +274,14 @@ impl Housekeeper {
         for &tid in ended {
             watch.forget(tid);
         }
-        let threads = &self.threads;
+        let threads = &self.tree.threads;
         let ran = (live.iter().filter(|t| t.read)).filter_map(|t| {
             let x = threads.get(&t.tid)?;
             Some((t.tid, x.cpu_ns(), x.stat.as_ref()?.processor))
         });
-        let Some(noise) = watch.sample(
-            self.placer.task_cpus(),
-            &self.spares,
-            ran,
-            self.procs.keys().copied(),
-        ) else {
+        let Some(noise) =
+            watch.sample(self.placer.task_cpus(), &self.spares, ran, self.tree.pids())
+        else {
             return;
         };
         let pct = |cpu: usize| noise.get(&cpu).copied().flatten().map(|n| n.pct());
@@ -323,7 +297,7 @@ impl Housekeeper {
             &spares,
             &self.settings.noise_rule,
         );
-        let threads = &self.threads;
+        let threads = &self.tree.threads;
         let comm = |tid: i32| comm_of(threads, tid);
         for m in moves {
             let figures = noise.get(&m.from).copied().flatten().unwrap_or_default();
@@ -360,7 +334,7 @@ impl Housekeeper {
             .collect();
         let parents: BTreeMap<i32, i32> = live
             .iter()
-            .filter_map(|t| Some((t.pid, self.threads.get(&t.tid)?.stat.as_ref()?.ppid)))
+            .filter_map(|t| Some((t.pid, self.tree.threads.get(&t.tid)?.stat.as_ref()?.ppid)))
             .collect();
         let lineage = policy::Lineage {
             logged: &logged,
@@ -382,7 +356,7 @@ impl Housekeeper {
                 .entry(t.pid)
                 .or_insert_with(|| policy::kin_of(t.pid, &lineage, &mut exe));
             // A thread never read has run no time that counts.
-            let ran_ns = (self.threads.get(&t.tid)).map_or(0, |x| x.cpu_ns());
+            let ran_ns = (self.tree.threads.get(&t.tid)).map_or(0, |x| x.cpu_ns());
             t.kin = policy::kin_after_run(kin, ran_ns);
         }
     }
@@ -400,18 +374,12 @@ impl Housekeeper {
         // per thread, 40-60 ms for 3000 threads), which takes nothing from the task.
         let cpu_s = own_cpu_time().saturating_sub(self.cpu_start).as_secs_f64();
         let wall_s = self.started.elapsed().as_secs_f64();
-        // The task was reaped after the last poll: whatever is gone now ended (a path walk per
-        // thread, once).
-        for (tid, t) in self.threads.iter_mut() {
-            if !t.ended && !self.root.exists(&format!("/proc/{}/task/{tid}", t.pid)) {
-                t.ended = true;
-            }
-            t.close();
-        }
+        // A path walk per thread, once.
+        self.tree.close(&self.root);
         self.placer.release_all();
         let brief = self.placer.table().brief();
         let (cpus, all, mut errors) = self.cpus.finish();
-        errors.extend(self.errors);
+        errors.extend(self.tree.errors);
         errors.extend(self.log.iter().flat_map(LogTail::errors));
         for why in &self.placer.failures {
             errors.push(ReadError {
@@ -427,8 +395,8 @@ impl Housekeeper {
             cpu_s,
             cpus,
             all,
-            threads: self.threads,
-            order: self.order,
+            threads: self.tree.threads,
+            order: self.tree.order,
             owned: self.placer.owned,
             records: std::mem::take(&mut self.placer.records),
             errors,
@@ -452,6 +420,61 @@ pub(super) fn unix_now_s() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fake_proc::{process, FakeProc};
+    use placer::{testing, Mask};
+
+    fn settings(task_cpus: Vec<usize>, housekeeper_cpu: usize) -> Settings {
+        Settings {
+            task_cpus,
+            park_cpu: housekeeper_cpu,
+            interval: Duration::from_millis(100),
+            policy: Policy::default(),
+            spares: Vec::new(),
+            noise_rule: NoiseRule::default(),
+            launcher_cpu: housekeeper_cpu,
+            steer: false,
+            speed: BTreeMap::new(),
+        }
+    }
+
+    /// Poll by poll on a made-up `/proc` and a fake kernel: nothing here runs or is pinned, so
+    /// the test holds on a machine of any number of CPUs. A thread the shim never saw that
+    /// keeps computing is pinned to a task CPU; its sleeping main thread is parked.
+    #[test]
+    fn a_poll_offline_pins_a_busy_thread_nobody_placed_and_parks_its_sleeping_main_thread() {
+        let fake = FakeProc::new();
+        let mut threads = process(100, 1, 2);
+        threads.iter().for_each(|&t| fake.put(t));
+        let kernel = testing::Fake::default();
+        for t in &threads {
+            kernel.put(t.tid, testing::WIDE);
+        }
+        let table = testing::table(2);
+        let mut hk = Housekeeper::new(
+            &fake.root(),
+            settings(vec![2, 3], 1),
+            table,
+            None,
+            Box::new(kernel.clone()),
+        );
+        hk.attach(100);
+        let mask = |tid| kernel.get(tid);
+        for _ in 0..10 {
+            // Ten seconds of run time between polls: busy whatever the wall clock says.
+            threads[1].runtime_ns += 10_000_000_000;
+            fake.put(threads[1]);
+            hk.poll();
+        }
+        assert!(
+            matches!(mask(101), Mask::Cpus(c) if c == [2] || c == [3]),
+            "{:?}",
+            mask(101)
+        );
+        assert_eq!(mask(100), Mask::Cpus(vec![1]));
+        let out = hk.finish();
+        assert_eq!(out.order, [100, 101]);
+        assert_eq!(out.owned.len(), 2, "{:?}", out.owned.keys());
+    }
 
     /// A shell that waits (never runs again) above a shell that waits above `sleep`: both
     /// below the sleeping parent stay followed, poll after poll, until they are gone.
@@ -461,26 +484,21 @@ mod tests {
             .args(["-c", "sh -c 'sleep 5; exit 0'; exit 0"])
             .spawn()
             .expect("sh");
-        let table = goset_plan::slots::map(None).unwrap();
-        table.init(1);
+        let table = testing::table(1);
         let me = nix::unistd::gettid().as_raw();
-        let settings = Settings {
-            task_cpus: vec![usize::MAX - 1],
-            park_cpu: usize::MAX - 2,
-            interval: Duration::from_millis(100),
-            policy: Policy::default(),
-            spares: Vec::new(),
-            noise_rule: NoiseRule::default(),
-            launcher_cpu: usize::MAX - 2,
-            steer: false,
-            speed: BTreeMap::new(),
-        };
-        let mut hk = Housekeeper::new(&FsRoot::default(), settings, table, None);
+        let mut hk = Housekeeper::new(
+            &FsRoot::default(),
+            settings(vec![usize::MAX - 1], usize::MAX - 2),
+            table,
+            None,
+            Box::new(placer::Kernel),
+        );
         hk.attach(child.id() as i32);
         let comms = |hk: &Housekeeper| -> Vec<(String, bool)> {
-            hk.order
+            hk.tree
+                .order
                 .iter()
-                .map(|t| &hk.threads[t])
+                .map(|t| &hk.tree.threads[t])
                 .map(|t| {
                     (
                         t.stat.as_ref().map_or("?".into(), |s| s.comm.to_string()),
@@ -505,14 +523,14 @@ mod tests {
             let seen = comms(&hk);
             assert_eq!(seen.len(), 3, "{seen:?}");
             assert!(seen.iter().all(|(_, ended)| !ended), "{seen:?}");
-            assert_eq!(hk.procs.len(), 3, "{:?}", hk.procs);
+            assert_eq!(hk.tree.pids().count(), 3);
         }
-        let sleep = *hk.order.last().unwrap();
+        let sleep = *hk.tree.order.last().unwrap();
         assert_ne!(sleep, me);
         // SAFETY: kill signals a pid this test started (its grandchild).
         unsafe { libc::kill(sleep, libc::SIGKILL) };
         let deadline = Instant::now() + Duration::from_secs(3);
-        while !hk.threads[&sleep].ended {
+        while !hk.tree.threads[&sleep].ended {
             assert!(Instant::now() < deadline, "{:?}", comms(&hk));
             std::thread::sleep(Duration::from_millis(20));
             hk.poll();

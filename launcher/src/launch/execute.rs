@@ -46,7 +46,13 @@ pub(super) fn execute(
     let run_dir = prepared.run_dir.as_ref();
     let (table, table_fd) = slot_table(run_dir, &selection.task_cpus)?;
     let root = FsRoot::default();
-    let mut hk = Housekeeper::new(&root, settings, table, run_dir.map(|d| d.log_path()));
+    let mut hk = Housekeeper::new(
+        &root,
+        settings,
+        table,
+        run_dir.map(|d| d.log_path()),
+        Box::new(crate::housekeeper::placer::Kernel),
+    );
     if let Some((kept, true)) = run_dir.map(|d| d.log_kept()) {
         hk.free_log_after(kept);
     }

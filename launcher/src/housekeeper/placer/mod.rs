@@ -28,7 +28,7 @@ mod follow;
 mod handover;
 mod records;
 #[cfg(test)]
-mod testing;
+pub(in crate::housekeeper) mod testing;
 pub use super::policy::{
     decide, leave_alone, pending_claims, rebalance, Action, Activity, Busy, Kin, Mask, Policy,
     Spot, Unclaimed, View,

@@ -1,6 +1,6 @@
 //! What the placer's tests share: a slot table, a placer on a fake kernel, threads to place.
 
-use super::affinity::Fake;
+pub use super::affinity::Fake;
 use super::{Activity, Kin, Live, Placer};
 use goset_plan::SlotTable;
 

@@ -1,29 +1,36 @@
 //! Walking the task's process tree at one poll: which threads each process has, which of them
 //! are read, and which processes are new.
 //!
-//! Owns: one poll's walk ([`Housekeeper::walk_tree`]), in named steps for each process
-//! ([`Housekeeper::visit`]): its `stat` (thread count, start time), its threads listed or looked
-//! up ([`super::listing`]), each read once ([`Housekeeper::read_listed`]), the reads reconciled
-//! with the thread count, and the children of the threads that inherit an ended one's. Must
-//! not: place anything (the placer does, after the walk), or read a file that interrupts a task
-//! CPU (see [`super::threads`]).
+//! Owns: [`Tree`], what is known of the tree between polls (its processes, their threads, the
+//! files found missing), and one poll's walk ([`Tree::walk`]), in named steps for each process
+//! ([`Tree::visit`]): its `stat` (thread count, start time), its threads listed or looked up
+//! ([`listing`]), each read once ([`Tree::read_listed`]), the reads reconciled with the thread
+//! count, and the children of the threads that inherit an ended one's. Must not: place
+//! anything (the placer does, after the walk, from what [`Walk`] hands it), or read a file that
+//! interrupts a task CPU (see [`super::threads`]). What it needs of the shim's records and the
+//! placer comes in a [`Seen`], read only.
 
-use super::listing::{list_threads, probe_threads, Listing};
-use super::logtail::ShimThread;
-use super::placer::{Kin, Live};
+mod listing;
+#[cfg(test)]
+mod tests;
+
+use super::logtail::{LogTail, ShimThread};
+use super::placer::{Kin, Live, Placer};
 use super::policy::{self, Activity};
-use super::tracked::{rest_cap, Polled, Tracked};
-use super::{threads, Housekeeper, ALL_CHILDREN_EVERY};
-use crate::fsroot::ReadError;
-use std::collections::{BTreeSet, VecDeque};
+use super::threads;
+use super::tracked::{rest_cap, Mode, Polled, Tracked};
+use super::ALL_CHILDREN_EVERY;
+use crate::fsroot::{FsRoot, ReadError};
+use listing::{list_threads, probe_threads, Listing};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::RangeInclusive;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A live thread between reads: what the placer saw of it at its last read, and how many
 /// polls it is left unread (see [`super::tracked::idle_skip`]). Kept beside its process's other
 /// threads, so that a poll passes over a sleeping thread without touching its [`Tracked`].
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Rest {
+struct Rest {
     last: Live,
     skip: u32,
 }
@@ -31,7 +38,7 @@ pub(super) struct Rest {
 /// A process's live threads between polls, sorted by tid: a poll walks them in order, and
 /// a lookup is a binary search in one contiguous array.
 #[derive(Debug, Default)]
-pub(super) struct Known(Vec<(i32, Rest)>);
+struct Known(Vec<(i32, Rest)>);
 
 impl Known {
     fn get(&self, tid: i32) -> Option<&Rest> {
@@ -80,53 +87,73 @@ fn live_view(
     }
 }
 
-/// What one poll gathers as it walks the tree.
-pub(super) struct Walk {
+/// What is known of the task's process tree between polls.
+pub struct Tree {
+    /// Processes of the tree still in `/proc`, with their threads not known to have ended.
+    procs: BTreeMap<i32, Known>,
+    /// Each process's own `stat`, whose thread count says whether its task list changed.
+    proc_stats: BTreeMap<i32, threads::Handle>,
+    /// Each followed process's start time, as first seen.
+    starts: BTreeMap<i32, Option<u64>>,
+    /// When each process's threads were last listed (see [`policy::listing_wait`]).
+    listed_at: BTreeMap<i32, Instant>,
+    /// Every thread seen, by tid (a hash map: a task that churns threads makes it large, and
+    /// every poll looks up each live thread in it).
+    pub threads: HashMap<i32, Tracked>,
+    /// Tids in order of first sight.
+    pub order: Vec<i32>,
+    /// Files that could not be read, each once.
+    pub errors: Vec<ReadError>,
+    /// Per-thread files found missing (a kernel option is off), each noted once.
+    missing: BTreeSet<&'static str>,
+    mode: Mode,
+    /// The most polls a sleeping thread is left unread (see [`super::tracked::idle_skip`]).
+    idle_skip_cap: u32,
+    /// The poll interval (how many sleepers a poll reads, [`rest_cap`]).
+    interval: Duration,
+    /// The last pid handed out as of the last poll: the tids born since lie above it.
+    last_pid: Option<i32>,
+}
+
+/// What the walk needs of the rest of the housekeeper at one poll: the poll's clocks and
+/// cadence, the shim's records, and where the placer put threads.
+pub struct Seen<'a> {
     /// When the poll started.
-    now: Instant,
+    pub now: Instant,
     /// The boot clock then, in seconds (a thread's age).
-    boot_s: f64,
+    pub boot_s: f64,
     /// This poll reads every thread, lists every process and reads every thread's `children`.
-    all_children: bool,
-    /// The tids handed out since the last poll, when that is a plain range (no wrap).
-    born: Option<RangeInclusive<i32>>,
-    /// The most polls a sleeping thread is left unread this poll ([`rest_cap`]).
-    rest_cap: u32,
+    pub all_children: bool,
     /// The task churns brief threads (see [`policy::listing_wait`]).
-    churning: bool,
+    pub churning: bool,
+    /// The placement log as followed so far, when there is one.
+    pub log: Option<&'a LogTail>,
+    /// The placer: the slot table, and the threads it placed or moved.
+    pub placer: &'a Placer,
+}
+
+/// What one poll found as it walked the tree.
+#[derive(Debug, Default)]
+pub struct Walk {
     /// The live threads, as the placer sees them.
     pub live: Vec<Live>,
     /// The threads that ended since the last poll.
     pub ended: Vec<i32>,
-    /// Processes found in the `children` of the threads of the process visited.
-    found: Vec<i32>,
     /// Every process visited.
     pub visited: BTreeSet<i32>,
 }
 
-impl Walk {
-    /// A poll that started at `now` (`boot_s` on the boot clock); `churning`: the task churns
-    /// brief threads.
-    pub fn new(
-        now: Instant,
-        boot_s: f64,
-        all_children: bool,
-        born: Option<RangeInclusive<i32>>,
-        churning: bool,
-    ) -> Walk {
-        Walk {
-            now,
-            boot_s,
-            all_children,
-            born,
-            rest_cap: 0,
-            churning,
-            live: Vec::new(),
-            ended: Vec::new(),
-            found: Vec::new(),
-            visited: BTreeSet::new(),
-        }
-    }
+/// One walk under way: what it reads, and what it has found so far.
+struct Pass<'a> {
+    root: &'a FsRoot,
+    seen: &'a Seen<'a>,
+    /// The tids handed out since the last poll, when that is a plain range (no wrap).
+    born: Option<RangeInclusive<i32>>,
+    /// The most polls a sleeping thread is left unread this poll ([`rest_cap`]).
+    rest_cap: u32,
+    /// Processes found in the `children` of the threads of the process visited.
+    found: Vec<i32>,
+    out: Walk,
 }
 
 /// One process's threads as this poll finds them.
@@ -144,11 +171,84 @@ struct Visit {
     deferring: usize,
 }
 
-impl Housekeeper {
+impl Tree {
+    /// Nothing followed yet; polls every `interval`, a sleeping thread left unread at most
+    /// `idle_skip_cap` polls.
+    pub fn new(interval: Duration, idle_skip_cap: u32) -> Tree {
+        Tree {
+            procs: BTreeMap::new(),
+            proc_stats: BTreeMap::new(),
+            starts: BTreeMap::new(),
+            listed_at: BTreeMap::new(),
+            threads: HashMap::new(),
+            order: Vec::new(),
+            errors: Vec::new(),
+            missing: BTreeSet::new(),
+            mode: Mode::default(),
+            idle_skip_cap,
+            interval,
+            last_pid: None,
+        }
+    }
+
+    /// Follows process `pid` from the next walk on.
+    pub fn follow(&mut self, pid: i32) {
+        self.procs.entry(pid).or_default();
+    }
+
+    /// The processes followed.
+    pub fn pids(&self) -> impl Iterator<Item = i32> + '_ {
+        self.procs.keys().copied()
+    }
+
+    /// One poll's walk: from the processes followed so far, breadth first, each process once,
+    /// following the children found on the way; without `children` files, the processes whose
+    /// parent is in the tree join it for the next walk.
+    pub fn walk(&mut self, root: &FsRoot, seen: &Seen) -> Walk {
+        let threads = self.procs.values().map(Known::len).sum();
+        let mut p = Pass {
+            root,
+            seen,
+            born: self.born_since_last_poll(root),
+            rest_cap: rest_cap(self.idle_skip_cap, threads, self.interval),
+            found: Vec::new(),
+            out: Walk::default(),
+        };
+        let mut queue: VecDeque<i32> = self.procs.keys().copied().collect();
+        while let Some(pid) = queue.pop_front() {
+            if !p.out.visited.insert(pid) {
+                continue;
+            }
+            self.visit(pid, &mut p);
+            for child in p.found.drain(..) {
+                self.procs.entry(child).or_default();
+                queue.push_back(child);
+            }
+        }
+        p.out.ended.sort_unstable();
+        p.out.ended.dedup();
+        if self.mode.no_children {
+            self.scan_for_children(root, &p.out.visited);
+        }
+        p.out
+    }
+
+    /// Marks ended every thread whose directory is gone (the task was reaped after the last
+    /// poll: whatever is gone now ended), and closes every thread's files.
+    pub fn close(&mut self, root: &FsRoot) {
+        for (tid, t) in self.threads.iter_mut() {
+            if !t.ended && !root.exists(&format!("/proc/{}/task/{tid}", t.pid)) {
+                t.ended = true;
+            }
+            t.close();
+        }
+    }
+
     /// The threads of process `pid` as of the last poll (`known`) with those born since: looked
     /// up among the tids `probe` when given, else listed (noted at `now`).
     fn list_or_probe(
         &mut self,
+        root: &FsRoot,
         pid: i32,
         known: &Known,
         probe: Option<RangeInclusive<i32>>,
@@ -157,24 +257,24 @@ impl Housekeeper {
         match probe {
             Some(born) => {
                 let mut tids: BTreeSet<i32> = known.tids().collect();
-                tids.extend(probe_threads(&self.root, pid, born));
+                tids.extend(probe_threads(root, pid, born));
                 Listing::Tids(tids.into_iter().collect())
             }
             None => {
                 self.listed_at.insert(pid, now);
-                list_threads(&self.root, pid)
+                list_threads(root, pid)
             }
         }
     }
 
     /// Whether process `pid` was listed less than `wait` before `now`.
-    fn listed_within(&self, pid: i32, now: Instant, wait: std::time::Duration) -> bool {
+    fn listed_within(&self, pid: i32, now: Instant, wait: Duration) -> bool {
         (self.listed_at.get(&pid)).is_some_and(|at| now.duration_since(*at) < wait)
     }
 
     /// The tids handed out since the last poll, when that is a plain range (no wrap).
-    pub(super) fn born_since_last_poll(&mut self) -> Option<RangeInclusive<i32>> {
-        let last = super::listing::last_pid(&self.root);
+    fn born_since_last_poll(&mut self, root: &FsRoot) -> Option<RangeInclusive<i32>> {
+        let last = listing::last_pid(root);
         let born = match (self.last_pid, last) {
             (Some(prev), Some(now)) if now >= prev => Some(prev + 1..=now),
             _ => None,
@@ -183,71 +283,51 @@ impl Housekeeper {
         born
     }
 
-    /// Walks the tree from the processes followed so far, breadth first, each process once,
-    /// following the children found on the way.
-    pub(super) fn walk_tree(&mut self, w: &mut Walk) {
-        let threads = self.procs.values().map(Known::len).sum();
-        w.rest_cap = rest_cap(self.idle_skip_cap, threads, self.settings.interval);
-        let mut queue: VecDeque<i32> = self.procs.keys().copied().collect();
-        while let Some(pid) = queue.pop_front() {
-            if !w.visited.insert(pid) {
-                continue;
-            }
-            self.visit(pid, w);
-            for child in w.found.drain(..) {
-                self.procs.entry(child).or_default();
-                queue.push_back(child);
-            }
-        }
-        w.ended.sort_unstable();
-        w.ended.dedup();
-    }
-
     /// One process: its thread count and start time, its threads found (listed, looked up, or
     /// as known while the count holds) and read, the reads reconciled with the count, and the
     /// children that its ended threads left to another.
-    fn visit(&mut self, pid: i32, w: &mut Walk) {
+    fn visit(&mut self, pid: i32, p: &mut Pass) {
         let known = self.procs.remove(&pid).unwrap_or_default();
         // Listing /proc/<pid>/task builds a dentry per thread: skip it while the thread
         // count is what we know (a thread that ends shows as a failed read below, and the
         // once-a-second poll lists anyway).
-        let (count, start) = self.process_stat(pid);
+        let (count, start) = self.process_stat(p.root, pid);
         if self.pid_reused(pid, start) {
             // The pid was reused by an unrelated process: ours is gone.
-            self.forget_process(pid, &known, &mut w.ended);
+            self.forget_process(pid, &known, &mut p.out.ended);
             return;
         }
-        let deferring = self.placer.table().deferring() as usize;
+        let deferring = p.seen.placer.table().deferring() as usize;
         // The threads the log named since the last poll are looked up by their tids.
-        let logged = self.fresh_logged(pid, &known);
+        let logged = fresh_logged(p.seen, pid, &known);
         let found = known.len() + logged.len();
         let adds_up = count.is_some_and(|c| policy::adds_up(c, found, deferring));
         // While the task churns, a count off by the threads being born and ending waits for
         // the next listing (see policy::listing_every); so does the once-a-second poll's net,
         // for a process with more than a thousand threads.
         let every = policy::listing_every(known.len());
-        let waits = w.churning && self.listed_within(pid, w.now, every);
-        let net = w.all_children
-            && !self.listed_within(pid, w.now, every.saturating_sub(ALL_CHILDREN_EVERY));
+        let waits = p.seen.churning && self.listed_within(pid, p.seen.now, every);
+        let net = p.seen.all_children
+            && !self.listed_within(pid, p.seen.now, every.saturating_sub(ALL_CHILDREN_EVERY));
         let unchanged = !net && !known.is_empty() && (adds_up || waits);
         // A process with many threads and few tids born since the last poll: look those
         // up instead of listing them all (its threads that ended show as failed reads,
         // and the once-a-second poll lists anyway).
-        let probe = w.born.clone().filter(|b| {
+        let probe = p.born.clone().filter(|b| {
             let born_count = (i64::from(*b.end()) - i64::from(*b.start()) + 1).max(0);
-            !w.all_children && (born_count as usize) < known.len() / 2
+            !p.seen.all_children && (born_count as usize) < known.len() / 2
         });
         let listing = if unchanged {
             let mut tids: Vec<i32> = known.tids().chain(logged).collect();
             tids.sort_unstable();
             Listing::Tids(tids)
         } else {
-            self.list_or_probe(pid, &known, probe.clone(), w.now)
+            self.list_or_probe(p.root, pid, &known, probe.clone(), p.seen.now)
         };
         let tids = match listing {
             Listing::Tids(t) => t,
             Listing::Gone => {
-                self.forget_process(pid, &known, &mut w.ended);
+                self.forget_process(pid, &known, &mut p.out.ended);
                 return;
             }
             Listing::Unreadable(why) => {
@@ -262,28 +342,28 @@ impl Housekeeper {
             known,
             alive: Known::default(),
             lost: BTreeSet::new(),
-            first: w.live.len(),
+            first: p.out.live.len(),
             deferring,
         };
-        self.read_listed(&mut v, tids, w);
+        self.read_listed(&mut v, tids, p);
         let mut listed = !unchanged && probe.is_none();
         if unchanged && v.lost.iter().any(|&t| v.known.contains(t)) {
             // A known thread ended while the count held, so another was born: look up or
             // list, and read only the threads not read above.
             if let Listing::Tids(now_listed) =
-                self.list_or_probe(pid, &v.known, probe.clone(), w.now)
+                self.list_or_probe(p.root, pid, &v.known, probe.clone(), p.seen.now)
             {
-                self.read_new(&mut v, now_listed, w);
+                self.read_new(&mut v, now_listed, p);
             }
             listed = probe.is_none();
         }
         if let Some(count) = count.filter(|_| !listed) {
-            self.reconcile_count(&mut v, count, w);
+            self.reconcile_count(&mut v, count, p);
         }
         v.lost
             .extend(v.known.tids().filter(|&t| !v.alive.contains(t)));
-        self.children_of_heirs(&v, w);
-        self.end(std::mem::take(&mut v.lost), &mut w.ended);
+        self.children_of_heirs(&v, p);
+        self.end(std::mem::take(&mut v.lost), &mut p.out.ended);
         self.procs.insert(pid, v.alive);
     }
 
@@ -308,25 +388,25 @@ impl Housekeeper {
 
     /// Reads each of `tids` of process `v.pid`, at most once a poll (a second read would see no
     /// time pass and make a busy thread look idle); a thread asleep at its last reads may be
-    /// left unread, as it was then. The live ones join `v.alive` and `w.live`, the ended ones
+    /// left unread, as it was then. The live ones join `v.alive` and `p.out.live`, the ended ones
     /// `v.lost`.
-    fn read_listed(&mut self, v: &mut Visit, tids: Vec<i32>, w: &mut Walk) {
+    fn read_listed(&mut self, v: &mut Visit, tids: Vec<i32>, p: &mut Pass) {
         for tid in tids {
             let resting = (v.known.get(tid).copied()).filter(|r| r.skip > 0);
             if let Some(mut rest) = resting {
                 // Alive until a read or a listing says otherwise.
                 rest.skip -= 1;
-                w.live.push(self.unread_view(v.pid, tid, &rest));
+                p.out.live.push(unread_view(p.seen, v.pid, tid, &rest));
                 v.alive.0.push((tid, rest));
                 continue;
             }
-            if self.threads.get(&tid).is_some_and(|t| t.ended) || self.left_for_now(v, tid, w) {
+            if self.threads.get(&tid).is_some_and(|t| t.ended) || self.left_for_now(v, tid, p) {
                 continue;
             }
-            match self.read_thread(v.pid, tid, w) {
+            match self.read_thread(v.pid, tid, p) {
                 Some(rest) => {
                     v.alive.0.push((tid, rest));
-                    w.live.push(rest.last);
+                    p.out.live.push(rest.last);
                 }
                 None => {
                     v.lost.insert(tid);
@@ -335,50 +415,26 @@ impl Housekeeper {
         }
     }
 
-    /// The threads of process `pid` whose first record the log's last poll read, that are not
-    /// `known` and did not log their exit.
-    fn fresh_logged(&self, pid: i32, known: &Known) -> Vec<i32> {
-        let Some(log) = &self.log else {
-            return Vec::new();
-        };
-        let exited = |tid: &i32| log.shim.get(tid).is_some_and(|t| t.exited);
-        (log.fresh().iter())
-            .filter(|&&(p, t)| p == pid && !known.contains(t) && !exited(&t))
-            .map(|&(_, t)| t)
-            .collect()
-    }
-
     /// Whether `tid`, never seen, is left unread this poll: while the shim defers the records
     /// of some of the task's threads, a thread born since the last poll that the log does not
     /// name is most likely one of them, about to end (read, it would join the known threads,
     /// end, and make the count fail to add up at the next poll, which would list again). It
     /// counts among the deferred threads ([`policy::adds_up`]); one that lives on is read at the
     /// next poll that finds it.
-    fn left_for_now(&self, v: &Visit, tid: i32, w: &Walk) -> bool {
+    fn left_for_now(&self, v: &Visit, tid: i32, p: &Pass) -> bool {
         v.deferring > 0
-            && w.born.as_ref().is_some_and(|b| b.contains(&tid))
+            && p.born.as_ref().is_some_and(|b| b.contains(&tid))
             && !self.threads.contains_key(&tid)
-            && self.shim_of(tid).is_none()
-    }
-
-    /// A thread left unread this poll as the placer sees it: as at its last read, asleep,
-    /// nothing done since.
-    fn unread_view(&self, pid: i32, tid: i32, rest: &Rest) -> Live {
-        let last = &rest.last;
-        let polled = (last.age_s, last.demand, last.runnable, Activity::default());
-        Live {
-            read: false,
-            ..live_view(pid, tid, polled, self.shim_of(tid))
-        }
+            && shim_of(p.seen, tid).is_none()
     }
 
     /// Reads the threads of `listed` not read above, keeping `v.alive` sorted.
-    fn read_new(&mut self, v: &mut Visit, listed: Vec<i32>, w: &mut Walk) {
+    fn read_new(&mut self, v: &mut Visit, listed: Vec<i32>, p: &mut Pass) {
         let new: Vec<i32> = listed
             .into_iter()
             .filter(|&t| !v.alive.contains(t) && !v.lost.contains(&t))
             .collect();
-        self.read_listed(v, new, w);
+        self.read_listed(v, new, p);
         v.alive.0.sort_unstable_by_key(|e| e.0);
     }
 
@@ -387,53 +443,53 @@ impl Housekeeper {
     /// /proc then, a sleeping thread that ended), list: threads no longer listed ended, and the
     /// new ones are read. At most once per [`policy::listing_wait`]: in a program that
     /// churns threads the count never adds up.
-    fn reconcile_count(&mut self, v: &mut Visit, count: usize, w: &mut Walk) {
-        let wait = policy::listing_wait(w.churning, v.known.len());
-        let listed_lately = self.listed_within(v.pid, w.now, wait);
-        let deferring = self.placer.table().deferring() as usize;
+    fn reconcile_count(&mut self, v: &mut Visit, count: usize, p: &mut Pass) {
+        let wait = policy::listing_wait(p.seen.churning, v.known.len());
+        let listed_lately = self.listed_within(v.pid, p.seen.now, wait);
+        let deferring = p.seen.placer.table().deferring() as usize;
         if policy::adds_up(count, v.alive.len(), deferring) || listed_lately {
             return;
         }
-        self.listed_at.insert(v.pid, w.now);
-        let Listing::Tids(now_listed) = list_threads(&self.root, v.pid) else {
+        self.listed_at.insert(v.pid, p.seen.now);
+        let Listing::Tids(now_listed) = list_threads(p.root, v.pid) else {
             return;
         };
         let in_listing: BTreeSet<i32> = now_listed.iter().copied().collect();
         let gone: BTreeSet<i32> = v.alive.tids().filter(|t| !in_listing.contains(t)).collect();
         if !gone.is_empty() {
             v.alive.0.retain(|(t, _)| !gone.contains(t));
-            let mine = w.live.split_off(v.first);
-            w.live
+            let mine = p.out.live.split_off(v.first);
+            p.out
+                .live
                 .extend(mine.into_iter().filter(|l| !gone.contains(&l.tid)));
             v.lost.extend(gone);
         }
-        self.read_new(v, now_listed, w);
+        self.read_new(v, now_listed, p);
     }
 
     /// A thread's children move to the first live thread of its process when it ends
     /// (kernel/exit.c, find_alive_thread): the leader while it lives, which may sleep; without
     /// it, any. Their `children` are read when `v` lost a thread, unless this poll reads every
     /// thread's anyway.
-    fn children_of_heirs(&mut self, v: &Visit, w: &mut Walk) {
-        if v.lost.is_empty() || w.all_children || self.mode.no_children {
+    fn children_of_heirs(&mut self, v: &Visit, p: &mut Pass) {
+        if v.lost.is_empty() || p.seen.all_children || self.mode.no_children {
             return;
         }
         let heirs: Vec<i32> = if v.alive.contains(v.pid) {
             vec![v.pid]
         } else {
-            w.live[v.first..].iter().map(|l| l.tid).collect()
+            p.out.live[v.first..].iter().map(|l| l.tid).collect()
         };
         for tid in heirs {
             if let Some(t) = self.threads.get_mut(&tid) {
-                t.children(&mut w.found);
+                t.children(&mut p.found);
             }
         }
     }
 
     /// Process `pid`'s thread count and start time (clock ticks after boot), from its leader's
     /// `stat`; the start time tells a reused pid from the process we followed.
-    fn process_stat(&mut self, pid: i32) -> (Option<usize>, Option<u64>) {
-        let root = &self.root;
+    fn process_stat(&mut self, root: &FsRoot, pid: i32) -> (Option<usize>, Option<u64>) {
         let handle = self
             .proc_stats
             .entry(pid)
@@ -485,38 +541,38 @@ impl Housekeeper {
         }
     }
 
-    /// Reads one thread; `None` when it has ended. The processes it forked join `w.found`.
-    fn read_thread(&mut self, pid: i32, tid: i32, w: &mut Walk) -> Option<Rest> {
-        let shim = self.shim_of(tid);
+    /// Reads one thread; `None` when it has ended. The processes it forked join `p.found`.
+    fn read_thread(&mut self, pid: i32, tid: i32, p: &mut Pass) -> Option<Rest> {
+        let shim = shim_of(p.seen, tid);
         // Where it should have run since the last read: the shim's CPU, or the one the
         // housekeeper gave it.
         let assigned = match shim {
             Some(s) => s.cpu,
-            None => self.placer.owned.get(&tid).map(|o| o.cpu),
+            None => p.seen.placer.owned.get(&tid).map(|o| o.cpu),
         };
         let t = match self.threads.entry(tid) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
                 self.order.push(tid);
-                e.insert(Tracked::new(&self.root, pid, tid))
+                e.insert(Tracked::new(p.root, pid, tid))
             }
         };
         t.assigned = assigned;
         let exiting = shim.is_some_and(|s| s.exited);
         let polled = t.read(
             self.mode,
-            w.now,
-            w.boot_s,
-            w.all_children,
+            p.seen.now,
+            p.seen.boot_s,
+            p.seen.all_children,
             exiting,
-            &mut w.found,
+            &mut p.found,
         )?;
         // A main thread is read every poll: it is the one that usually forks (a shell, a
         // launcher), and a fork is found in the children of a thread read as having run.
         let skip = if tid == pid {
             0
         } else {
-            t.rest_polls(w.rest_cap)
+            t.rest_polls(p.rest_cap)
         };
         let Polled {
             age_s,
@@ -554,30 +610,54 @@ impl Housekeeper {
         }
     }
 
-    /// What the shim's records say of `tid`, with the CPU the housekeeper moved it to since.
-    fn shim_of(&self, tid: i32) -> Option<ShimThread> {
-        let mut shim = self.log.as_ref().and_then(|l| l.shim.get(&tid)).copied()?;
-        if let Some(cpu) = self.placer.relocated(tid, shim.cpu) {
-            shim.cpu = Some(cpu);
-        }
-        Some(shim)
-    }
-
     /// Without `children` files: processes whose parent is in the tree.
-    pub(super) fn scan_for_children(&mut self, known: &BTreeSet<i32>) {
-        for name in self.root.list("/proc") {
+    fn scan_for_children(&mut self, root: &FsRoot, known: &BTreeSet<i32>) {
+        for name in root.list("/proc") {
             let Ok(pid) = name.parse::<i32>() else {
                 continue;
             };
             if known.contains(&pid) {
                 continue;
             }
-            let Ok(text) = self.root.read(&format!("/proc/{pid}/stat")) else {
+            let Ok(text) = root.read(&format!("/proc/{pid}/stat")) else {
                 continue;
             };
             if crate::procfs::stat::parse_pid_stat(&text).is_some_and(|s| known.contains(&s.ppid)) {
                 self.procs.entry(pid).or_default();
             }
         }
+    }
+}
+
+/// What the shim's records say of `tid`, with the CPU the housekeeper moved it to since.
+fn shim_of(seen: &Seen, tid: i32) -> Option<ShimThread> {
+    let mut shim = seen.log.and_then(|l| l.shim.get(&tid)).copied()?;
+    if let Some(cpu) = seen.placer.relocated(tid, shim.cpu) {
+        shim.cpu = Some(cpu);
+    }
+    Some(shim)
+}
+
+/// The threads of process `pid` whose first record the log's last poll read, that are not
+/// `known` and did not log their exit.
+fn fresh_logged(seen: &Seen, pid: i32, known: &Known) -> Vec<i32> {
+    let Some(log) = seen.log else {
+        return Vec::new();
+    };
+    let exited = |tid: &i32| log.shim.get(tid).is_some_and(|t| t.exited);
+    (log.fresh().iter())
+        .filter(|&&(p, t)| p == pid && !known.contains(t) && !exited(&t))
+        .map(|&(_, t)| t)
+        .collect()
+}
+
+/// A thread left unread this poll as the placer sees it: as at its last read, asleep,
+/// nothing done since.
+fn unread_view(seen: &Seen, pid: i32, tid: i32, rest: &Rest) -> Live {
+    let last = &rest.last;
+    let polled = (last.age_s, last.demand, last.runnable, Activity::default());
+    Live {
+        read: false,
+        ..live_view(pid, tid, polled, shim_of(seen, tid))
     }
 }
