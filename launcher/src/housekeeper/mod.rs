@@ -2,14 +2,13 @@
 //! telemetry and places the threads the shim could not place.
 //!
 //! Owns: one poll ([`Housekeeper::poll`]), as a sequence of steps: follow the placement log,
-//! walk the task's process tree and read its threads ([`tree::Tree`], a state of its own that
-//! the rest reads through [`tree::Walk`]),
-//! tell how each unanswered thread's process stands with the shim, place unplaced threads
-//! ([`placer`], by the rules of [`policy`]), sample CPU frequencies ([`cpu_sampler`]), move
-//! slots off noisy CPUs ([`noise_rule`]); and what the run adds up to
-//! ([`Housekeeper::finish`]). Must not: print, or read any file that makes
-//! the kernel interrupt a task CPU (see [`threads`] and [`cpu_sampler`] for the files and why
-//! they are silent). The launcher stays single-threaded so that nothing it does (an `munmap`,
+//! walk the task's process tree and read its threads (`tree`: a state of its own, which hands
+//! the rest what it found), tell how each unanswered thread's process stands with the shim,
+//! place unplaced threads ([`placer`], by the rules of [`policy`]), sample CPU frequencies
+//! ([`cpu_sampler`]), move slots off noisy CPUs ([`policy::noise`]); and what the run adds up
+//! to ([`Housekeeper::finish`]). Must not: print, or read any file that makes the kernel
+//! interrupt a task CPU (see [`threads`] and [`cpu_sampler`] for the files and why they are
+//! silent). The launcher stays single-threaded so that nothing it does (an `munmap`,
 //! say) sends TLB shootdowns anywhere: its mm runs on the housekeeper CPU only.
 //!
 //! The tree: every process found is followed until its `/proc/<pid>/task` is gone, and every
@@ -31,7 +30,6 @@ mod deferred;
 #[cfg(test)]
 mod fake_proc;
 pub mod logtail;
-pub mod noise_rule;
 pub mod noisewatch;
 pub mod outcome;
 pub mod placer;
@@ -43,10 +41,13 @@ mod tree;
 use crate::fsroot::{FsRoot, ReadError};
 use cpu_sampler::CpuSampler;
 use logtail::LogTail;
-use noise_rule::{NoiseRule, NoiseStreaks};
 use noisewatch::NoiseWatch;
 pub use outcome::{Outcome, ThreadReport};
-use placer::{Affinity, Kin, Live, Placer, Policy};
+use placer::{Affinity, Live, Placer};
+use policy::cadence;
+use policy::kinship::{self, Kin};
+use policy::noise::{self, NoiseRule, NoiseStreaks};
+use policy::placement::Policy;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 pub use tracked::Tracked;
@@ -77,13 +78,6 @@ pub struct Settings {
     /// busy thread moves to a free slot of a faster kind.
     pub speed: BTreeMap<usize, u32>,
 }
-
-/// How often every live thread's `children` is read, whether it ran or not: the net under
-/// the rule that only a thread that ran can have forked (a `CLONE_PARENT` child joins a
-/// parent that did not run; a nohz_full CPU may not update a running thread's run time).
-const ALL_CHILDREN_EVERY: Duration = Duration::from_secs(1);
-/// A thread that keeps sleeping is read at least this often (and at every all-children poll).
-const IDLE_READ_EVERY: Duration = Duration::from_millis(250);
 
 /// The housekeeper's state over one run.
 pub struct Housekeeper {
@@ -165,17 +159,10 @@ impl Housekeeper {
             let mut append = std::fs::OpenOptions::new();
             crate::bounded::open_regular(p, append.append(true).create(true)).ok()
         });
-        let every = ALL_CHILDREN_EVERY.as_nanos() / settings.interval.as_nanos().max(1);
         // The noise of a CPU is its busy time less the task's: a thread left unread would
         // hide its run time there, and its CPU would look noisy (one pread a sleeper a
         // poll is the price of --spare).
-        let idle_skip_cap = if settings.spares.is_empty() {
-            (IDLE_READ_EVERY.as_nanos() / settings.interval.as_nanos().max(1))
-                .saturating_sub(1)
-                .min(u32::MAX as u128) as u32
-        } else {
-            0
-        };
+        let idle_skip_cap = cadence::idle_skip_cap(settings.interval, !settings.spares.is_empty());
         let watched: Vec<usize> = (settings.task_cpus.iter())
             .chain(&settings.spares)
             .copied()
@@ -195,7 +182,7 @@ impl Housekeeper {
                 appender,
                 affinity,
             ),
-            all_children_every: every.clamp(1, u64::MAX as u128) as u64,
+            all_children_every: cadence::all_children_polls(settings.interval),
             tree: Tree::new(settings.interval, idle_skip_cap),
             settings,
             log: log.map(|p| LogTail::new(p.to_path_buf())),
@@ -266,7 +253,7 @@ impl Housekeeper {
     }
 
     /// Moves each slot whose CPU stays noisier than the quietest spare (see
-    /// [`noise_rule::noise_moves`]) to that spare; the CPU it leaves becomes a spare.
+    /// [`noise::noise_moves`]) to that spare; the CPU it leaves becomes a spare.
     fn move_off_noise(&mut self, live: &[Live], ended: &[i32]) {
         let Some(watch) = &mut self.noise else {
             return;
@@ -291,7 +278,7 @@ impl Housekeeper {
         let spares: Vec<(usize, f64)> = (self.spares.iter())
             .filter_map(|&cpu| Some((cpu, pct(cpu)?)))
             .collect();
-        let moves = noise_rule::noise_moves(
+        let moves = noise::noise_moves(
             &mut self.streaks,
             &slots,
             &spares,
@@ -336,7 +323,7 @@ impl Housekeeper {
             .iter()
             .filter_map(|t| Some((t.pid, self.tree.threads.get(&t.tid)?.stat.as_ref()?.ppid)))
             .collect();
-        let lineage = policy::Lineage {
+        let lineage = kinship::Lineage {
             logged: &logged,
             parents: &parents,
         };
@@ -354,10 +341,10 @@ impl Housekeeper {
         for t in live.iter_mut().filter(|t| open(t)) {
             let kin = *kins
                 .entry(t.pid)
-                .or_insert_with(|| policy::kin_of(t.pid, &lineage, &mut exe));
+                .or_insert_with(|| kinship::kin_of(t.pid, &lineage, &mut exe));
             // A thread never read has run no time that counts.
             let ran_ns = (self.tree.threads.get(&t.tid)).map_or(0, |x| x.cpu_ns());
-            t.kin = policy::kin_after_run(kin, ran_ns);
+            t.kin = kinship::kin_after_run(kin, ran_ns);
         }
     }
 
@@ -421,7 +408,8 @@ pub(super) fn unix_now_s() -> f64 {
 mod tests {
     use super::*;
     use fake_proc::{process, FakeProc};
-    use placer::{testing, Mask};
+    use placer::testing;
+    use policy::claims::Mask;
 
     fn settings(task_cpus: Vec<usize>, housekeeper_cpu: usize) -> Settings {
         Settings {

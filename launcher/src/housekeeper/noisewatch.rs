@@ -13,7 +13,7 @@
 //!
 //! Owns: the snapshot at the start of the window, the task's time since then and each task
 //! thread's and process's CPU time at the last read. Must not: decide anything
-//! ([`super::noise_rule`]) or move a thread (the placer).
+//! ([`super::policy::noise`]) or move a thread (the placer).
 
 use super::threads::{self, Handle};
 use crate::fsroot::FsRoot;

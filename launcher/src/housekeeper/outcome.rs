@@ -5,7 +5,8 @@
 //! values, no I/O.
 
 use super::cpu_sampler::CpuTelemetry;
-use super::placer::{role_of, Owned, Spot};
+use super::placer::{role_of, Owned};
+use super::policy::placement::Spot;
 use super::{Settings, Tracked};
 use crate::fsroot::ReadError;
 use crate::placement_log::{Log, Record, ThreadPlacement};

@@ -6,13 +6,14 @@
 //! demand). Must not: place threads, or decide that a thread ended for any reason but its own
 //! files: a thread that sleeps is read less often, never forgotten.
 
-use super::policy::Activity;
+use super::policy::cadence::{idle_skip, RESTS_AFTER};
+use super::policy::demand::Activity;
 use super::threads::{self, Read, SchedStat, Switches, ThreadFiles};
 use crate::fsroot::FsRoot;
 use crate::noise::USER_HZ;
 use crate::procfs::stat::{self, PidStat};
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One thread followed over the run.
 #[derive(Debug)]
@@ -41,41 +42,6 @@ pub struct Tracked {
     idle_reads: u32,
 }
 
-/// How many polls a thread is left unread after `idle_reads` reads in a row found it asleep:
-/// none after one, then doubling (1, 3, 7, 15, ...) up to `cap`. The housekeeper's cost then
-/// grows with the threads that run, not with those that exist; a thread that wakes is seen
-/// again within `cap` polls.
-pub fn idle_skip(idle_reads: u32, cap: u32) -> u32 {
-    if idle_reads < RESTS_AFTER {
-        return 0;
-    }
-    let doubling = (1u32 << (idle_reads - 1).min(20)) - 1;
-    doubling.min(cap)
-}
-
-/// Reads in a row that found a thread idle, after which it rests (see [`idle_skip`]).
-const RESTS_AFTER: u32 = 2;
-
-/// About the most sleeping threads read in a second (256 a poll at the default 100 ms): a task
-/// with more has them read in turns, and a shorter interval does not read them more often.
-pub const SLEEPERS_PER_SECOND: u64 = 2560;
-
-/// The most polls a sleeping thread is left unread (the `cap` of [`idle_skip`]): `time_cap`
-/// (the polls in a quarter second), or more when the task has more threads than polls at
-/// `interval` read in a second at [`SLEEPERS_PER_SECOND`], so that a second's polls read about
-/// that many sleepers however many exist and however often they poll: their cost follows the
-/// threads that run. A thread that wakes is seen within `threads / SLEEPERS_PER_SECOND`
-/// seconds (3000 sleepers: 1.2 s). A `time_cap` of 0 (every thread read every poll, for
-/// `--spare`) stays 0.
-pub fn rest_cap(time_cap: u32, threads: usize, interval: Duration) -> u32 {
-    if time_cap == 0 {
-        return 0;
-    }
-    let per_poll = (u128::from(SLEEPERS_PER_SECOND) * interval.as_micros() / 1_000_000).max(1);
-    let turns = (threads as u128).div_ceil(per_poll).saturating_sub(1);
-    time_cap.max(turns.min(u128::from(u32::MAX)) as u32)
-}
-
 /// How a poll reads threads: which files are known missing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Mode {
@@ -92,7 +58,7 @@ pub struct Mode {
 pub struct Polled {
     /// Seconds since it started.
     pub age_s: f64,
-    /// CPU wanted over the last interval (see [`super::placer::View::demand`]).
+    /// CPU wanted over the last interval (see [`super::policy::placement::View::demand`]).
     pub demand: f64,
     /// Runnable (`R` in `stat`) at this read and the one before: it wants a CPU, however
     /// little it got. On an overcommitted host (a VM's vCPUs starved) a busy thread can go
@@ -377,6 +343,7 @@ fn activity(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn activity_is_the_difference_of_two_reads() {
@@ -476,43 +443,5 @@ mod tests {
         assert!(t.cpu_ns() > ran, "its run time read");
         tx.send(false).unwrap();
         sleeper.join().unwrap();
-    }
-
-    #[test]
-    fn a_sleeping_thread_is_read_half_as_often_each_time_up_to_the_cap() {
-        let skips: Vec<u32> = (0..8).map(|idle| idle_skip(idle, 24)).collect();
-        assert_eq!(skips, [0, 0, 1, 3, 7, 15, 24, 24]);
-        assert_eq!(idle_skip(40, 24), 24);
-        assert_eq!(idle_skip(5, 0), 0, "no cap: read every poll");
-    }
-
-    #[test]
-    fn many_sleepers_are_read_in_turns_of_about_2560_a_second() {
-        let ms = Duration::from_millis;
-        // A quarter second at 100 ms: 1 poll left unread, while that reads at most 256.
-        assert_eq!(rest_cap(1, 100, ms(100)), 1);
-        assert_eq!(rest_cap(1, 512, ms(100)), 1);
-        // 3000 sleepers: each read every 12th poll, 250 a poll.
-        assert_eq!(rest_cap(1, 3000, ms(100)), 11);
-        assert!(3000 / (rest_cap(1, 3000, ms(100)) as u64 + 1) <= SLEEPERS_PER_SECOND / 10);
-        assert_eq!(
-            rest_cap(24, 3000, ms(100)),
-            24,
-            "the time cap when it is longer"
-        );
-        // At 10 ms, 25 a poll: each read every 120th poll, every 1.2 s as at 100 ms, not
-        // every quarter second.
-        assert_eq!(rest_cap(24, 3000, ms(10)), 119);
-        assert_eq!(rest_cap(24, 100, ms(10)), 24);
-        assert_eq!(
-            rest_cap(1, 3000, Duration::from_micros(100)),
-            2999,
-            "at least one a poll"
-        );
-        assert_eq!(
-            rest_cap(0, 3000, ms(10)),
-            0,
-            "--spare reads every thread every poll"
-        );
     }
 }

@@ -3,10 +3,11 @@
 //! a slot with no busy thread.
 
 use super::{Live, Owned, Placer};
-use crate::housekeeper::policy::{
-    computes, ran_there, rebalance, rested, steady, takes_turns, turn_reservation, Busy, Mask,
-    Move, Policy, Spot,
+use crate::housekeeper::policy::claims::Mask;
+use crate::housekeeper::policy::demand::{
+    computes, ran_there, rebalance, rested, steady, takes_turns, turn_reservation, Busy, Move,
 };
+use crate::housekeeper::policy::placement::{Policy, Spot};
 use goset_plan::log::Event;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -133,7 +134,7 @@ impl Placer {
     /// thread on the reservation that computes (born roaming, or that took turns) first, then
     /// one of a slot that holds two or more. The thread's record moves in the table (the shim
     /// answers its later affinity calls from there, and releases it there), then the thread
-    /// itself. The housekeeper's own threads are spread by [`crate::housekeeper::policy::decide`].
+    /// itself. The housekeeper's own threads are spread by [`crate::housekeeper::policy::placement::decide`].
     fn spread_busy(
         &mut self,
         live: &[Live],

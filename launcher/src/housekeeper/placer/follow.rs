@@ -3,11 +3,12 @@
 //!
 //! Owns: [`Placer::move_slot`] and what follows from it at later polls (a thread found on a CPU
 //! a slot left), and [`Placer::relocated`]. Must not: decide which slot moves (the noise rule
-//! does, [`crate::housekeeper::noise_rule`]).
+//! does, [`crate::housekeeper::policy::noise`]).
 
 use super::{Live, Owned, Placer};
-use crate::housekeeper::noise_rule::NoiseMove;
-use crate::housekeeper::policy::{holds_slot, Mask};
+use crate::housekeeper::policy::claims::Mask;
+use crate::housekeeper::policy::noise::NoiseMove;
+use crate::housekeeper::policy::placement::holds_slot;
 use goset_plan::log::Event;
 
 impl Placer {
@@ -113,7 +114,7 @@ mod tests {
     use super::super::affinity::Affinity;
     use super::super::testing::{placer, table, unplaced};
     use super::*;
-    use crate::housekeeper::policy::Policy;
+    use crate::housekeeper::policy::placement::Policy;
 
     #[test]
     fn a_slot_that_moves_takes_its_threads_and_leaves_the_helpers_parked_on_its_cpu() {

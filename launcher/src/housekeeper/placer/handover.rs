@@ -8,7 +8,8 @@
 //! goes (the policy does).
 
 use super::{Live, Owned, Placer};
-use crate::housekeeper::policy::{Mask, Spot};
+use crate::housekeeper::policy::claims::Mask;
+use crate::housekeeper::policy::placement::Spot;
 use goset_plan::log::Event;
 
 impl Placer {

@@ -4,7 +4,7 @@
 //! the report shows for a thread the housekeeper placed. Must not: place or move anything.
 
 use super::{Owned, Placer};
-use crate::housekeeper::policy::Spot;
+use crate::housekeeper::policy::placement::Spot;
 use crate::placement_log::Record;
 use goset_plan::log::{Event, PlacedBy, Role};
 use std::io::Write;

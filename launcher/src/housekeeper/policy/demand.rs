@@ -21,7 +21,8 @@
 //! - The housekeeper places a thread nobody placed only once its mask holds still and it is
 //!   older than [`GRACE_S`] ([`settled`]).
 
-use super::{Mask, Policy};
+use super::claims::Mask;
+use super::placement::Policy;
 use goset_plan::CpuSet;
 use std::collections::BTreeSet;
 

@@ -15,11 +15,12 @@ mod listing;
 mod tests;
 
 use super::logtail::{LogTail, ShimThread};
-use super::placer::{Kin, Live, Placer};
-use super::policy::{self, Activity};
+use super::placer::{Live, Placer};
+use super::policy::cadence::{self, rest_cap, ALL_CHILDREN_EVERY};
+use super::policy::demand::Activity;
+use super::policy::kinship::Kin;
 use super::threads;
-use super::tracked::{rest_cap, Mode, Polled, Tracked};
-use super::ALL_CHILDREN_EVERY;
+use super::tracked::{Mode, Polled, Tracked};
 use crate::fsroot::{FsRoot, ReadError};
 use listing::{list_threads, probe_threads, Listing};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -27,7 +28,7 @@ use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
 /// A live thread between reads: what the placer saw of it at its last read, and how many
-/// polls it is left unread (see [`super::tracked::idle_skip`]). Kept beside its process's other
+/// polls it is left unread (see [`cadence::idle_skip`]). Kept beside its process's other
 /// threads, so that a poll passes over a sleeping thread without touching its [`Tracked`].
 #[derive(Debug, Clone, Copy)]
 struct Rest {
@@ -95,7 +96,7 @@ pub struct Tree {
     proc_stats: BTreeMap<i32, threads::Handle>,
     /// Each followed process's start time, as first seen.
     starts: BTreeMap<i32, Option<u64>>,
-    /// When each process's threads were last listed (see [`policy::listing_wait`]).
+    /// When each process's threads were last listed (see [`cadence::listing_wait`]).
     listed_at: BTreeMap<i32, Instant>,
     /// Every thread seen, by tid (a hash map: a task that churns threads makes it large, and
     /// every poll looks up each live thread in it).
@@ -107,7 +108,7 @@ pub struct Tree {
     /// Per-thread files found missing (a kernel option is off), each noted once.
     missing: BTreeSet<&'static str>,
     mode: Mode,
-    /// The most polls a sleeping thread is left unread (see [`super::tracked::idle_skip`]).
+    /// The most polls a sleeping thread is left unread (see [`cadence::idle_skip`]).
     idle_skip_cap: u32,
     /// The poll interval (how many sleepers a poll reads, [`rest_cap`]).
     interval: Duration,
@@ -124,7 +125,7 @@ pub struct Seen<'a> {
     pub boot_s: f64,
     /// This poll reads every thread, lists every process and reads every thread's `children`.
     pub all_children: bool,
-    /// The task churns brief threads (see [`policy::listing_wait`]).
+    /// The task churns brief threads (see [`cadence::listing_wait`]).
     pub churning: bool,
     /// The placement log as followed so far, when there is one.
     pub log: Option<&'a LogTail>,
@@ -301,11 +302,11 @@ impl Tree {
         // The threads the log named since the last poll are looked up by their tids.
         let logged = fresh_logged(p.seen, pid, &known);
         let found = known.len() + logged.len();
-        let adds_up = count.is_some_and(|c| policy::adds_up(c, found, deferring));
+        let adds_up = count.is_some_and(|c| cadence::adds_up(c, found, deferring));
         // While the task churns, a count off by the threads being born and ending waits for
-        // the next listing (see policy::listing_every); so does the once-a-second poll's net,
+        // the next listing (see cadence::listing_every); so does the once-a-second poll's net,
         // for a process with more than a thousand threads.
-        let every = policy::listing_every(known.len());
+        let every = cadence::listing_every(known.len());
         let waits = p.seen.churning && self.listed_within(pid, p.seen.now, every);
         let net = p.seen.all_children
             && !self.listed_within(pid, p.seen.now, every.saturating_sub(ALL_CHILDREN_EVERY));
@@ -419,7 +420,7 @@ impl Tree {
     /// of some of the task's threads, a thread born since the last poll that the log does not
     /// name is most likely one of them, about to end (read, it would join the known threads,
     /// end, and make the count fail to add up at the next poll, which would list again). It
-    /// counts among the deferred threads ([`policy::adds_up`]); one that lives on is read at the
+    /// counts among the deferred threads ([`cadence::adds_up`]); one that lives on is read at the
     /// next poll that finds it.
     fn left_for_now(&self, v: &Visit, tid: i32, p: &Pass) -> bool {
         v.deferring > 0
@@ -441,13 +442,13 @@ impl Tree {
     /// What a lookup found, with the sleeping threads taken as alive, must add up to the
     /// thread `count`; when it does not (a tid handed out before the last poll but not yet in
     /// /proc then, a sleeping thread that ended), list: threads no longer listed ended, and the
-    /// new ones are read. At most once per [`policy::listing_wait`]: in a program that
+    /// new ones are read. At most once per [`cadence::listing_wait`]: in a program that
     /// churns threads the count never adds up.
     fn reconcile_count(&mut self, v: &mut Visit, count: usize, p: &mut Pass) {
-        let wait = policy::listing_wait(p.seen.churning, v.known.len());
+        let wait = cadence::listing_wait(p.seen.churning, v.known.len());
         let listed_lately = self.listed_within(v.pid, p.seen.now, wait);
         let deferring = p.seen.placer.table().deferring() as usize;
-        if policy::adds_up(count, v.alive.len(), deferring) || listed_lately {
+        if cadence::adds_up(count, v.alive.len(), deferring) || listed_lately {
             return;
         }
         self.listed_at.insert(v.pid, p.seen.now);

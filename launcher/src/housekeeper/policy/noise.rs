@@ -1,7 +1,7 @@
 //! The rule that moves a slot off a task CPU that turns noisy mid-run, onto a quieter spare.
 //!
 //! Owns: the thresholds ([`NoiseRule`]), the memory between polls ([`NoiseStreaks`]) and the
-//! decision ([`noise_moves`]). Pure: the figures come from [`super::noisewatch`], the moves are
+//! decision ([`noise_moves`]). Pure: the figures come from [`super::super::noisewatch`], the moves are
 //! carried out by the placer.
 
 use std::collections::BTreeMap;
