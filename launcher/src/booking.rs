@@ -38,8 +38,9 @@ pub struct Booking {
     pub slurm: Option<String>,
     /// Task CPUs.
     pub cpus: Vec<usize>,
-    /// Housekeeper CPU (housekeepers may share one).
-    pub housekeeper: usize,
+    /// Housekeeper CPU (housekeepers may share one; `housekeeper` in the booking file).
+    #[serde(rename = "housekeeper")]
+    pub housekeeper_cpu: usize,
 }
 
 impl Booking {
@@ -383,7 +384,7 @@ fn holder_of(locks: &str, ino: u64) -> Option<u32> {
 /// Whether `pid` is a live goset launcher (`goset-run`, or `goset` running a task) that
 /// started at `start`.
 fn is_launcher(pid: u32, start: u64) -> bool {
-    crate::procfs::stat::read(&crate::fsroot::FsRoot::default(), pid).is_some_and(|s| {
+    crate::procfs::pid_stat::read(&crate::fsroot::FsRoot::default(), pid).is_some_and(|s| {
         s.start_ticks == start
             && goset_plan::plan::is_goset_program(s.comm.as_bytes())
             && !matches!(s.state, 'Z' | 'X')
@@ -408,7 +409,8 @@ fn random_u64() -> u64 {
 fn ancestry() -> Vec<u32> {
     let mut pids = vec![std::process::id()];
     while let Some(&pid) = pids.last().filter(|&&p| p > 1 && pids.len() < 4096) {
-        match crate::procfs::stat::read(&crate::fsroot::FsRoot::default(), pid).map(|s| s.ppid) {
+        match crate::procfs::pid_stat::read(&crate::fsroot::FsRoot::default(), pid).map(|s| s.ppid)
+        {
             Some(ppid) if ppid > 0 => pids.push(ppid as u32),
             _ => break,
         }
@@ -454,7 +456,7 @@ mod tests {
             command: "bench".into(),
             slurm: None,
             cpus: cpus.to_vec(),
-            housekeeper: 0,
+            housekeeper_cpu: 0,
         }
     }
 
@@ -484,7 +486,7 @@ mod tests {
         let mut other = fake_launcher(bin.path());
         let pid = other.id();
         let start =
-            crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid).unwrap();
+            crate::procfs::pid_stat::start_ticks(&crate::fsroot::FsRoot::default(), pid).unwrap();
         let live = reg.book(&booking(pid, start, &[2, 3])).unwrap();
         std::mem::forget(reg.book(&booking(pid, start + 1, &[4])).unwrap());
         std::fs::write(dir.path().join("junk.booking"), "x").unwrap();
@@ -518,7 +520,8 @@ mod tests {
         let at = |pid: u32| {
             (
                 pid,
-                crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid).unwrap(),
+                crate::procfs::pid_stat::start_ticks(&crate::fsroot::FsRoot::default(), pid)
+                    .unwrap(),
             )
         };
         // A live process that is no launcher, and a file that claims a uid it is not owned by.

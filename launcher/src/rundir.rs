@@ -531,7 +531,7 @@ mod tests {
         let (pid, start) = parse_name(&own).unwrap();
         assert_eq!(pid, std::process::id());
         assert_eq!(
-            crate::procfs::stat::start_ticks(&FsRoot::default(), pid),
+            crate::procfs::pid_stat::start_ticks(&FsRoot::default(), pid),
             Some(start),
             "this process is its own live launcher"
         );

@@ -235,7 +235,7 @@ fn crate_paths_are_read_from_uses_groups_and_expressions_but_not_comments() {
         use crate::{\n    cli::{A, B},\n    error,\n};\n\
         /// See [`crate::launch`].\n\
         // crate::diag is not an import\n\
-        let x = crate::procfs::stat::read(&root, 1);\n\
+        let x = crate::procfs::pid_stat::read(&root, 1);\n\
         let y = goset_crate::z;\n";
     let found: Vec<(String, usize)> = crate_paths(code);
     let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();

@@ -150,10 +150,10 @@ fn quiet_machines_get_the_fastest_kind_in_one_domain_and_the_housekeeper_on_the_
             });
             if free_slow {
                 assert_eq!(
-                    m.topo.class_of(sel.housekeeper),
+                    m.topo.class_of(sel.housekeeper_cpu),
                     slowest,
                     "{what}: housekeeper on cpu {}",
-                    sel.housekeeper
+                    sel.housekeeper_cpu
                 );
             }
         }

@@ -71,7 +71,7 @@ pub struct Settings {
     /// Thresholds of those moves.
     pub noise_rule: NoiseRule,
     /// The housekeeper CPU: the one the launcher itself runs on (its time there is not noise).
-    pub launcher_cpu: usize,
+    pub housekeeper_cpu: usize,
     /// Steerable IRQs are moved away for the run (`--steer`): they are not noise.
     pub steer: bool,
     /// The speed of each CPU's kind class in permille of the fastest (a CPU missing: 1000): a
@@ -171,7 +171,7 @@ impl Housekeeper {
             root: root.clone(),
             cpus: CpuSampler::start(root, &watched),
             noise: (!settings.spares.is_empty())
-                .then(|| NoiseWatch::start(root, settings.launcher_cpu, settings.steer)),
+                .then(|| NoiseWatch::start(root, settings.housekeeper_cpu, settings.steer)),
             streaks: NoiseStreaks::default(),
             spares: settings.spares.clone(),
             placer: Placer::new(
@@ -419,7 +419,7 @@ mod tests {
             policy: Policy::default(),
             spares: Vec::new(),
             noise_rule: NoiseRule::default(),
-            launcher_cpu: housekeeper_cpu,
+            housekeeper_cpu,
             steer: false,
             speed: BTreeMap::new(),
         }

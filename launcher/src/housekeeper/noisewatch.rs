@@ -58,7 +58,7 @@ impl PollNoise {
 pub struct NoiseWatch {
     root: FsRoot,
     steer: bool,
-    housekeeper: usize,
+    housekeeper_cpu: usize,
     /// The snapshot the current window started with.
     before: Snapshot,
     /// Each task thread's CPU time at its last read, ns.
@@ -67,7 +67,7 @@ pub struct NoiseWatch {
     task_ns: BTreeMap<usize, u64>,
     /// All of `task_ns`, and the time of threads whose CPU is unknown.
     read_ns: u64,
-    /// Each task process's `stat` and its CPU time (see [`crate::procfs::stat::parse_process_ticks`]) at
+    /// Each task process's `stat` and its CPU time (see [`crate::procfs::pid_stat::parse_process_ticks`]) at
     /// the start of the window, ns.
     process_ns: HashMap<i32, (Handle, u64)>,
     /// The launcher's CPU time at the start of the window.
@@ -77,11 +77,11 @@ pub struct NoiseWatch {
 impl NoiseWatch {
     /// Takes the first snapshot (before the task starts). `steer`: steerable IRQs are moved
     /// away for the run, so they do not count.
-    pub fn start(root: &FsRoot, housekeeper: usize, steer: bool) -> NoiseWatch {
+    pub fn start(root: &FsRoot, housekeeper_cpu: usize, steer: bool) -> NoiseWatch {
         NoiseWatch {
             root: root.clone(),
             steer,
-            housekeeper,
+            housekeeper_cpu,
             before: Snapshot::read(root),
             thread_ns: HashMap::new(),
             task_ns: BTreeMap::new(),
@@ -139,7 +139,7 @@ impl NoiseWatch {
                     if task_cpus.contains(&cpu) {
                         mine = mine.saturating_add(unread_ns);
                     }
-                    if cpu == self.housekeeper {
+                    if cpu == self.housekeeper_cpu {
                         mine = mine.saturating_add(own_ns);
                     }
                     let mine_pct = 100.0 * mine as f64 / window_ns;
@@ -178,7 +178,7 @@ impl NoiseWatch {
                 .entry(pid)
                 .or_insert_with(|| (Handle::new(root.path(&format!("/proc/{pid}/stat"))), 0));
             let ticks = match handle.read() {
-                threads::Read::Text(text) => crate::procfs::stat::parse_process_ticks(&text),
+                threads::Read::Text(text) => crate::procfs::pid_stat::parse_process_ticks(&text),
                 _ => None,
             };
             if let Some(ticks) = ticks {

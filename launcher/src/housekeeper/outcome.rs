@@ -260,7 +260,7 @@ impl Outcome {
             cpus: self.cpus.clone(),
             all: self.all.clone(),
             housekeeper: HousekeeperCost {
-                cpu: self.settings.launcher_cpu,
+                cpu: self.settings.housekeeper_cpu,
                 cpu_s: self.cpu_s,
                 cpu_pct: if self.wall_s > 0.0 {
                     100.0 * self.cpu_s / self.wall_s

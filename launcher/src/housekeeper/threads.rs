@@ -392,7 +392,7 @@ mod tests {
                 panic!("stat")
             };
             assert_eq!(
-                crate::procfs::stat::parse_pid_stat(&t).unwrap().ppid,
+                crate::procfs::pid_stat::parse_pid_stat(&t).unwrap().ppid,
                 nix::unistd::getppid().as_raw()
             );
             assert!(matches!(f.schedstat.read(), Read::Text(_)));

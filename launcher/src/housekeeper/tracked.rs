@@ -11,7 +11,7 @@ use super::policy::demand::Activity;
 use super::threads::{self, Read, SchedStat, Switches, ThreadFiles};
 use crate::fsroot::FsRoot;
 use crate::noise::USER_HZ;
-use crate::procfs::stat::{self, PidStat};
+use crate::procfs::pid_stat::{self, PidStat};
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -235,7 +235,7 @@ impl Tracked {
         }
         let files = self.files.as_mut()?;
         let stat = match files.stat.read() {
-            Read::Text(s) => stat::parse_pid_stat(&s),
+            Read::Text(s) => pid_stat::parse_pid_stat(&s),
             _ => None,
         };
         let stat = stat.filter(|s| !matches!(s.state, 'Z' | 'X'))?;
@@ -410,7 +410,7 @@ mod tests {
             let stat = format!("/proc/self/task/{tid}/stat");
             for _ in 0..200 {
                 let text = std::fs::read_to_string(&stat).unwrap_or_default();
-                if stat::parse_pid_stat(&text).is_some_and(|s| s.state == 'S') {
+                if pid_stat::parse_pid_stat(&text).is_some_and(|s| s.state == 'S') {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(5));

@@ -8,7 +8,7 @@
 
 use super::journal::{Change, Failed, Journal};
 use crate::fsroot::FsRoot;
-use crate::procfs::{stat, ProcessId};
+use crate::procfs::{pid_stat, ProcessId};
 use serde::Serialize;
 
 /// What was done with irqbalance.
@@ -46,7 +46,7 @@ fn running(root: &FsRoot) -> Vec<(i32, u64, bool)> {
         .filter_map(|p| p.parse::<i32>().ok())
         .filter(|pid| root.read_opt(&format!("/proc/{pid}/comm")).as_deref() == Some("irqbalance"))
         .filter_map(|pid| {
-            let start = stat::start_ticks(root, pid as u32)?;
+            let start = pid_stat::start_ticks(root, pid as u32)?;
             let unit = (root.read_opt(&format!("/proc/{pid}/cgroup")))
                 .is_some_and(|c| c.lines().any(|l| l.ends_with(&format!("/{UNIT}"))));
             Some((pid, start, unit))
@@ -55,7 +55,7 @@ fn running(root: &FsRoot) -> Vec<(i32, u64, bool)> {
 }
 
 fn state(pid: i32) -> Option<char> {
-    stat::read(&FsRoot::default(), pid as u32).map(|s| s.state)
+    pid_stat::read(&FsRoot::default(), pid as u32).map(|s| s.state)
 }
 
 fn systemctl(verb: &str, unit: &str) -> Result<(), String> {

@@ -308,7 +308,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let me = std::process::id();
         let start =
-            crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), me).unwrap();
+            crate::procfs::pid_stat::start_ticks(&crate::fsroot::FsRoot::default(), me).unwrap();
         std::fs::write(dir.path().join(format!("{me}-{start}.journal")), "").unwrap();
         assert!(stale(dir.path()).is_empty());
     }

@@ -150,7 +150,7 @@ impl Isolation {
             let pid = std::process::id();
             let me = steering::Member {
                 pid,
-                start: crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid)
+                start: crate::procfs::pid_stat::start_ticks(&crate::fsroot::FsRoot::default(), pid)
                     .unwrap_or(0),
                 away: setup.away.to_string(),
                 onto: setup.onto.to_string(),

@@ -242,7 +242,7 @@ mod tests {
         let pid = child.id();
         Member {
             pid,
-            start: crate::procfs::stat::start_ticks(&crate::fsroot::FsRoot::default(), pid)
+            start: crate::procfs::pid_stat::start_ticks(&crate::fsroot::FsRoot::default(), pid)
                 .unwrap(),
             away: away.into(),
             onto: onto.into(),

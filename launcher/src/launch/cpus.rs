@@ -184,7 +184,7 @@ fn book(
     let pid = std::process::id();
     let booking = Booking {
         pid,
-        start: crate::procfs::stat::start_ticks(&FsRoot::default(), pid)
+        start: crate::procfs::pid_stat::start_ticks(&FsRoot::default(), pid)
             .ok_or_else(|| Error::System("no start time in /proc/self/stat".into()))?,
         // SAFETY: getuid cannot fail.
         uid: unsafe { libc::getuid() },
@@ -197,7 +197,7 @@ fn book(
             .chain(&selection.spares)
             .copied()
             .collect(),
-        housekeeper: selection.housekeeper,
+        housekeeper_cpu: selection.housekeeper_cpu,
     };
     registry
         .book(&booking)

@@ -82,7 +82,7 @@ pub(super) fn execute(
     for task in &tasks {
         hk.attach(task.pid());
     }
-    pin_self(selection.housekeeper);
+    pin_self(selection.housekeeper_cpu);
     let ended = task::wait_all(&tasks, opts.interval, || {
         hk.poll();
         isolation.check_drift();
@@ -123,7 +123,7 @@ fn settings(opts: &RunOptions, selection: &select::Selection) -> Settings {
         },
         spares: noise_pool(opts, selection),
         noise_rule: NoiseRule::default(),
-        launcher_cpu: selection.housekeeper,
+        housekeeper_cpu: selection.housekeeper_cpu,
         steer: opts.isolation.steer,
         speed: selection.perf.clone(),
     }

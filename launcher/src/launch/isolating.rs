@@ -96,7 +96,7 @@ mod tests {
     fn adapt_candidates_join_the_group_but_keep_their_irqs() {
         let selection = select::Selection {
             task_cpus: vec![2, 3],
-            housekeeper: 0,
+            housekeeper_cpu: 0,
             housekeeper_shared: false,
             node: None,
             fenced: vec![6],

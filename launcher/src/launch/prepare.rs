@@ -33,7 +33,7 @@ pub(super) struct Prepared {
 pub(super) fn parked_cpu(opts: &RunOptions, selection: &select::Selection) -> usize {
     match selection.task_cpus.last() {
         Some(&last) if opts.isolation.cgroup => last,
-        _ => selection.housekeeper,
+        _ => selection.housekeeper_cpu,
     }
 }
 
@@ -195,7 +195,7 @@ pub(super) fn noise_pool(opts: &RunOptions, selection: &select::Selection) -> Ve
                 .filter(|c| !selection.task_cpus.contains(c) && !selection.fenced.contains(c))
                 .collect();
             let others: Vec<usize> = (unused.iter().copied())
-                .filter(|&c| c != selection.housekeeper)
+                .filter(|&c| c != selection.housekeeper_cpu)
                 .collect();
             if others.is_empty() {
                 unused

@@ -78,7 +78,7 @@ pub fn selection_report(topo: &Topology, noise: &Noise, sel: &Selection) -> Sele
             let info = topo.cpu(cpu);
             let n = noise.cpus.get(&cpu);
             let task = sel.task_cpus.iter().position(|&c| c == cpu);
-            let hk = sel.housekeeper == cpu;
+            let hk = sel.housekeeper_cpu == cpu;
             let sel_mark = match (task.is_some(), hk) {
                 (true, true) => "*&",
                 (true, false) => "*",
@@ -189,7 +189,7 @@ pub fn render_selection(rep: &SelectionReport) -> String {
     if sel.housekeeper_shared {
         out.push_str(&format!(
             "  housekeeper shares cpu {} with the task: no candidate CPU was left\n",
-            sel.housekeeper
+            sel.housekeeper_cpu
         ));
     }
     if !sel.spares.is_empty() {
@@ -286,7 +286,7 @@ pub fn render_bookings(bookings: &[crate::booking::Booking], title: &str) -> Str
         let cpus: goset_plan::CpuSet = b.cpus.iter().copied().collect();
         out.push_str(&format!(
             "  cpus {cpus}  housekeeper {}  {}\n",
-            b.housekeeper,
+            b.housekeeper_cpu,
             table::escape(&b.who())
         ));
     }

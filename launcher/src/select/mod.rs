@@ -125,8 +125,9 @@ pub struct Options {
 pub struct Selection {
     /// Task CPUs in slot order: slot 0 (the first process's main thread) first.
     pub task_cpus: Vec<usize>,
-    /// The housekeeper's CPU.
-    pub housekeeper: usize,
+    /// The housekeeper's CPU (`housekeeper` in the JSON report).
+    #[serde(rename = "housekeeper")]
+    pub housekeeper_cpu: usize,
     /// No CPU was left: the housekeeper shares a task CPU.
     pub housekeeper_shared: bool,
     /// The NUMA node the task is bound to.
@@ -162,6 +163,84 @@ pub fn plan(
     noise: &BTreeMap<usize, f64>,
     opts: &Options,
 ) -> Result<Selection, SelectError> {
+    let Restricted {
+        usable,
+        candidates,
+        node,
+    } = restrict(topo, opts)?;
+    let include = checked_include(&candidates, opts)?;
+    let paths = compact::paths(topo, &usable);
+    let items = candidate_items(topo, &candidates, &include, noise, opts);
+    let anchors: Vec<compact::Path> = include.iter().map(|c| paths[c]).collect();
+    let taken = take_team(&items, &anchors, opts, &paths);
+    let task_cpus: Vec<usize> = include.iter().copied().chain(cpus_of(&taken)).collect();
+    let passed_over = if noise.values().any(|&s| s != 0.0) {
+        let calm = candidate_items(topo, &candidates, &include, &BTreeMap::new(), opts);
+        let calm = take_team(&calm, &anchors, opts, &paths);
+        cpus_of(&calm).filter(|c| !task_cpus.contains(c)).collect()
+    } else {
+        Vec::new()
+    };
+    let (fenced, unfenced) = if opts.fence {
+        fence(topo, &task_cpus, &usable)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let left: Vec<Item> = (items.iter().copied())
+        .filter(|i| !task_cpus.contains(&i.cpu))
+        .collect();
+    let spares = choose_spares(&left, &fenced, &task_cpus, &paths, opts)?;
+    let mut rest: Vec<Item> = (left.into_iter())
+        .filter(|i| !spares.contains(&i.cpu))
+        .collect();
+    rest.sort_by_key(Item::key);
+    let ranking: Vec<usize> = (task_cpus.iter().chain(&spares).copied())
+        .chain(rest.iter().map(|i| i.cpu))
+        .collect();
+    let room = Room {
+        usable: &usable,
+        task_cpus: &task_cpus,
+        fenced: &fenced,
+        spares: &spares,
+    };
+    let (housekeeper_cpu, housekeeper_shared) = match choose_housekeeper(topo, noise, &paths, &room)
+    {
+        Some(c) => (c, false),
+        None => (*task_cpus.last().expect("count >= 1"), true),
+    };
+    Ok(Selection {
+        core_cost: core_costs(topo, &usable, noise),
+        perf: (usable.iter())
+            .map(|&c| match opts.cpu_kind {
+                KindChoice::Performance => (c, topo.perf_of(c)),
+                _ => (c, 1000),
+            })
+            .collect(),
+        task_cpus,
+        housekeeper_cpu,
+        housekeeper_shared,
+        node,
+        fenced,
+        unfenced,
+        spares,
+        ranking,
+        near: opts.near.clone(),
+        passed_over,
+    })
+}
+
+/// The CPUs the options leave.
+struct Restricted {
+    /// The machine's candidates less `--exclude`: the housekeeper's and the spares' pool.
+    usable: Vec<usize>,
+    /// The task's pool among them: near the device, on the node, of the kind asked for.
+    candidates: Vec<usize>,
+    /// The node to bind memory to.
+    node: Option<usize>,
+}
+
+/// What the options leave of the machine's CPUs (see [`Restricted`]).
+fn restrict(topo: &Topology, opts: &Options) -> Result<Restricted, SelectError> {
     let excluded: BTreeSet<usize> = opts.exclude.iter().copied().collect();
     let usable: Vec<usize> = topo
         .candidates()
@@ -177,7 +256,16 @@ pub fn plan(
     let candidates = restrict_to_kind(topo, candidates, opts)?;
     // A kernel without NUMA has nothing to bind memory to: its one node only restricts CPUs.
     let node = node.filter(|&n| !topo.node(n).is_some_and(|info| info.synthetic));
+    Ok(Restricted {
+        usable,
+        candidates,
+        node,
+    })
+}
 
+/// `--include`'s CPUs, each once, in the order given, checked against the candidates and the
+/// count asked for.
+fn checked_include(candidates: &[usize], opts: &Options) -> Result<Vec<usize>, SelectError> {
     let outside: Vec<usize> = opts
         .include
         .iter()
@@ -205,52 +293,46 @@ pub fn plan(
             requested: opts.count,
         });
     }
+    Ok(include)
+}
 
+/// CPU `c`'s core: its SMT siblings, itself among them (itself alone when the topology does
+/// not say).
+fn siblings(topo: &Topology, c: usize) -> Vec<usize> {
+    match topo.cpu(c) {
+        Some(info) if !info.siblings.is_empty() => info.siblings.clone(),
+        _ => vec![c],
+    }
+}
+
+fn online(topo: &Topology, c: usize) -> bool {
+    topo.cpu(c).is_some_and(|i| i.online)
+}
+
+/// The noise of each usable CPU's core: the sum over its online siblings.
+fn core_costs(
+    topo: &Topology,
+    usable: &[usize],
+    noise: &BTreeMap<usize, f64>,
+) -> BTreeMap<usize, f64> {
     let cpu_noise = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
-    let siblings = |c: usize| -> Vec<usize> {
-        match topo.cpu(c) {
-            Some(info) if !info.siblings.is_empty() => info.siblings.clone(),
-            _ => vec![c],
-        }
-    };
-    let online = |c: usize| topo.cpu(c).is_some_and(|i| i.online);
-    let core_cost: BTreeMap<usize, f64> = usable
-        .iter()
+    (usable.iter())
         .map(|&c| {
-            (
-                c,
-                siblings(c)
-                    .into_iter()
-                    .filter(|&s| online(s))
-                    .map(cpu_noise)
-                    .sum(),
-            )
+            let core = siblings(topo, c).into_iter().filter(|&s| online(topo, s));
+            (c, core.map(cpu_noise).sum())
         })
-        .collect();
+        .collect()
+}
 
-    let paths = compact::paths(topo, &usable);
-    let items = candidate_items(topo, &candidates, &include, noise, opts);
-    let anchors: Vec<compact::Path> = include.iter().map(|c| paths[c]).collect();
-    let taken = take_team(&items, &anchors, opts, &paths);
-    let task_cpus: Vec<usize> = include.iter().copied().chain(cpus_of(&taken)).collect();
-    let passed_over = if noise.values().any(|&s| s != 0.0) {
-        let calm = candidate_items(topo, &candidates, &include, &BTreeMap::new(), opts);
-        let calm = take_team(&calm, &anchors, opts, &paths);
-        cpus_of(&calm).filter(|c| !task_cpus.contains(c)).collect()
-    } else {
-        Vec::new()
-    };
-
-    let task_set: BTreeSet<usize> = task_cpus.iter().copied().collect();
-    let task_cores: BTreeSet<usize> = task_cpus.iter().flat_map(|&c| siblings(c)).collect();
-    let (fenced, unfenced) = if opts.fence {
-        fence(&task_cpus, &usable, &siblings, &online)?
-    } else {
-        (Vec::new(), Vec::new())
-    };
-    let left: Vec<Item> = (items.iter().copied())
-        .filter(|i| !task_set.contains(&i.cpu))
-        .collect();
+/// `--spare`'s CPUs: among those `left` after the task's and not fenced, the best near the
+/// task CPUs.
+fn choose_spares(
+    left: &[Item],
+    fenced: &[usize],
+    task_cpus: &[usize],
+    paths: &BTreeMap<usize, compact::Path>,
+    opts: &Options,
+) -> Result<Vec<usize>, SelectError> {
     let spare_room: Vec<Item> = (left.iter().copied())
         .filter(|i| !fenced.contains(&i.cpu))
         .collect();
@@ -261,39 +343,45 @@ pub fn plan(
             left: spare_room.len(),
         });
     }
-    let anchors: Vec<compact::Path> = task_cpus.iter().map(|c| paths[c]).collect();
-    let spares: Vec<usize> = cpus_of(&choose(
-        &spare_room,
-        opts.spare,
-        &compact::Anchors {
-            hard: anchors,
-            near: Vec::new(),
-        },
-        false,
-        &paths,
-    ))
-    .collect();
-    let mut rest: Vec<Item> = (left.into_iter())
-        .filter(|i| !spares.contains(&i.cpu))
-        .collect();
-    rest.sort_by_key(Item::key);
-    let ranking: Vec<usize> = (task_cpus.iter().chain(&spares).copied())
-        .chain(rest.iter().map(|i| i.cpu))
-        .collect();
+    let anchors = compact::Anchors {
+        hard: task_cpus.iter().map(|c| paths[c]).collect(),
+        near: Vec::new(),
+    };
+    Ok(cpus_of(&choose(&spare_room, opts.spare, &anchors, false, paths)).collect())
+}
 
+/// What the housekeeper's CPU is chosen among and kept from.
+struct Room<'a> {
+    usable: &'a [usize],
+    task_cpus: &'a [usize],
+    fenced: &'a [usize],
+    spares: &'a [usize],
+}
+
+/// The housekeeper's CPU: a usable CPU outside the task's cores, the spares and the fence, not
+/// isolated, of the slowest class, off the task's clusters, then the quietest; `None` when no
+/// CPU is left outside the task's.
+fn choose_housekeeper(
+    topo: &Topology,
+    noise: &BTreeMap<usize, f64>,
+    paths: &BTreeMap<usize, compact::Path>,
+    room: &Room,
+) -> Option<usize> {
+    let cpu_noise = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
+    let task_cores: BTreeSet<usize> = (room.task_cpus.iter())
+        .flat_map(|&c| siblings(topo, c))
+        .collect();
     let quiet_flags = |c: usize| topo.cpu(c).is_some_and(|i| i.isolated || i.nohz_full);
     // The cluster (the L2 an E-core module shares) is the finest domain above the core.
     let cluster_of = |c: usize| paths[&c][..goset_plan::locality::LEVELS - 1].to_vec();
-    let task_clusters: BTreeSet<Vec<u16>> = task_cpus.iter().map(|&c| cluster_of(c)).collect();
-    let housekeeper = usable
-        .iter()
-        .copied()
-        .filter(|c| !task_set.contains(c) && !fenced.contains(c))
+    let task_clusters: BTreeSet<Vec<u16>> = room.task_cpus.iter().map(|&c| cluster_of(c)).collect();
+    (room.usable.iter().copied())
+        .filter(|c| !room.task_cpus.contains(c) && !room.fenced.contains(c))
         .min_by(|&a, &b| {
             let key = |c: usize| {
                 (
                     task_cores.contains(&c),
-                    spares.contains(&c),
+                    room.spares.contains(&c),
                     quiet_flags(c),
                     topo.class_of(c),
                     task_clusters.contains(&cluster_of(c)),
@@ -303,30 +391,7 @@ pub fn plan(
                 .cmp(&key(b))
                 .then(cpu_noise(a).total_cmp(&cpu_noise(b)))
                 .then(a.cmp(&b))
-        });
-    let (housekeeper, housekeeper_shared) = match housekeeper {
-        Some(c) => (c, false),
-        None => (*task_cpus.last().expect("count >= 1"), true),
-    };
-    Ok(Selection {
-        task_cpus,
-        housekeeper,
-        housekeeper_shared,
-        node,
-        fenced,
-        unfenced,
-        spares,
-        core_cost,
-        ranking,
-        near: opts.near.clone(),
-        passed_over,
-        perf: (usable.iter())
-            .map(|&c| match opts.cpu_kind {
-                KindChoice::Performance => (c, topo.perf_of(c)),
-                _ => (c, 1000),
-            })
-            .collect(),
-    })
+        })
 }
 
 /// `--cpu-kind N`: the candidates of kind N only.
@@ -418,10 +483,9 @@ fn keep_near(
 /// is not one itself, in slot order of the task CPU; while that leaves no usable CPU free, the
 /// last is given back.
 fn fence(
+    topo: &Topology,
     task_cpus: &[usize],
     usable: &[usize],
-    siblings: &dyn Fn(usize) -> Vec<usize>,
-    online: &dyn Fn(usize) -> bool,
 ) -> Result<(Vec<usize>, Vec<usize>), SelectError> {
     let outside = usable.iter().filter(|c| !task_cpus.contains(c)).count();
     if outside == 0 {
@@ -432,8 +496,12 @@ fn fence(
     }
     let mut fenced: Vec<usize> = Vec::new();
     for &t in task_cpus {
-        for s in siblings(t) {
-            if online(s) && usable.contains(&s) && !task_cpus.contains(&s) && !fenced.contains(&s) {
+        for s in siblings(topo, t) {
+            if online(topo, s)
+                && usable.contains(&s)
+                && !task_cpus.contains(&s)
+                && !fenced.contains(&s)
+            {
                 fenced.push(s);
             }
         }

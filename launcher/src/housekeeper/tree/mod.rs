@@ -501,8 +501,8 @@ impl Tree {
             });
         match handle.read() {
             threads::Read::Text(text) => (
-                crate::procfs::stat::parse_num_threads(&text),
-                crate::procfs::stat::parse_pid_stat(&text).map(|s| s.start_ticks),
+                crate::procfs::pid_stat::parse_num_threads(&text),
+                crate::procfs::pid_stat::parse_pid_stat(&text).map(|s| s.start_ticks),
             ),
             _ => (None, None),
         }
@@ -623,7 +623,9 @@ impl Tree {
             let Ok(text) = root.read(&format!("/proc/{pid}/stat")) else {
                 continue;
             };
-            if crate::procfs::stat::parse_pid_stat(&text).is_some_and(|s| known.contains(&s.ppid)) {
+            if crate::procfs::pid_stat::parse_pid_stat(&text)
+                .is_some_and(|s| known.contains(&s.ppid))
+            {
                 self.procs.entry(pid).or_default();
             }
         }

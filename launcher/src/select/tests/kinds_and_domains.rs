@@ -53,7 +53,11 @@ fn the_task_takes_performance_cores_and_the_housekeeper_an_efficiency_core() {
     let topo = hybrid();
     let sel = plan(&topo, &BTreeMap::new(), &opts(4)).unwrap();
     assert_eq!(sel.task_cpus, [2, 1, 3, 0], "the favoured core is slot 0");
-    assert!(sel.housekeeper >= 8, "housekeeper {}", sel.housekeeper);
+    assert!(
+        sel.housekeeper_cpu >= 8,
+        "housekeeper {}",
+        sel.housekeeper_cpu
+    );
     // -n 1 runs on the core that boosts highest.
     assert_eq!(
         plan(&topo, &BTreeMap::new(), &opts(1)).unwrap().task_cpus,

@@ -43,7 +43,7 @@ fn a_noisy_sibling_makes_its_core_rank_lower() {
     assert_eq!(sel.task_cpus, vec![0]);
     assert_eq!(sel.core_cost[&1], 5e6);
     assert_eq!(
-        sel.housekeeper, 1,
+        sel.housekeeper_cpu, 1,
         "housekeeper prefers a core the task does not use"
     );
 }
@@ -122,7 +122,7 @@ fn excluded_cpus_serve_neither_task_nor_housekeeper() {
     )
     .unwrap();
     assert_eq!(sel.task_cpus, vec![3]);
-    assert_eq!(sel.housekeeper, 0);
+    assert_eq!(sel.housekeeper_cpu, 0);
     assert_eq!(
         plan(
             &topo,
@@ -146,10 +146,10 @@ fn housekeeper_avoids_isolated_cpus_and_shares_when_nothing_is_left() {
     topo.cpus[0].isolated = true;
     let sel = plan(&topo, &quiet(), &opts(2)).unwrap();
     assert_eq!(sel.task_cpus, vec![1, 2]);
-    assert_eq!((sel.housekeeper, sel.housekeeper_shared), (3, false));
+    assert_eq!((sel.housekeeper_cpu, sel.housekeeper_shared), (3, false));
     let all = plan(&topo, &quiet(), &opts(4)).unwrap();
     assert_eq!(
-        (all.housekeeper, all.housekeeper_shared),
+        (all.housekeeper_cpu, all.housekeeper_shared),
         (*all.task_cpus.last().unwrap(), true)
     );
 }
@@ -266,7 +266,7 @@ fn fence_books_the_siblings_and_keeps_a_cpu_for_the_housekeeper() {
     assert_eq!(s.task_cpus, vec![1, 2]);
     assert_eq!(s.fenced, vec![5, 6]);
     assert!(s.unfenced.is_empty());
-    assert!(![1, 2, 5, 6].contains(&s.housekeeper));
+    assert!(![1, 2, 5, 6].contains(&s.housekeeper_cpu));
     assert!(!s.housekeeper_shared);
 
     // -n 4 spreads over every core: fencing all four siblings leaves nothing for the
@@ -274,7 +274,7 @@ fn fence_books_the_siblings_and_keeps_a_cpu_for_the_housekeeper() {
     let s = fence(4).unwrap();
     assert_eq!(s.fenced.len(), 3);
     assert_eq!(s.unfenced.len(), 1);
-    assert_eq!(s.housekeeper, s.unfenced[0]);
+    assert_eq!(s.housekeeper_cpu, s.unfenced[0]);
 
     // Every CPU a task CPU: no room at all.
     assert_eq!(
@@ -309,7 +309,7 @@ fn spares_are_the_next_quietest_cpus_and_the_housekeeper_avoids_them() {
     .unwrap();
     assert_eq!(s.task_cpus, [1, 3]);
     assert_eq!(s.spares, [0]);
-    assert_eq!(s.housekeeper, 2, "a CPU that is no spare, noisy or not");
+    assert_eq!(s.housekeeper_cpu, 2, "a CPU that is no spare, noisy or not");
     // With nothing else left, the housekeeper shares a spare, not a task CPU.
     let s = plan(
         &topo,
@@ -321,7 +321,7 @@ fn spares_are_the_next_quietest_cpus_and_the_housekeeper_avoids_them() {
     )
     .unwrap();
     assert_eq!(s.spares, [0]);
-    assert_eq!((s.housekeeper, s.housekeeper_shared), (0, false));
+    assert_eq!((s.housekeeper_cpu, s.housekeeper_shared), (0, false));
     // No room: a clear error naming how many are left.
     let e = plan(
         &topo,
@@ -372,7 +372,7 @@ fn near_keeps_to_the_devices_cpus_and_auto_is_its_node() {
     );
     assert_eq!(sel.near, Some(gpu1()), "the report names it");
     assert!(
-        !sel.housekeeper_shared && [0, 1, 4, 5].contains(&sel.housekeeper),
+        !sel.housekeeper_shared && [0, 1, 4, 5].contains(&sel.housekeeper_cpu),
         "the housekeeper may sit away from the device, as it may off the node"
     );
     let off = near(NumaChoice::Off, 2, gpu1()).unwrap();
