@@ -88,7 +88,6 @@ pub struct Housekeeper {
     log: Option<LogTail>,
     /// The shim's threads whose records are deferred.
     deferred: deferred::DeferredWatch,
-    task: Option<i32>,
     /// The task's process tree as walked so far.
     tree: Tree,
     /// The slot table's count of brief threads at the last poll.
@@ -187,7 +186,6 @@ impl Housekeeper {
             settings,
             log: log.map(|p| LogTail::new(p.to_path_buf())),
             deferred: deferred::DeferredWatch::default(),
-            task: None,
             brief_seen: 0,
             polls: 0,
             polls_to_all_children: 0,
@@ -201,7 +199,6 @@ impl Housekeeper {
     /// that the descriptor limit raised here is the launcher's alone.
     pub fn attach(&mut self, pid: i32) {
         threads::set_descriptor_limit(raise_nofile());
-        self.task = Some(pid);
         self.tree.follow(pid);
         self.cpu_start = own_cpu_time();
         // Move times count from here: the noise sample and the launch came before.
