@@ -5,7 +5,7 @@
 //! remember a mask (the placer's view of a thread is the kernel's, read afresh). Tests give the
 //! placer a fake that records masks, so they run on a machine of any number of CPUs.
 
-use super::Mask;
+use crate::housekeeper::policy::claims::Mask;
 use goset_plan::CpuSet;
 
 /// Sets and reads a thread's affinity mask.

@@ -281,8 +281,8 @@ impl Placer {
 mod tests {
     use super::super::affinity::{Affinity, Fake};
     use super::super::testing::{table, unplaced};
-    use super::super::Mask;
     use super::*;
+    use crate::housekeeper::policy::claims::Mask;
 
     #[test]
     fn a_compute_thread_on_a_slower_kind_takes_a_free_slot_of_a_faster_one() {

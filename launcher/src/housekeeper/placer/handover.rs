@@ -110,8 +110,8 @@ impl Placer {
 mod tests {
     use super::super::affinity::{Affinity, Fake};
     use super::super::testing::{placer, table, unplaced, WIDE};
-    use super::super::{Policy, Spot};
     use super::*;
+    use crate::housekeeper::policy::placement::{Policy, Spot};
 
     /// A process's main thread (tid = pid), busy, on the test's wide mask.
     fn main_thread(fake: &Fake) -> Live {

@@ -1,7 +1,9 @@
 //! What the placer's tests share: a slot table, a placer on a fake kernel, threads to place.
 
 pub use super::affinity::Fake;
-use super::{Activity, Kin, Live, Placer};
+use super::{Live, Placer};
+use crate::housekeeper::policy::demand::Activity;
+use crate::housekeeper::policy::kinship::Kin;
 use goset_plan::SlotTable;
 
 /// A slot table of `slots` slots, mapped anonymously.
