@@ -4,89 +4,28 @@
 //! Owns: [`Tree`], what is known of the tree between polls (its processes, their threads, the
 //! files found missing), and one poll's walk ([`Tree::walk`]), in named steps for each process
 //! ([`Tree::visit`]): its `stat` (thread count, start time), its threads listed or looked up
-//! ([`listing`]), each read once ([`Tree::read_listed`]), the reads reconciled with the thread
+//! ([`listing`]), each read once (`read`), the reads reconciled with the thread
 //! count, and the children of the threads that inherit an ended one's. Must not: place
 //! anything (the placer does, after the walk, from what [`Walk`] hands it), or read a file that
 //! interrupts a task CPU (see [`super::threads`]). What it needs of the shim's records and the
 //! placer comes in a [`Seen`], read only.
 
 mod listing;
+mod read;
 #[cfg(test)]
 mod tests;
 
-use super::logtail::{LogTail, ShimThread};
+use super::logtail::LogTail;
 use super::placer::{Live, Placer};
 use super::policy::cadence::{self, rest_cap, ALL_CHILDREN_EVERY};
-use super::policy::demand::Activity;
-use super::policy::kinship::Kin;
 use super::threads;
-use super::tracked::{Mode, Polled, Tracked};
+use super::tracked::{Mode, Tracked};
 use crate::fsroot::{FsRoot, ReadError};
 use listing::{list_threads, probe_threads, Listing};
+use read::Known;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
-
-/// A live thread between reads: what the placer saw of it at its last read, and how many
-/// polls it is left unread (see [`cadence::idle_skip`]). Kept beside its process's other
-/// threads, so that a poll passes over a sleeping thread without touching its [`Tracked`].
-#[derive(Debug, Clone, Copy)]
-struct Rest {
-    last: Live,
-    skip: u32,
-}
-
-/// A process's live threads between polls, sorted by tid: a poll walks them in order, and
-/// a lookup is a binary search in one contiguous array.
-#[derive(Debug, Default)]
-struct Known(Vec<(i32, Rest)>);
-
-impl Known {
-    fn get(&self, tid: i32) -> Option<&Rest> {
-        let at = self.0.binary_search_by_key(&tid, |e| e.0).ok()?;
-        Some(&self.0[at].1)
-    }
-
-    fn contains(&self, tid: i32) -> bool {
-        self.get(tid).is_some()
-    }
-
-    fn tids(&self) -> impl Iterator<Item = i32> + '_ {
-        self.0.iter().map(|e| e.0)
-    }
-
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// What the placer sees of a live thread.
-fn live_view(
-    pid: i32,
-    tid: i32,
-    polled: (f64, f64, bool, Activity),
-    shim: Option<ShimThread>,
-) -> Live {
-    let (age_s, demand, runnable, activity) = polled;
-    Live {
-        tid,
-        pid,
-        age_s,
-        demand,
-        runnable,
-        activity,
-        shim_placed: shim.is_some(),
-        shim_cpu: shim.and_then(|s| s.cpu),
-        shim_slot: shim.and_then(|s| s.slot),
-        shim_roams: shim.is_some_and(|s| s.roams),
-        kin: Kin::Other,
-        read: true,
-    }
-}
 
 /// What is known of the task's process tree between polls.
 pub struct Tree {
@@ -301,23 +240,8 @@ impl Tree {
         let deferring = p.seen.placer.table().deferring() as usize;
         // The threads the log named since the last poll are looked up by their tids.
         let logged = fresh_logged(p.seen, pid, &known);
-        let found = known.len() + logged.len();
-        let adds_up = count.is_some_and(|c| cadence::adds_up(c, found, deferring));
-        // While the task churns, a count off by the threads being born and ending waits for
-        // the next listing (see cadence::listing_every); so does the once-a-second poll's net,
-        // for a process with more than a thousand threads.
-        let every = cadence::listing_every(known.len());
-        let waits = p.seen.churning && self.listed_within(pid, p.seen.now, every);
-        let net = p.seen.all_children
-            && !self.listed_within(pid, p.seen.now, every.saturating_sub(ALL_CHILDREN_EVERY));
-        let unchanged = !net && !known.is_empty() && (adds_up || waits);
-        // A process with many threads and few tids born since the last poll: look those
-        // up instead of listing them all (its threads that ended show as failed reads,
-        // and the once-a-second poll lists anyway).
-        let probe = p.born.clone().filter(|b| {
-            let born_count = (i64::from(*b.end()) - i64::from(*b.start()) + 1).max(0);
-            !p.seen.all_children && (born_count as usize) < known.len() / 2
-        });
+        let unchanged = self.count_holds(pid, &known, count, logged.len(), deferring, p);
+        let probe = probe_range(p, &known);
         let listing = if unchanged {
             let mut tids: Vec<i32> = known.tids().chain(logged).collect();
             tids.sort_unstable();
@@ -368,6 +292,30 @@ impl Tree {
         self.procs.insert(pid, v.alive);
     }
 
+    /// Whether the threads of process `pid` are taken to be the `known` ones with the
+    /// `logged` new ones, unlisted: its thread `count` adds up with them, or the task churns
+    /// and the process was listed lately; never at the once-a-second poll's net.
+    fn count_holds(
+        &self,
+        pid: i32,
+        known: &Known,
+        count: Option<usize>,
+        logged: usize,
+        deferring: usize,
+        p: &Pass,
+    ) -> bool {
+        let found = known.len() + logged;
+        let adds_up = count.is_some_and(|c| cadence::adds_up(c, found, deferring));
+        // While the task churns, a count off by the threads being born and ending waits for
+        // the next listing (see cadence::listing_every); so does the once-a-second poll's net,
+        // for a process with more than a thousand threads.
+        let every = cadence::listing_every(known.len());
+        let waits = p.seen.churning && self.listed_within(pid, p.seen.now, every);
+        let net = p.seen.all_children
+            && !self.listed_within(pid, p.seen.now, every.saturating_sub(ALL_CHILDREN_EVERY));
+        !net && !known.is_empty() && (adds_up || waits)
+    }
+
     /// Whether `pid` names another process than the one followed: its start time changed
     /// since first seen.
     fn pid_reused(&mut self, pid: i32, start: Option<u64>) -> bool {
@@ -385,58 +333,6 @@ impl Tree {
         self.proc_stats.remove(&pid);
         self.listed_at.remove(&pid);
         self.end(known.tids().collect(), ended);
-    }
-
-    /// Reads each of `tids` of process `v.pid`, at most once a poll (a second read would see no
-    /// time pass and make a busy thread look idle); a thread asleep at its last reads may be
-    /// left unread, as it was then. The live ones join `v.alive` and `p.out.live`, the ended ones
-    /// `v.lost`.
-    fn read_listed(&mut self, v: &mut Visit, tids: Vec<i32>, p: &mut Pass) {
-        for tid in tids {
-            let resting = (v.known.get(tid).copied()).filter(|r| r.skip > 0);
-            if let Some(mut rest) = resting {
-                // Alive until a read or a listing says otherwise.
-                rest.skip -= 1;
-                p.out.live.push(unread_view(p.seen, v.pid, tid, &rest));
-                v.alive.0.push((tid, rest));
-                continue;
-            }
-            if self.threads.get(&tid).is_some_and(|t| t.ended) || self.left_for_now(v, tid, p) {
-                continue;
-            }
-            match self.read_thread(v.pid, tid, p) {
-                Some(rest) => {
-                    v.alive.0.push((tid, rest));
-                    p.out.live.push(rest.last);
-                }
-                None => {
-                    v.lost.insert(tid);
-                }
-            }
-        }
-    }
-
-    /// Whether `tid`, never seen, is left unread this poll: while the shim defers the records
-    /// of some of the task's threads, a thread born since the last poll that the log does not
-    /// name is most likely one of them, about to end (read, it would join the known threads,
-    /// end, and make the count fail to add up at the next poll, which would list again). It
-    /// counts among the deferred threads ([`cadence::adds_up`]); one that lives on is read at the
-    /// next poll that finds it.
-    fn left_for_now(&self, v: &Visit, tid: i32, p: &Pass) -> bool {
-        v.deferring > 0
-            && p.born.as_ref().is_some_and(|b| b.contains(&tid))
-            && !self.threads.contains_key(&tid)
-            && shim_of(p.seen, tid).is_none()
-    }
-
-    /// Reads the threads of `listed` not read above, keeping `v.alive` sorted.
-    fn read_new(&mut self, v: &mut Visit, listed: Vec<i32>, p: &mut Pass) {
-        let new: Vec<i32> = listed
-            .into_iter()
-            .filter(|&t| !v.alive.contains(t) && !v.lost.contains(&t))
-            .collect();
-        self.read_listed(v, new, p);
-        v.alive.0.sort_unstable_by_key(|e| e.0);
     }
 
     /// What a lookup found, with the sleeping threads taken as alive, must add up to the
@@ -521,96 +417,6 @@ impl Tree {
         }
     }
 
-    fn note_missing(&mut self, file: &'static str, reason: &str) {
-        if self.missing.insert(file) {
-            self.errors.push(ReadError {
-                file: threads::pattern(file),
-                reason: reason.to_string(),
-            });
-        }
-    }
-
-    fn note_failed(&mut self, file: &str, why: String) {
-        let file = if file.starts_with('/') {
-            file.to_string()
-        } else {
-            threads::pattern(file)
-        };
-        let e = ReadError { file, reason: why };
-        if !self.errors.contains(&e) {
-            self.errors.push(e);
-        }
-    }
-
-    /// Reads one thread; `None` when it has ended. The processes it forked join `p.found`.
-    fn read_thread(&mut self, pid: i32, tid: i32, p: &mut Pass) -> Option<Rest> {
-        let shim = shim_of(p.seen, tid);
-        // Where it should have run since the last read: the shim's CPU, or the one the
-        // housekeeper gave it.
-        let assigned = match shim {
-            Some(s) => s.cpu,
-            None => p.seen.placer.owned.get(&tid).map(|o| o.cpu),
-        };
-        let t = match self.threads.entry(tid) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                self.order.push(tid);
-                e.insert(Tracked::new(p.root, pid, tid))
-            }
-        };
-        t.assigned = assigned;
-        let exiting = shim.is_some_and(|s| s.exited);
-        let polled = t.read(
-            self.mode,
-            p.seen.now,
-            p.seen.boot_s,
-            p.seen.all_children,
-            exiting,
-            &mut p.found,
-        )?;
-        // A main thread is read every poll: it is the one that usually forks (a shell, a
-        // launcher), and a fork is found in the children of a thread read as having run.
-        let skip = if tid == pid {
-            0
-        } else {
-            t.rest_polls(p.rest_cap)
-        };
-        let Polled {
-            age_s,
-            demand,
-            runnable,
-            activity,
-            missing,
-            failed,
-        } = polled;
-        self.note_files(missing, failed);
-        Some(Rest {
-            last: live_view(pid, tid, (age_s, demand, runnable, activity), shim),
-            skip,
-        })
-    }
-
-    /// Notes the files a read found missing (the kernel lacks them: the mode changes for
-    /// every later read) and those it failed to read, each once.
-    fn note_files(&mut self, missing: Vec<&'static str>, failed: Vec<(&'static str, String)>) {
-        for f in missing {
-            let why = match f {
-                "sched" => "missing (CONFIG_SCHED_DEBUG off): migrations n/a, switches from status",
-                "schedstat" => "missing (CONFIG_SCHED_INFO off): run delay n/a, cpu time in ticks",
-                _ => "missing (CONFIG_PROC_CHILDREN off): children found by scanning /proc/*/stat",
-            };
-            self.note_missing(f, why);
-            match f {
-                "sched" => self.mode.no_sched = true,
-                "schedstat" => self.mode.no_schedstat = true,
-                _ => self.mode.no_children = true,
-            }
-        }
-        for (f, why) in failed {
-            self.note_failed(f, why);
-        }
-    }
-
     /// Without `children` files: processes whose parent is in the tree.
     fn scan_for_children(&mut self, root: &FsRoot, known: &BTreeSet<i32>) {
         for name in root.list("/proc") {
@@ -632,15 +438,6 @@ impl Tree {
     }
 }
 
-/// What the shim's records say of `tid`, with the CPU the housekeeper moved it to since.
-fn shim_of(seen: &Seen, tid: i32) -> Option<ShimThread> {
-    let mut shim = seen.log.and_then(|l| l.shim.get(&tid)).copied()?;
-    if let Some(cpu) = seen.placer.relocated(tid, shim.cpu) {
-        shim.cpu = Some(cpu);
-    }
-    Some(shim)
-}
-
 /// The threads of process `pid` whose first record the log's last poll read, that are not
 /// `known` and did not log their exit.
 fn fresh_logged(seen: &Seen, pid: i32, known: &Known) -> Vec<i32> {
@@ -654,13 +451,12 @@ fn fresh_logged(seen: &Seen, pid: i32, known: &Known) -> Vec<i32> {
         .collect()
 }
 
-/// A thread left unread this poll as the placer sees it: as at its last read, asleep,
-/// nothing done since.
-fn unread_view(seen: &Seen, pid: i32, tid: i32, rest: &Rest) -> Live {
-    let last = &rest.last;
-    let polled = (last.age_s, last.demand, last.runnable, Activity::default());
-    Live {
-        read: false,
-        ..live_view(pid, tid, polled, shim_of(seen, tid))
-    }
+/// The tids to look up instead of listing a process with the `known` threads: those born since
+/// the last poll, when they are few next to its threads (its threads that ended show as failed
+/// reads, and the once-a-second poll lists anyway).
+fn probe_range(p: &Pass, known: &Known) -> Option<RangeInclusive<i32>> {
+    p.born.clone().filter(|b| {
+        let born_count = (i64::from(*b.end()) - i64::from(*b.start()) + 1).max(0);
+        !p.seen.all_children && (born_count as usize) < known.len() / 2
+    })
 }
