@@ -47,7 +47,7 @@ use placer::{Affinity, Live, Placer};
 use policy::cadence;
 use policy::kinship::{self, Kin};
 use policy::noise::{self, NoiseRule, NoiseStreaks};
-use policy::placement::Policy;
+use policy::thresholds::Policy;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 pub use tracked::Tracked;

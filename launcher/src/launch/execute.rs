@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
 use crate::housekeeper::outcome::TelemetryReport;
 use crate::housekeeper::policy::noise::NoiseRule;
-use crate::housekeeper::policy::placement::Policy;
+use crate::housekeeper::policy::thresholds::Policy;
 use crate::housekeeper::{Housekeeper, Settings, ThreadReport};
 use crate::instances;
 use crate::isolate::Isolation;

@@ -7,7 +7,8 @@ use crate::housekeeper::policy::claims::Mask;
 use crate::housekeeper::policy::demand::{
     computes, ran_there, rebalance, rested, steady, takes_turns, turn_reservation, Busy, Move,
 };
-use crate::housekeeper::policy::placement::{Policy, Spot};
+use crate::housekeeper::policy::placement::Spot;
+use crate::housekeeper::policy::thresholds::Policy;
 use goset_plan::log::Event;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -114,7 +114,7 @@ mod tests {
     use super::super::affinity::Affinity;
     use super::super::testing::{placer, table, unplaced};
     use super::*;
-    use crate::housekeeper::policy::placement::Policy;
+    use crate::housekeeper::policy::thresholds::Policy;
 
     #[test]
     fn a_slot_that_moves_takes_its_threads_and_leaves_the_helpers_parked_on_its_cpu() {

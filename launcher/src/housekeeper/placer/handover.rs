@@ -111,7 +111,8 @@ mod tests {
     use super::super::affinity::{Affinity, Fake};
     use super::super::testing::{placer, table, unplaced, WIDE};
     use super::*;
-    use crate::housekeeper::policy::placement::{Policy, Spot};
+    use crate::housekeeper::policy::placement::Spot;
+    use crate::housekeeper::policy::thresholds::Policy;
 
     /// A process's main thread (tid = pid), busy, on the test's wide mask.
     fn main_thread(fake: &Fake) -> Live {

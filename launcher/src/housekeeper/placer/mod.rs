@@ -23,7 +23,8 @@ use std::time::Instant;
 use super::policy::claims::{leave_alone, pending_claims, Mask, Unclaimed};
 use super::policy::demand::{is_busy, settled, wanted, Activity};
 use super::policy::kinship::Kin;
-use super::policy::placement::{decide, streaks_after_read, Action, Policy, Spot, View};
+use super::policy::placement::{decide, streaks_after_read, Action, Spot, View};
+use super::policy::thresholds::Policy;
 
 mod affinity;
 mod demand;

@@ -22,7 +22,7 @@
 //!   older than [`GRACE_S`] ([`settled`]).
 
 use super::claims::Mask;
-use super::placement::Policy;
+use super::thresholds::Policy;
 use goset_plan::CpuSet;
 use std::collections::BTreeSet;
 

@@ -8,6 +8,8 @@
 //! - [`kinship`]: how a thread's process stands with the shim.
 //! - [`noise`]: a slot moves off a task CPU that turns noisy.
 //! - [`cadence`]: how often the tree walk lists, trusts a count, and reads a sleeper.
+//!
+//! [`thresholds`] holds the [`thresholds::Policy`] they share.
 
 pub mod cadence;
 pub mod claims;
@@ -15,3 +17,4 @@ pub mod demand;
 pub mod kinship;
 pub mod noise;
 pub mod placement;
+pub mod thresholds;

@@ -11,6 +11,7 @@
 //! only when no slot is empty, and one there moves to an empty slot.
 
 use super::demand::wanted;
+use super::thresholds::Policy;
 
 /// Where a thread the housekeeper placed is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,39 +39,6 @@ pub struct View {
     /// Its process's block (the pid whose block it keeps to; 0: none): it takes only slots of
     /// the same group ([`decide`]'s `group`).
     pub group: u32,
-}
-
-/// Thresholds of the policy.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Policy {
-    /// Demand from which a thread burns CPU and deserves a slot.
-    pub burn: f64,
-    /// Demand under which a poll counts as idle.
-    pub idle: f64,
-    /// Idle polls after which a slotted thread gives its slot back.
-    pub demote_after: u32,
-    /// Busy polls in a row after which a parked thread gets a slot again: a
-    /// thread that wakes for one busy poll now and then stays put rather than going back and
-    /// forth.
-    pub promote_after: u32,
-    /// Busy threads the shim placed are moved off a crowded slot ([`super::demand::rebalance`]).
-    pub spread_busy: bool,
-    /// Threads are placed at all; `false` under `--placement mask`, where the task keeps one
-    /// shared mask and the housekeeper only watches.
-    pub place: bool,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Policy {
-            burn: 0.25,
-            idle: 0.05,
-            demote_after: 3,
-            promote_after: 2,
-            spread_busy: true,
-            place: true,
-        }
-    }
 }
 
 /// A placed thread's `(idle, busy)` streaks (see [`View::idle_polls`], [`View::busy_polls`])
