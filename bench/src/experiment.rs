@@ -146,8 +146,8 @@ fn preload_shim(cmd: &mut Command, lib: &Path, cpus: &[usize]) {
         "LD_PRELOAD",
         goset::taskenv::preload_list(user.as_deref(), lib.as_os_str()),
     )
-    .env("GOSET_CPUS", list.join(","))
-    .env_remove("GOSET_PLAN");
+    .env(goset_plan::vars::CPUS, list.join(","))
+    .env_remove(goset_plan::vars::PLAN);
 }
 
 /// The task CPUs of a goset-run `--json` report, in slot order.

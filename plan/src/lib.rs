@@ -10,6 +10,7 @@
 //! - [`locality`]: which slots are near a process, and the blocks a multi-process task is cut into;
 //! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task,
 //!   and the label its thread records carry ([`slots::label`]);
+//! - [`vars`]: the names of the environment variables that hand the plan on;
 //! - [`rootfile`]: when root may write a file at a name a user gave (the log, the report).
 //!
 //! Everything the shim calls here is allocation-free and lock-free, so it is safe on hook paths,
@@ -24,6 +25,7 @@ pub mod log;
 pub mod plan;
 pub mod rootfile;
 pub mod slots;
+pub mod vars;
 
 pub use cpulist::CpuListError;
 pub use cpuset::{CpuSet, MAX_CPUS};
