@@ -233,7 +233,10 @@ pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
         }
         Mode::Shim => {
             let cpus = match (&setup.fixed, &setup.shim) {
-                (_, None) => Err("libgoset.so not found (build it, or set GOSET_LIB)".into()),
+                (_, None) => Err(format!(
+                    "libgoset.so not found (build it, or set {})",
+                    goset::rundir::LIB_ENV
+                )),
                 (Some(fixed), Some(_)) => Ok(fixed.clone()),
                 (None, Some(_)) => goset_selection(setup),
             };
