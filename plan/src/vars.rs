@@ -2,9 +2,10 @@
 //! plan, and the shim hands it on to the programs a task starts.
 //!
 //! Owns: their names, so that the launcher, which sets and clears them, and the shim, which
-//! reads them, spell them one way. What each carries is documented in docs/shim.md. Plain
-//! `str`s: the shim compares them with its environment's bytes (`as_bytes`, const) and
-//! copies them where libc wants a NUL-terminated name, so no second spelling is needed.
+//! reads them, spell them one way. What each carries is documented in docs/shim.md and, for
+//! the descriptors goset-run hands on, docs/goset-run.md. Plain `str`s: the shim compares
+//! them with its environment's bytes (`as_bytes`, const) and copies them where libc wants a
+//! NUL-terminated name, so no second spelling is needed.
 
 /// The run directory goset-run made for the task (the plan file, the slot table, the log).
 pub const PLAN: &str = "GOSET_PLAN";
