@@ -2,7 +2,7 @@
 //!
 //! This crate owns the things both sides must agree on, and nothing else:
 //! - [`log`]: the placement log's names (events, roles, who placed a thread) and the shim's
-//!   record layout, which the launcher reads;
+//!   record layout: its writer, and the scanner ([`log::scan`]) the launcher follows it with;
 //! - [`buf`]: the fixed buffer the shim builds its paths and log lines in;
 //! - [`cpulist`]: the kernel's cpulist syntax (`1,3-5`, `0-10:2`), parsed without allocation;
 //! - [`plan`]: the plan file the launcher writes into the run directory and the shim reads;
