@@ -4,11 +4,11 @@
 //! Owns: the names of the `event`, `role` and `placed_by` fields ([`Event`], [`Role`],
 //! [`PlacedBy`]), so that the shim, which writes them, and the launcher, which reads them and
 //! writes its own housekeeper's records, spell them one way; and the shim's writer
-//! ([`format`]) and its reader ([`scan`]), which the launcher's housekeeper follows the log
+//! ([`format()`]) and its reader ([`scan`]), which the launcher's housekeeper follows the log
 //! with, so that the layout changes in one place. The schema is documented in
 //! docs/placement-log.md.
 //!
-//! Must not: allocate, lock or make system calls: [`format`] runs on the shim's hook paths.
+//! Must not: allocate, lock or make system calls: [`format()`] runs on the shim's hook paths.
 
 pub mod scan;
 
@@ -166,7 +166,7 @@ impl PlacedBy {
 }
 
 /// One of the shim's placement decisions (the process's executable, fixed for its life, is
-/// spliced in by the shim's log, see [`format`]).
+/// spliced in by the shim's log, see [`format()`]).
 pub struct Record<'a> {
     /// Unix time in seconds.
     pub time: f64,
