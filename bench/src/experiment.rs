@@ -146,8 +146,8 @@ fn preload_shim(cmd: &mut Command, lib: &Path, cpus: &[usize]) {
         "LD_PRELOAD",
         goset::taskenv::preload_list(user.as_deref(), lib.as_os_str()),
     )
-    .env("GOSET_CPUS", list.join(","))
-    .env_remove("GOSET_PLAN");
+    .env(goset_plan::vars::CPUS, list.join(","))
+    .env_remove(goset_plan::vars::PLAN);
 }
 
 /// The task CPUs of a goset-run `--json` report, in slot order.
@@ -233,7 +233,10 @@ pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
         }
         Mode::Shim => {
             let cpus = match (&setup.fixed, &setup.shim) {
-                (_, None) => Err("libgoset.so not found (build it, or set GOSET_LIB)".into()),
+                (_, None) => Err(format!(
+                    "libgoset.so not found (build it, or set {})",
+                    goset::rundir::LIB_ENV
+                )),
                 (Some(fixed), Some(_)) => Ok(fixed.clone()),
                 (None, Some(_)) => goset_selection(setup),
             };

@@ -60,7 +60,7 @@ pub fn task_env(
             "LD_PRELOAD".into(),
             preload_list(user.as_deref(), shim.preload),
         ));
-        env.push(("GOSET_PLAN".into(), shim.plan_dir.into()));
+        env.push((goset_plan::vars::PLAN.into(), shim.plan_dir.into()));
         if user.is_none() {
             if let Some(options) = asan_options(set("ASAN_OPTIONS").as_deref()) {
                 env.push(("ASAN_OPTIONS".into(), options));

@@ -1,5 +1,6 @@
-//! The launcher's modules form layers: every `crate::` path in `launcher/src` points down, so the
-//! import graph of its top-level modules has no cycle.
+//! The modules of the launcher, the contract (`plan`) and the shim (`preload`) form layers:
+//! every `crate::` path in a crate's `src` points down, so the import graph of its top-level
+//! modules has no cycle.
 //!
 //! Why a test: a circle (`cli → isolate → isolate/cgroup → diag → cli` once) makes a low module
 //! depend on the top command, and nothing in the compiler refuses it. This reads the sources,
@@ -187,17 +188,36 @@ fn describe(cycle: &[String], graph: &Graph) -> String {
     out
 }
 
-#[test]
-fn the_launchers_imports_point_down() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// Fails, naming the first cycle, unless the modules of the crate in `dir` (beside the
+/// launcher's own directory) form layers; `min_modules` guards against reading nothing.
+fn assert_layered(dir: &str, min_modules: usize) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(dir)
+        .join("src");
     let graph = graph_of(&src);
     assert!(
-        graph.len() > 10 && graph.values().any(|e| !e.is_empty()),
-        "the sources were read: {graph:?}"
+        graph.len() >= min_modules && graph.values().any(|e| !e.is_empty()),
+        "the sources of {dir}/src were read: {graph:?}"
     );
     if let Some(cycle) = find_cycle(&graph) {
-        panic!("{}", describe(&cycle, &graph));
+        panic!("{dir}/src: {}", describe(&cycle, &graph));
     }
+}
+
+#[test]
+fn the_launchers_imports_point_down() {
+    assert_layered("launcher", 10);
+}
+
+#[test]
+fn the_contracts_imports_point_down() {
+    assert_layered("plan", 5);
+}
+
+#[test]
+fn the_shims_imports_point_down() {
+    assert_layered("preload", 10);
 }
 
 #[test]

@@ -4,10 +4,13 @@
 //! Owns: the names of the `event`, `role` and `placed_by` fields ([`Event`], [`Role`],
 //! [`PlacedBy`]), so that the shim, which writes them, and the launcher, which reads them and
 //! writes its own housekeeper's records, spell them one way; and the shim's writer
-//! ([`format`]), so that a test can hand its lines to the launcher's reader. The schema is
-//! documented in docs/placement-log.md.
+//! ([`format()`]) and its reader ([`scan`]), which the launcher's housekeeper follows the log
+//! with, so that the layout changes in one place. The schema is documented in
+//! docs/placement-log.md.
 //!
-//! Must not: allocate, lock or make system calls: [`format`] runs on the shim's hook paths.
+//! Must not: allocate, lock or make system calls: [`format()`] runs on the shim's hook paths.
+
+pub mod scan;
 
 use crate::buf::Buf;
 use crate::cpulist;
@@ -163,7 +166,7 @@ impl PlacedBy {
 }
 
 /// One of the shim's placement decisions (the process's executable, fixed for its life, is
-/// spliced in by the shim's log, see [`format`]).
+/// spliced in by the shim's log, see [`format()`]).
 pub struct Record<'a> {
     /// Unix time in seconds.
     pub time: f64,

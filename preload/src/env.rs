@@ -5,6 +5,7 @@
 //! copy; the strings it returns live as long as the process.
 
 use core::sync::atomic::{AtomicPtr, Ordering};
+use goset_plan::vars;
 use libc::c_char;
 
 static ENVP: AtomicPtr<*const c_char> = AtomicPtr::new(core::ptr::null_mut());
@@ -60,12 +61,12 @@ pub unsafe fn get_in<'a>(envp: *const *const c_char, name: &[u8]) -> Option<&'a 
     }
 }
 
-/// A hash of the variables that hand a plan on to an exec'd program: `GOSET_PLAN`,
-/// `GOSET_CPUS` and `GOSET_SLOTS` (see [`crate::load::SLOTS_VAR`]), each as `get` finds it.
+/// A hash of the variables that hand a plan on to an exec'd program ([`vars::PLAN`],
+/// [`vars::CPUS`] and [`vars::SLOTS`]), each as `get` finds it.
 pub fn plan_key<'a>(get: impl Fn(&[u8]) -> Option<&'a [u8]>) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for name in [&b"GOSET_PLAN"[..], b"GOSET_CPUS", crate::load::SLOTS_VAR] {
-        let value = get(name);
+    for name in [vars::PLAN, vars::CPUS, vars::SLOTS] {
+        let value = get(name.as_bytes());
         // The variable's presence, then its bytes: unset and empty differ.
         for &b in [value.is_some() as u8].iter().chain(value.unwrap_or(b"")) {
             h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);

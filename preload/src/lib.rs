@@ -1,18 +1,8 @@
 //! libgoset.so: an `LD_PRELOAD` shim that puts every thread of a task on its own planned CPU,
 //! whatever its runtime does (pthreads, libgomp, libomp, Rust, MPI), and logs each decision.
 //!
-//! Table of contents:
-//! - [`init`]: the life cycle the hooks see (initialise on first use); [`config`]: the
-//!   configuration's type and static; [`load`]: where it comes from (`GOSET_PLAN`,
-//!   `GOSET_CPUS`, the start mask), cold; any problem disables the shim with one warning;
-//! - [`process`]: the main thread's slot at start, after fork and exec; thread exit; the log helper;
-//! - [`create`]: `pthread_create`, which claims a slot and gives the thread its CPU at birth;
-//! - [`affinity`]: the affinity entry points, answered with the thread's own CPU; the readers,
-//!   answered with the thread's view ([`view`]: what it asked for, else the task's CPUs);
-//! - [`placement`], [`role`]: placements and roles; [`thread`]: per-thread state;
-//!   [`block`]: the slots a process of a multi-process task keeps to;
-//! - [`attr`], [`log`], [`env`], [`real`], [`sys`], [`buf`]: attr copies, the JSON log,
-//!   getenv, the real libc functions, raw system calls, fixed buffers and static scratch.
+//! The modules and what each owns: `preload/README.md`, the shim's one module map (the one
+//! docs/architecture.md links to).
 //!
 //! Every exported symbol is listed below; each hook is a thin `extern "C"` function that hands
 //! over to its module. Under `cargo test` nothing is exported, so tests do not interpose on

@@ -24,7 +24,7 @@ use crate::role;
 use crate::sys;
 use core::sync::atomic::{AtomicBool, Ordering};
 use goset_plan::plan::{LOG_FILE, PLAN_FILE, SLOTS_FILE};
-use goset_plan::{cpulist, slots, CpuSet, Plan, SlotTable, MAX_SLOTS};
+use goset_plan::{cpulist, slots, vars, CpuSet, Plan, SlotTable, MAX_SLOTS};
 
 /// Largest plan file read (also the buffer `/sys/devices/system/cpu/online` is read into).
 const PLAN_MAX: usize = 16 * 1024;
@@ -133,7 +133,7 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
         near: block.is_some() || !first,
         bound: bound.or(block),
         carried: crate::env::plan_key(|name| match name {
-            SLOTS_VAR => handed_value(),
+            name if name == vars::SLOTS.as_bytes() => handed_value(),
             _ => crate::env::get(name),
         }),
     })
@@ -145,8 +145,8 @@ type EnvPath = Option<&'static [u8]>;
 /// `GOSET_PLAN`, `GOSET_LOG` and `GOSET_SLOTS`, when set, non-empty, and the process is not
 /// secure-exec.
 fn env_paths() -> (EnvPath, EnvPath, EnvPath) {
-    let var = |name: &[u8]| crate::env::get(name).filter(|v| !v.is_empty());
-    let (dir, log, slots) = (var(b"GOSET_PLAN"), var(b"GOSET_LOG"), var(SLOTS_VAR));
+    let var = |name: &str| crate::env::get(name.as_bytes()).filter(|v| !v.is_empty());
+    let (dir, log, slots) = (var(vars::PLAN), var(vars::LOG), var(vars::SLOTS));
     // SAFETY: getauxval only reads the auxiliary vector.
     let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
     if secure && (dir.is_some() || log.is_some() || slots.is_some()) {
@@ -305,16 +305,12 @@ fn map_table(c_path: &[u8], slot_count: usize) -> Result<&'static SlotTable, Tab
     }
 }
 
-/// The variable through which a process started by hand hands its slot table on to its
-/// descendants: `/proc/<pid>/fd/<n>`, the first shimmed process's table.
-pub const SLOTS_VAR: &[u8] = b"GOSET_SLOTS";
-
 /// By hand: the plan from `GOSET_CPUS` (else the CPUs the process started on), the slot table
 /// every process of the tree shares, the binding the process keeps, and whether it is the
 /// tree's first process (it made the table).
 ///
 /// The first shimmed process of a tree makes the table and hands it on through
-/// [`SLOTS_VAR`], so that the processes of a tree started by hand spread over the CPUs as
+/// [`vars::SLOTS`], so that the processes of a tree started by hand spread over the CPUs as
 /// under goset-run; a process whose table is gone (the first process ended) makes one for its
 /// own descendants. A process that started on a strict part of the plan's CPUs without holding
 /// a claim in the table was bound by someone else (`taskset`, `numactl`, `mpirun`), or is the
@@ -325,7 +321,7 @@ fn by_hand(
     handed: EnvPath,
     scratch: &mut Scratch,
 ) -> Result<(&'static SlotTable, Option<CpuSet>, bool), Disabled> {
-    match crate::env::get(b"GOSET_CPUS") {
+    match crate::env::get(vars::CPUS.as_bytes()) {
         Some(list) => plan.set_with_cpus(list).map_err(|e| {
             warn_once(format_args!(
                 "GOSET_CPUS={}: {e}; not placing threads",
@@ -399,7 +395,7 @@ fn handed_value() -> Option<&'static [u8]> {
         // SAFETY: written before TO_HAND_ON was set, read-only since.
         return Some(unsafe { HANDED.get() }.as_bytes());
     }
-    crate::env::get(SLOTS_VAR)
+    crate::env::get(vars::SLOTS.as_bytes())
 }
 
 /// Puts the table made while loading into the environment (`setenv`), from the constructor:
@@ -414,7 +410,7 @@ pub fn hand_on_now() {
     let mut value = Buf::<48>::new();
     value.push(handed.as_bytes());
     let mut name = Buf::<16>::new();
-    name.push(SLOTS_VAR);
+    name.push(vars::SLOTS.as_bytes());
     if let (Some(name), Some(value)) = (name.c_str(), value.c_str()) {
         // SAFETY: both NUL-terminated; the constructor runs before main and its threads.
         unsafe { libc::setenv(name.as_ptr().cast(), value.as_ptr().cast(), 1) };

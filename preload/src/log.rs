@@ -22,6 +22,7 @@ use crate::buf::{Buf, Exclusive};
 use crate::sys::{self, Identity};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use goset_plan::vars;
 
 pub use goset_plan::log::{escape, format, Event, Record};
 
@@ -153,19 +154,14 @@ pub unsafe fn open(path: &[u8]) -> bool {
     enabled()
 }
 
-/// The variable naming a descriptor of the log that goset-run's task inherits, open for
-/// appending: a process that may not open the log itself (it switched to another user) writes
-/// its records there.
-pub const LOG_FD_VAR: &[u8] = b"GOSET_LOG_FD";
-
 /// After the log at `c_path` could not be opened (`e`, kept when this fails too): a copy of
-/// the inherited descriptor [`LOG_FD_VAR`] names, when it is that very file and open for
+/// the inherited descriptor [`vars::LOG_FD`] names, when it is that very file and open for
 /// appending. Never reopened: the path is not this process's to open.
 fn inherited_copy(c_path: &[u8], e: i32) -> Result<(i32, Identity), i32> {
     if e != libc::EACCES {
         return Err(e);
     }
-    let fd = crate::env::get(LOG_FD_VAR)
+    let fd = crate::env::get(vars::LOG_FD.as_bytes())
         .and_then(|v| core::str::from_utf8(v).ok()?.parse::<i32>().ok())
         .filter(|&fd| fd > 2)
         .ok_or(e)?;

@@ -12,7 +12,8 @@ use crate::config::Config;
 use crate::role::Role;
 use crate::sys;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use goset_plan::locality::{self, Level};
+use goset_plan::level::Level;
+use goset_plan::locality;
 use goset_plan::slots::Claim;
 use goset_plan::{CpuSet, MAX_SLOTS};
 

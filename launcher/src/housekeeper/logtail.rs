@@ -5,13 +5,14 @@
 //! poll, so that a task appending without end cannot hold up a poll; a torn last line waits
 //! for the next poll). The log is followed to its end, however long: a thread the tail missed
 //! would look unplaced, and the housekeeper would move it away from the shim's CPU. A line in
-//! the shim's own layout is read by [`scan_shim_line`], a few times faster than a JSON parse
-//! (a task that churns threads writes tens of thousands of records a second); any other line
-//! is parsed in full. Must not: write.
+//! the shim's own layout is read by the contract's scanner beside the shim's writer
+//! ([`scan::shim_line`]), a few times faster than a JSON parse (a task that churns threads
+//! writes tens of thousands of records a second); any other line is parsed in full. Must not:
+//! write.
 
 use crate::fsroot::ReadError;
 use crate::placement_log::{self, Follower, MAX_BYTES, MAX_LINE};
-use goset_plan::log::{Event, PlacedBy};
+use goset_plan::log::{scan, Event};
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -240,105 +241,19 @@ fn note(seen: &mut Seen, r: Brief) {
     }
 }
 
-/// A line exactly as the shim writes it (`preload/src/log.rs`: every key in its order, every
-/// value in the form the shim gives it, an executable path without escapes), read without a
-/// JSON parser; `None` for anything else, which is then parsed in full.
+/// A line in the shim's own layout ([`scan::shim_line`]) as the tail keeps it; `None` for any
+/// other line, which is then parsed in full.
 fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
-    let rest = line.strip_prefix(b"{\"time\":")?;
-    let (_, rest) = number(rest)?;
-    // The fraction: six digits, leading zeros included.
-    let fraction = rest.strip_prefix(b".")?;
-    let rest = fraction
-        .get(6..)
-        .filter(|_| fraction[..6].iter().all(u8::is_ascii_digit))?;
-    let (pid, rest) = number(rest.strip_prefix(b",\"pid\":")?)?;
-    let (tid, rest) = number(rest.strip_prefix(b",\"tid\":")?)?;
-    let rest = skip_string(rest.strip_prefix(b",\"comm\":\"")?)?;
-    let (exe, rest) = plain_string(rest.strip_prefix(b",\"exe\":\"")?)?;
-    let (event, rest) = plain_string(rest.strip_prefix(b",\"event\":\"")?)?;
-    let (_, rest) = plain_string(rest.strip_prefix(b",\"call\":\"")?)?;
-    let rest = rest.strip_prefix(b",\"requested\":")?;
-    let rest = match rest.strip_prefix(b"null") {
-        Some(rest) => rest,
-        None => plain_string(rest.strip_prefix(b"\"")?)?.1,
-    };
-    let (cpu, rest) = number_or_null(rest.strip_prefix(b",\"cpu\":")?)?;
-    let (slot, rest) = number_or_null(rest.strip_prefix(b",\"slot\":")?)?;
-    let (_, rest) = plain_string(rest.strip_prefix(b",\"role\":\"")?)?;
-    let (_, rest) = boolean(rest.strip_prefix(b",\"shared\":")?)?;
-    let (roams, rest) = boolean(rest.strip_prefix(b",\"roams\":")?)?;
-    let rest = rest.strip_prefix(b",\"placed_by\":\"")?;
-    if rest.strip_suffix(b"\"}")? != PlacedBy::Shim.as_str().as_bytes() {
-        return None;
-    }
+    let r = scan::shim_line(line)?;
     Some(Brief {
-        pid: i32::try_from(pid).ok()?,
-        tid: i32::try_from(tid).ok()?,
-        exe: std::str::from_utf8(exe).ok()?,
-        exit: event == Event::Exit.as_str().as_bytes(),
-        cpu: match cpu {
-            Some(c) => Some(usize::try_from(c).ok()?),
-            None => None,
-        },
-        slot: match slot {
-            Some(s) => Some(usize::try_from(s).ok()?),
-            None => None,
-        },
-        roams,
+        pid: r.pid,
+        tid: r.tid,
+        exe: r.exe,
+        exit: r.event == Event::Exit,
+        cpu: r.cpu,
+        slot: r.slot,
+        roams: r.roams,
     })
-}
-
-/// `true` or `false` at the start of `s`, and what follows it.
-fn boolean(s: &[u8]) -> Option<(bool, &[u8])> {
-    match s.strip_prefix(b"true") {
-        Some(rest) => Some((true, rest)),
-        None => Some((false, s.strip_prefix(b"false")?)),
-    }
-}
-
-/// A decimal number at the start of `s` as JSON writes one (at most 18 digits, no leading
-/// zero), and what follows it.
-fn number(s: &[u8]) -> Option<(i64, &[u8])> {
-    let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 18 || (digits > 1 && s[0] == b'0') {
-        return None;
-    }
-    let n = s[..digits]
-        .iter()
-        .fold(0i64, |n, &d| n * 10 + i64::from(d - b'0'));
-    Some((n, &s[digits..]))
-}
-
-/// `null` or a [`number`].
-fn number_or_null(s: &[u8]) -> Option<(Option<i64>, &[u8])> {
-    match s.strip_prefix(b"null") {
-        Some(rest) => Some((None, rest)),
-        None => number(s).map(|(n, rest)| (Some(n), rest)),
-    }
-}
-
-/// Past the end of a JSON string whose opening quote is already consumed; `None` for a raw
-/// control character, which JSON does not allow in a string.
-fn skip_string(s: &[u8]) -> Option<&[u8]> {
-    let mut i = 0;
-    while i < s.len() {
-        match s[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(&s[i + 1..]),
-            b if b < 0x20 => return None,
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-/// A JSON string without escapes or control characters (opening quote consumed), and what
-/// follows its closing quote.
-fn plain_string(s: &[u8]) -> Option<(&[u8], &[u8])> {
-    let end = s
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-    (s[end] == b'"').then(|| (&s[..end], &s[end + 1..]))
 }
 
 #[cfg(test)]

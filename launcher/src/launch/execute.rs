@@ -19,7 +19,7 @@ use crate::rundir::RunDir;
 use crate::select;
 use crate::summary::RunSummary;
 use crate::task::{self, Ending, Launch, MainSlot, Task, Usage};
-use goset_plan::CpuSet;
+use goset_plan::{vars, CpuSet};
 use std::ffi::OsString;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
@@ -71,7 +71,7 @@ pub(super) fn execute(
         ..prepared.launch.clone()
     };
     let log_fd = run_dir.map(|d| inherited_log(d.log_path())).transpose()?;
-    for (fd, var) in [(&table_fd, "GOSET_SLOTS"), (&log_fd, "GOSET_LOG_FD")] {
+    for (fd, var) in [(&table_fd, vars::SLOTS), (&log_fd, vars::LOG_FD)] {
         if let Some(fd) = fd {
             use std::os::fd::AsRawFd;
             launch.env.push(inherited(var, fd));
@@ -227,7 +227,7 @@ fn slot_table(
 fn inherited(var: &str, fd: &OwnedFd) -> (OsString, OsString) {
     use std::os::fd::AsRawFd;
     let value = match var {
-        "GOSET_SLOTS" => format!("/proc/self/fd/{}", fd.as_raw_fd()),
+        vars::SLOTS => format!("/proc/self/fd/{}", fd.as_raw_fd()),
         _ => fd.as_raw_fd().to_string(),
     };
     (var.into(), value.into())

@@ -13,7 +13,7 @@ use crate::select::{self, SmtPolicy};
 use crate::task::Launch;
 use crate::taskenv;
 use crate::topology::Topology;
-use goset_plan::{CpuSet, Plan};
+use goset_plan::{vars, CpuSet, Plan};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -166,20 +166,13 @@ fn shim_reaches(opts: &RunOptions, command: &Path) -> bool {
 /// the environment would override it and hide the task's threads from the report.
 fn env_remove(placement: Placement) -> Vec<OsString> {
     match placement {
-        Placement::Thread => vec![
-            "GOSET_LOG".into(),
-            "GOSET_CPUS".into(),
-            "GOSET_SLOTS".into(),
-            "GOSET_LOG_FD".into(),
-        ],
+        Placement::Thread => [vars::LOG, vars::CPUS, vars::SLOTS, vars::LOG_FD]
+            .map(OsString::from)
+            .into(),
         // A shim the user preloads (in their own LD_PRELOAD) must not find a plan either.
-        Placement::Mask => vec![
-            "GOSET_LOG".into(),
-            "GOSET_CPUS".into(),
-            "GOSET_PLAN".into(),
-            "GOSET_SLOTS".into(),
-            "GOSET_LOG_FD".into(),
-        ],
+        Placement::Mask => [vars::LOG, vars::CPUS, vars::PLAN, vars::SLOTS, vars::LOG_FD]
+            .map(OsString::from)
+            .into(),
     }
 }
 

@@ -10,7 +10,7 @@
 
 use super::rank::Item;
 use crate::topology::Topology;
-use goset_plan::locality::LEVELS;
+use goset_plan::level::LEVELS;
 use std::collections::BTreeMap;
 
 /// A CPU's group at each level, outermost first; a domain at depth `d` is the CPUs sharing

@@ -373,7 +373,7 @@ fn choose_housekeeper(
         .collect();
     let quiet_flags = |c: usize| topo.cpu(c).is_some_and(|i| i.isolated || i.nohz_full);
     // The cluster (the L2 an E-core module shares) is the finest domain above the core.
-    let cluster_of = |c: usize| paths[&c][..goset_plan::locality::LEVELS - 1].to_vec();
+    let cluster_of = |c: usize| paths[&c][..goset_plan::level::LEVELS - 1].to_vec();
     let task_clusters: BTreeSet<Vec<u16>> = room.task_cpus.iter().map(|&c| cluster_of(c)).collect();
     (room.usable.iter().copied())
         .filter(|c| !room.task_cpus.contains(c) && !room.fenced.contains(c))

@@ -229,15 +229,15 @@ impl Topology {
         })
     }
 
-    /// Where `cpu` sits at every locality level ([`goset_plan::locality::Level`]): its NUMA
+    /// Where `cpu` sits at every locality level ([`goset_plan::level::Level`]): its NUMA
     /// node, package, last-level cache (its package where sysfs describes no caches), cluster
     /// (the kernel's, else its level-2 cache's, else its core) and core. Each group is named by a number
     /// that means nothing but equality; a CPU the topology does not know is a group of its own
     /// at every level.
-    pub fn place_of(&self, cpu: usize) -> goset_plan::locality::Place {
+    pub fn place_of(&self, cpu: usize) -> goset_plan::level::Place {
         let alone = (cpu as u16) | 0x8000;
         let Some(info) = self.cpu(cpu) else {
-            return [alone; goset_plan::locality::LEVELS];
+            return [alone; goset_plan::level::LEVELS];
         };
         let core = info.siblings.iter().min().copied().unwrap_or(cpu) as u16;
         let package = info.package_index.map_or(alone, |p| p as u16 | 0x4000);
