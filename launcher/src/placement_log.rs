@@ -9,7 +9,7 @@
 //! read takes at most as many bytes as its caller allows (the report's, [`MAX_BYTES`]); and
 //! only a regular file is read at all.
 
-use goset_plan::log::{Event, PlacedBy};
+use goset_plan::log::{Event, PlacedBy, Role};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -39,8 +39,9 @@ pub struct Record {
     /// The process's executable.
     #[serde(default)]
     pub exe: String,
-    /// `init`, `create`, `set` or `exit`.
-    pub event: String,
+    /// What happened; a name no writer of goset uses makes the line no record.
+    #[serde(with = "name")]
+    pub event: Event,
     /// The intercepted call.
     #[serde(default)]
     pub call: String,
@@ -53,9 +54,9 @@ pub struct Record {
     /// The slot held.
     #[serde(default)]
     pub slot: Option<usize>,
-    /// `main`, `worker`, `helper` or `launcher`.
-    #[serde(default)]
-    pub role: String,
+    /// The thread's role (`None`: the record leaves it out).
+    #[serde(default, with = "optional_name")]
+    pub role: Option<Role>,
     /// The slot is shared with another live thread.
     #[serde(default)]
     pub shared: bool,
@@ -63,9 +64,9 @@ pub struct Record {
     /// or, from the housekeeper, a thread that takes turns with another (see docs/placement.md).
     #[serde(default)]
     pub roams: bool,
-    /// `shim` or `housekeeper`.
-    #[serde(default)]
-    pub placed_by: Option<String>,
+    /// Who placed the thread (`None`: the record leaves it out, which reads as the shim).
+    #[serde(default, with = "optional_name")]
+    pub placed_by: Option<PlacedBy>,
     /// The CPU an [`Event::Move`] record's thread left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_cpu: Option<usize>,
@@ -75,16 +76,74 @@ pub struct Record {
 }
 
 impl Record {
-    /// Whether its `event` is `event`; one a future or foreign writer names otherwise is
-    /// none of goset's [`Event`]s.
+    /// Whether its `event` is `event`.
     pub fn is(&self, event: Event) -> bool {
-        self.event == event.as_str()
+        self.event == event
     }
 
     /// Whether the housekeeper wrote it (the shim writes `shim`; an older or foreign writer
     /// may leave the field out, which reads as the shim's).
     pub fn by_housekeeper(&self) -> bool {
-        self.placed_by.as_deref() == Some(PlacedBy::Housekeeper.as_str())
+        self.placed_by == Some(PlacedBy::Housekeeper)
+    }
+}
+
+/// A name of the contract's vocabulary ([`Event`], [`Role`], [`PlacedBy`]), read and written
+/// as the log spells it.
+trait LogName: Sized + Copy {
+    /// What the name is of, for the error on a name no writer of goset uses.
+    const WHAT: &'static str;
+    fn as_str(self) -> &'static str;
+    fn parse(s: &str) -> Option<Self>;
+}
+
+macro_rules! log_name {
+    ($($t:ty: $what:literal),*) => {$(
+        impl LogName for $t {
+            const WHAT: &'static str = $what;
+            fn as_str(self) -> &'static str {
+                <$t>::as_str(self)
+            }
+            fn parse(s: &str) -> Option<Self> {
+                <$t>::parse(s)
+            }
+        }
+    )*};
+}
+log_name!(Event: "event", Role: "role", PlacedBy: "placed_by");
+
+/// Serde for a [`LogName`] field: its spelling; an unknown one is an error, which makes the
+/// line no record (as any line that is not one).
+mod name {
+    use super::LogName;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<T: LogName, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.as_str())
+    }
+
+    pub fn deserialize<'de, T: LogName, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        let s = String::deserialize(d)?;
+        T::parse(&s).ok_or_else(|| D::Error::custom(format!("unknown {} {s:?}", T::WHAT)))
+    }
+}
+
+/// [`name`] for a field a record may leave out.
+mod optional_name {
+    use super::LogName;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<T: LogName, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_some(v.as_str()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, T: LogName, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
+        #[derive(Deserialize)]
+        struct Named<T: LogName>(#[serde(with = "super::name")] T);
+        Ok(Option::<Named<T>>::deserialize(d)?.map(|n| n.0))
     }
 }
 
@@ -378,7 +437,7 @@ impl Log {
                 t.cpu = if r.roams { None } else { r.cpu.or(t.cpu) };
                 continue;
             }
-            t.role = r.role.clone();
+            t.role = r.role.map(|r| r.as_str().to_string()).unwrap_or_default();
             t.slot = if r.is(Event::Moved) {
                 None
             } else {
@@ -387,7 +446,7 @@ impl Log {
             t.roams = r.roams;
             t.cpu = if r.roams { None } else { r.cpu.or(t.cpu) };
             t.shared |= r.shared;
-            t.placed_by = (r.placed_by.clone()).unwrap_or_else(|| PlacedBy::Shim.as_str().into());
+            t.placed_by = r.placed_by.unwrap_or(PlacedBy::Shim).as_str().into();
         }
         order
             .into_iter()
@@ -431,6 +490,20 @@ mod tests {
         let roles: Vec<(i32, &str)> = t.iter().map(|t| (t.tid, t.role.as_str())).collect();
         assert_eq!(roles, [(10, "worker"), (11, "worker"), (12, "worker")]);
         assert!(t[1].comm.contains('\u{fffd}'), "{:?}", t[1].comm);
+    }
+
+    #[test]
+    fn a_name_no_writer_uses_makes_the_line_no_record_and_a_missing_one_reads_as_before() {
+        let odd = record(1, "a").replace("\"create\"", "\"created\"");
+        assert!(serde_json::from_str::<Record>(&odd)
+            .unwrap_err()
+            .to_string()
+            .starts_with("unknown event \"created\""));
+        let log = parse(format!("{odd}\n{}\n", record(2, "b")).as_bytes());
+        assert_eq!((log.records.len(), log.bad_lines), (1, 1));
+        let bare = r#"{"time":1.0,"pid":10,"tid":3,"event":"create"}"#;
+        let t = parse(bare.as_bytes()).threads();
+        assert_eq!((t[0].role.as_str(), t[0].placed_by.as_str()), ("", "shim"));
     }
 
     #[test]

@@ -49,13 +49,10 @@ fn the_shims_writer_and_the_launchers_reader_agree() {
                 (r.time, r.pid, r.tid, r.comm.as_str(), r.exe.as_str()),
                 (1796276125.25, 10, 11, "w \"1\"", "/bin/a.out")
             );
-            assert_eq!(Event::parse(&r.event), Some(event));
+            assert_eq!(r.event, event);
             assert!(r.is(event));
-            assert_eq!(Role::parse(&r.role), Some(role));
-            assert_eq!(
-                r.placed_by.as_deref().and_then(PlacedBy::parse),
-                Some(PlacedBy::Shim)
-            );
+            assert_eq!(r.role, Some(role));
+            assert_eq!(r.placed_by, Some(PlacedBy::Shim));
             assert!(!r.by_housekeeper());
             assert_eq!(
                 (r.call.as_str(), r.requested.as_deref(), r.cpu, r.slot),
@@ -82,20 +79,20 @@ fn the_shims_writer_and_the_launchers_reader_agree() {
         tid: 12,
         comm: String::new(),
         exe: String::new(),
-        event: Event::Place.as_str().into(),
+        event: Event::Place,
         call: "sched_setaffinity".into(),
         requested: None,
         cpu: Some(1),
         slot: Some(0),
-        role: Role::Worker.as_str().into(),
+        role: Some(Role::Worker),
         shared: false,
         roams: false,
-        placed_by: Some(PlacedBy::Housekeeper.as_str().into()),
+        placed_by: Some(PlacedBy::Housekeeper),
         from_cpu: None,
         reason: None,
     };
     for event in Event::ALL {
-        placer.event = event.as_str().into();
+        placer.event = event;
         let line = serde_json::to_string(&placer).unwrap();
         let r = placement_log::parse_line(line.as_bytes()).unwrap();
         assert!(r.is(event) && r.by_housekeeper(), "{line}");
@@ -166,7 +163,7 @@ fn the_shims_lines_are_scanned_as_a_json_parser_reads_them() {
             pid: r.pid,
             tid: r.tid,
             exe: &r.exe,
-            exit: r.event == "exit",
+            exit: r.is(Event::Exit),
             cpu: r.cpu,
             slot: r.slot,
             roams: r.roams,

@@ -29,7 +29,7 @@ impl Placer {
             tid,
             comm: o.comm.clone(),
             exe: String::new(),
-            event: event.as_str().to_string(),
+            event,
             call: "sched_setaffinity".to_string(),
             requested: None,
             cpu,
@@ -38,17 +38,15 @@ impl Placer {
                 Spot::Slot(s) if event != Event::Moved => Some(s),
                 _ => None,
             },
-            role: if event == Event::Moved {
+            role: Some(if event == Event::Moved {
                 Role::Moved
             } else {
                 role_of(o.spot)
-            }
-            .as_str()
-            .to_string(),
+            }),
             shared: o.shared,
             // A move to no single CPU is one to the whole reservation.
             roams: event == Event::Move && cpu.is_none(),
-            placed_by: Some(PlacedBy::Housekeeper.as_str().to_string()),
+            placed_by: Some(PlacedBy::Housekeeper),
             from_cpu,
             reason,
         };

@@ -26,10 +26,13 @@ fn places_an_unplaced_thread_and_releases_its_slot_when_it_ends() {
     assert_eq!(t.live(0), 1, "{:?}", p.failures);
     assert_eq!(p.owned[&TID].spot, Spot::Slot(0));
     assert_eq!(fake.get(TID), Mask::Cpus(vec![cpu]));
-    assert_eq!(p.records[0].placed_by.as_deref(), Some("housekeeper"));
+    assert_eq!(
+        p.records[0].placed_by,
+        Some(goset_plan::log::PlacedBy::Housekeeper)
+    );
     p.step(&[], &[TID], &Policy::default(), &|_| "w".into());
     assert_eq!(t.live(0), 0);
-    assert_eq!(p.records.last().unwrap().event, "exit");
+    assert_eq!(p.records.last().unwrap().event, Event::Exit);
 }
 
 #[test]
