@@ -1,6 +1,7 @@
 //! Unit tests of the log tail.
 
 use super::*;
+use goset_plan::log::{self as contract, Event, PlacedBy, Role};
 use std::io::Write;
 
 /// A record as the shim's log.rs formats it.
@@ -12,34 +13,38 @@ fn shim_line(tid: i32, comm: &str, exe: &str, event: &str, cpu: &str) -> String 
     )
 }
 
+/// A line as the shim writes it: thread 11 of process 10 (`/bin/a.out`), asked for `0-3,8`.
+fn written_line(event: Event, role: Role) -> Vec<u8> {
+    use goset_plan::buf::Buf;
+    let requested = goset_plan::cpulist::parse_set(b"0-3,8").unwrap();
+    let shim = contract::Record {
+        time: 1796276125.25,
+        pid: 10,
+        tid: 11,
+        comm: b"w \"1\"",
+        event,
+        call: "pthread_create",
+        requested: Some(&requested),
+        cpu: Some(2),
+        slot: None,
+        role,
+        shared: true,
+        roams: false,
+    };
+    let mut buf = Buf::<640>::new();
+    let at = contract::format(&mut buf, &shim).unwrap();
+    let (head, tail) = buf.as_bytes().split_at(at);
+    [head, b"/bin/a.out", tail].concat()
+}
+
 /// The shim's own writer (the contract's `format`), its line read back by the launcher's
 /// reader (split by [`placement_log::Lines`], parsed, and scanned by the tail) into the same
 /// fields, for every event and role the contract names.
 #[test]
 fn the_shims_writer_and_the_launchers_reader_agree() {
-    use goset_plan::buf::Buf;
-    use goset_plan::log::{self as contract, Event, PlacedBy, Role};
-    let requested = goset_plan::cpulist::parse_set(b"0-3,8").unwrap();
     for event in Event::ALL {
         for role in Role::ALL {
-            let shim = contract::Record {
-                time: 1796276125.25,
-                pid: 10,
-                tid: 11,
-                comm: b"w \"1\"",
-                event,
-                call: "pthread_create",
-                requested: Some(&requested),
-                cpu: Some(2),
-                slot: None,
-                role,
-                shared: true,
-                roams: false,
-            };
-            let mut buf = Buf::<640>::new();
-            let at = contract::format(&mut buf, &shim).unwrap();
-            let (head, tail) = buf.as_bytes().split_at(at);
-            let line = [head, b"/bin/a.out", tail].concat();
+            let line = written_line(event, role);
             let mut read = Vec::new();
             let mut lines = placement_log::Lines::default();
             lines.feed(&line, &mut |r| read.push(r));
@@ -72,7 +77,12 @@ fn the_shims_writer_and_the_launchers_reader_agree() {
             assert_eq!(scanned, Some(parsed));
         }
     }
-    // The housekeeper's records are the launcher's own, written as the report reads them.
+}
+
+/// The housekeeper's records are the launcher's own, written as the report reads them, and
+/// the scanner of the shim's lines passes them by.
+#[test]
+fn the_housekeepers_records_read_back_as_written() {
     let mut placer = placement_log::Record {
         time: 2.0,
         pid: 10,
