@@ -349,24 +349,39 @@ fn device(node: Option<usize>, local_cpus: Option<Vec<usize>>) -> Device {
     }
 }
 
+/// Node 0: CPUs 0,1,4,5; node 1: 2,3,6,7 (cores 2 and 3 with their siblings).
+fn two_node_machine() -> Topology {
+    machine(4, 2, 2)
+}
+
+/// `plan` on `topo` for `count` CPUs near `gpu`, with `numa`.
+fn near(
+    topo: &Topology,
+    numa: NumaChoice,
+    count: usize,
+    gpu: Device,
+) -> Result<Selection, SelectError> {
+    let o = Options {
+        numa,
+        near: Some(gpu),
+        ..opts(count)
+    };
+    plan(topo, &quiet(), &o)
+}
+
+/// GPU 1, on node 1, local to its CPUs.
+fn gpu1() -> Device {
+    device(Some(1), Some(vec![2, 3, 6, 7]))
+}
+
 #[test]
 fn near_keeps_to_the_devices_cpus_and_auto_is_its_node() {
-    // Node 0: CPUs 0,1,4,5; node 1: 2,3,6,7 (cores 2 and 3 with their siblings).
-    let topo = machine(4, 2, 2);
-    let near = |numa, count, gpu: Device| {
-        let o = Options {
-            numa,
-            near: Some(gpu),
-            ..opts(count)
-        };
-        plan(&topo, &quiet(), &o)
-    };
-    let gpu1 = || device(Some(1), Some(vec![2, 3, 6, 7]));
-    let sel = near(NumaChoice::Near, 4, gpu1()).unwrap();
+    let topo = two_node_machine();
+    let sel = near(&topo, NumaChoice::Near, 4, gpu1()).unwrap();
     assert_eq!(sel.task_cpus, [2, 3, 6, 7]);
     assert_eq!(sel.node, Some(1), "the default is the device's node");
     assert_eq!(
-        near(NumaChoice::Auto, 4, gpu1()).unwrap().node,
+        near(&topo, NumaChoice::Auto, 4, gpu1()).unwrap().node,
         Some(1),
         "and auto"
     );
@@ -375,17 +390,24 @@ fn near_keeps_to_the_devices_cpus_and_auto_is_its_node() {
         !sel.housekeeper_shared && [0, 1, 4, 5].contains(&sel.housekeeper_cpu),
         "the housekeeper may sit away from the device, as it may off the node"
     );
-    let off = near(NumaChoice::Off, 2, gpu1()).unwrap();
+    let off = near(&topo, NumaChoice::Off, 2, gpu1()).unwrap();
     assert_eq!((off.task_cpus, off.node), (vec![2, 3], None));
-    assert_eq!(near(NumaChoice::Node(1), 2, gpu1()).unwrap().node, Some(1));
     assert_eq!(
-        near(NumaChoice::Node(0), 2, gpu1())
-            .unwrap_err()
-            .to_string(),
+        near(&topo, NumaChoice::Node(1), 2, gpu1()).unwrap().node,
+        Some(1)
+    );
+}
+
+#[test]
+fn near_refuses_another_node_too_few_local_cpus_and_a_cpu_far_from_the_device() {
+    let topo = two_node_machine();
+    let err = |r: Result<Selection, SelectError>| r.unwrap_err().to_string();
+    assert_eq!(
+        err(near(&topo, NumaChoice::Node(0), 2, gpu1())),
         "--numa 0 with --near gpu1: the device is on node 1; give --numa 1, auto or off"
     );
     assert_eq!(
-        near(NumaChoice::Auto, 5, gpu1()).unwrap_err().to_string(),
+        err(near(&topo, NumaChoice::Auto, 5, gpu1())),
         "--near gpu1: 4 candidate CPUs are local to it, fewer than -n 5"
     );
     let with_include = Options {
@@ -394,34 +416,8 @@ fn near_keeps_to_the_devices_cpus_and_auto_is_its_node() {
         ..opts(2)
     };
     assert_eq!(
-        plan(&topo, &quiet(), &with_include)
-            .unwrap_err()
-            .to_string(),
+        err(plan(&topo, &quiet(), &with_include)),
         "--include 0: not local to --near gpu1"
-    );
-    // No local_cpulist: the node's CPUs.
-    let node_only = near(NumaChoice::Auto, 4, device(Some(1), None)).unwrap();
-    assert_eq!(node_only.task_cpus, [2, 3, 6, 7]);
-    // No locality: every CPU; by default no node, and auto as without --near (the biggest
-    // node, the lowest on ties).
-    let nowhere = || device(None, Some((0..8).collect()));
-    let unbound = near(NumaChoice::Near, 8, nowhere()).unwrap();
-    assert_eq!((unbound.task_cpus.len(), unbound.node), (8, None));
-    let auto = near(NumaChoice::Auto, 2, nowhere()).unwrap();
-    assert_eq!((auto.task_cpus, auto.node), (vec![1, 0], Some(0)));
-    assert_eq!(
-        plan(
-            &topo,
-            &quiet(),
-            &Options {
-                numa: NumaChoice::Near,
-                ..opts(8)
-            }
-        )
-        .unwrap()
-        .node,
-        None,
-        "the default without a device is off"
     );
     let excluded = Options {
         exclude: vec![2, 3],
@@ -429,8 +425,32 @@ fn near_keeps_to_the_devices_cpus_and_auto_is_its_node() {
         ..opts(3)
     };
     assert_eq!(
-        plan(&topo, &quiet(), &excluded).unwrap_err().to_string(),
+        err(plan(&topo, &quiet(), &excluded)),
         "--near gpu1: 2 candidate CPUs are local to it, fewer than -n 3"
+    );
+}
+
+#[test]
+fn near_a_device_of_unknown_locality_is_its_node_or_anywhere() {
+    let topo = two_node_machine();
+    // No local_cpulist: the node's CPUs.
+    let node_only = near(&topo, NumaChoice::Auto, 4, device(Some(1), None)).unwrap();
+    assert_eq!(node_only.task_cpus, [2, 3, 6, 7]);
+    // No locality: every CPU; by default no node, and auto as without --near (the biggest
+    // node, the lowest on ties).
+    let nowhere = || device(None, Some((0..8).collect()));
+    let unbound = near(&topo, NumaChoice::Near, 8, nowhere()).unwrap();
+    assert_eq!((unbound.task_cpus.len(), unbound.node), (8, None));
+    let auto = near(&topo, NumaChoice::Auto, 2, nowhere()).unwrap();
+    assert_eq!((auto.task_cpus, auto.node), (vec![1, 0], Some(0)));
+    let no_device = Options {
+        numa: NumaChoice::Near,
+        ..opts(8)
+    };
+    assert_eq!(
+        plan(&topo, &quiet(), &no_device).unwrap().node,
+        None,
+        "the default without a device is off"
     );
 }
 
