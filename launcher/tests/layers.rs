@@ -1,91 +1,168 @@
-//! The modules of the launcher, the contract (`plan`) and the shim (`preload`) form layers:
-//! every `crate::` path in a crate's `src` points down, so the import graph of its top-level
-//! modules has no cycle.
+//! The modules of the launcher, the contract (`plan`) and the shim (`preload`) form layers: at
+//! every level of a crate's module tree, the paths one module names into its siblings point
+//! down, so the import graph of the top-level modules, and that of the children of any module
+//! (`housekeeper::policy::*`, say), has no cycle.
 //!
 //! Why a test: a circle (`cli → isolate → isolate/cgroup → diag → cli` once) makes a low module
 //! depend on the top command, and nothing in the compiler refuses it. This reads the sources,
-//! builds the graph at top-level-module granularity (`isolate/cgroup.rs` counts as `isolate`)
-//! and names the first cycle it finds, with the lines that make each edge.
+//! resolves each `crate::`, `super::` and `self::` path to the module it names, builds one graph
+//! per parent module (a file counts as the child of that parent it lies in: `isolate/cgroup.rs`
+//! is `isolate` among the top-level modules) and names the first cycle it finds, with the lines
+//! that make each edge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Module → the modules it names, each edge with the `file:line`s that name it.
+/// A module's path from the crate root (`["housekeeper", "policy"]`; the root is empty).
+type ModPath = Vec<String>;
+
+/// Module → the sibling modules it names, each edge with the `file:line`s that name it.
 type Graph = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
-/// The first top-level module names after each `crate::` in `code` (comment lines left out:
-/// doc links such as [`crate::launch`] are not imports), with the 1-based line of each.
-fn crate_paths(code: &str) -> Vec<(String, usize)> {
-    let kept: String = code
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("//") {
-                ""
-            } else {
-                l
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let line_of = |at: usize| kept[..at].matches('\n').count() + 1;
-    let ident = |s: &str| -> String {
-        s.trim_start()
-            .chars()
+/// The code of `code` that counts: comment lines blanked (doc links such as
+/// [`crate::launch`] are not imports), and an inline test module at the end left out (its
+/// `super` is the file's module, not the file's parent).
+fn kept_code(code: &str) -> String {
+    let mut kept = Vec::new();
+    let mut lines = code.lines().peekable();
+    while let Some(l) = lines.next() {
+        let next_is_mod = lines
+            .peek()
+            .is_some_and(|n| n.trim_start().starts_with("mod "));
+        if l.trim() == "#[cfg(test)]"
+            && next_is_mod
+            && lines.peek().is_some_and(|n| n.ends_with('{'))
+        {
+            break;
+        }
+        kept.push(if l.trim_start().starts_with("//") {
+            ""
+        } else {
+            l
+        });
+    }
+    kept.join("\n")
+}
+
+/// The path of module names at the start of `s` (`a::b::{...}` gives `a`, `b`); `self` and
+/// glob items end it.
+fn leading_path(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in s.trim_start().split("::") {
+        let name: String = (part.trim_start().chars())
             .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect()
-    };
+            .collect();
+        if name.is_empty() || name == "self" {
+            break;
+        }
+        let whole = part.trim() == name;
+        out.push(name);
+        if !whole {
+            break;
+        }
+    }
+    out
+}
+
+/// The items of a `{...}` group whose text starts after its `{`, each with its offset: the
+/// top-level items, split at commas outside nested groups.
+fn group_items(group: &str) -> Vec<(usize, &str)> {
+    let (mut depth, mut start, mut items) = (0usize, 0usize, Vec::new());
+    for (j, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push((start, &group[start..j]));
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push((start, &group[start..j]));
+                start = j + 1;
+            }
+            _ => {}
+        }
+    }
+    items
+}
+
+/// The paths that the code of module `me` names through `crate::`, `super::` or `self::`,
+/// resolved from the crate root, with the 1-based line of each (a `use a::{b, c::d}` group
+/// gives one path an item).
+fn named_paths(code: &str, me: &[String]) -> Vec<(ModPath, usize)> {
+    let kept = kept_code(code);
+    let line_of = |at: usize| kept[..at].matches('\n').count() + 1;
     let mut found = Vec::new();
-    let mut from = 0;
-    while let Some(i) = kept[from..].find("crate::") {
-        let start = from + i;
-        let after = start + "crate::".len();
-        from = after;
+    let mut at = 0;
+    while at < kept.len() {
+        let rest = &kept[at..];
+        let Some(head) = ["crate::", "super::", "self::"]
+            .into_iter()
+            .find(|h| rest.starts_with(h))
+        else {
+            at += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        };
         // `goset_crate::x` is another path; only a whole `crate` counts.
-        let before = kept[..start].chars().next_back();
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+        let before = kept[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            at += head.len();
             continue;
         }
-        let rest = &kept[after..];
-        if let Some(group) = rest.strip_prefix('{') {
-            // `use crate::{a::x, b};`, possibly over several lines: each top-level item.
-            let (mut depth, mut item_start) = (0usize, 0usize);
-            for (j, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => {
-                        found.push((
-                            ident(&group[item_start..j]),
-                            line_of(after + 1 + item_start),
-                        ));
-                        break;
-                    }
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        found.push((
-                            ident(&group[item_start..j]),
-                            line_of(after + 1 + item_start),
-                        ));
-                        item_start = j + 1;
-                    }
-                    _ => {}
+        let start = at;
+        let mut base: ModPath = match head {
+            "crate::" => Vec::new(),
+            "super::" => me[..me.len().saturating_sub(1)].to_vec(),
+            _ => me.to_vec(),
+        };
+        at += head.len();
+        while kept[at..].starts_with("super::") {
+            base.pop();
+            at += "super::".len();
+        }
+        let prefix: String = kept[at..]
+            .split('{')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        let path = leading_path(&prefix);
+        base.extend(path);
+        at += prefix.len();
+        // `crate::{a, b}` or `super::m::{x, y}`: a group right after a `::`.
+        let opens_group = prefix.is_empty() || prefix.ends_with("::");
+        if let Some(group) = kept[at..].strip_prefix('{').filter(|_| opens_group) {
+            for (offset, item) in group_items(group) {
+                // The empty item after a trailing comma names nothing.
+                let item = leading_path(item);
+                if !item.is_empty() {
+                    found.push(([base.as_slice(), &item].concat(), line_of(at + 1 + offset)));
                 }
             }
         } else {
-            found.push((ident(rest), line_of(start)));
+            found.push((base, line_of(start)));
         }
     }
-    found.retain(|(name, _)| !name.is_empty() && name != "self");
     found
 }
 
-/// The top-level module a source file belongs to (`isolate/cgroup.rs` → `isolate`); `None` for
-/// the crate root and the binaries, which sit above every module.
-fn module_of(rel: &Path) -> Option<String> {
-    let first = rel.components().next()?.as_os_str().to_str()?;
-    match first {
-        "lib.rs" | "main.rs" | "bin" => None,
-        f => Some(f.strip_suffix(".rs").unwrap_or(f).to_string()),
+/// The module a source file is (`isolate/cgroup.rs` → `isolate::cgroup`, `isolate/mod.rs` →
+/// `isolate`, `lib.rs` → the root); `None` for the binaries, which sit above every module.
+fn module_of(rel: &Path) -> Option<ModPath> {
+    let mut parts: ModPath = (rel.components())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.first().is_some_and(|p| p == "bin") {
+        return None;
     }
+    let last = parts.pop()?;
+    let stem = last.strip_suffix(".rs").unwrap_or(&last).to_string();
+    let is_root = parts.is_empty() && (stem == "lib" || stem == "main");
+    if stem != "mod" && !is_root {
+        parts.push(stem);
+    }
+    Some(parts)
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -99,31 +176,39 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The import graph of the crate whose sources are in `src`.
-fn graph_of(src: &Path) -> Graph {
+/// The import graphs of the crate whose sources are in `src`, one for the children of each
+/// module: an edge from `a` to `b` when a file in child `a` names a path into sibling `b`.
+fn graphs_of(src: &Path) -> BTreeMap<ModPath, Graph> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();
-    let modules: BTreeSet<String> = files
+    let modules: BTreeSet<ModPath> = files
         .iter()
         .filter_map(|f| module_of(f.strip_prefix(src).unwrap()))
         .collect();
-    let mut graph = Graph::new();
+    let mut graphs: BTreeMap<ModPath, Graph> = BTreeMap::new();
     for file in &files {
         let rel = file.strip_prefix(src).unwrap();
-        let Some(from) = module_of(rel) else {
+        let Some(me) = module_of(rel) else {
             continue;
         };
-        let edges = graph.entry(from.clone()).or_default();
+        for depth in 0..me.len() {
+            let graph = graphs.entry(me[..depth].to_vec()).or_default();
+            graph.entry(me[depth].clone()).or_default();
+        }
         let code = std::fs::read_to_string(file).unwrap();
-        for (to, line) in crate_paths(&code) {
-            if to != from && modules.contains(&to) {
-                let at = format!("{}:{line}", rel.display());
-                edges.entry(to).or_default().push(at);
+        for (to, line) in named_paths(&code, &me) {
+            let shared = me.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            if shared >= me.len() || shared >= to.len() || !modules.contains(&to[..=shared]) {
+                continue;
             }
+            let graph = graphs.entry(me[..shared].to_vec()).or_default();
+            let edges = graph.entry(me[shared].clone()).or_default();
+            let at = format!("{}:{line}", rel.display());
+            edges.entry(to[shared].clone()).or_default().push(at);
         }
     }
-    graph
+    graphs
 }
 
 /// A cycle in `graph` as the modules along it, the first repeated at the end; `None` if the
@@ -188,20 +273,32 @@ fn describe(cycle: &[String], graph: &Graph) -> String {
     out
 }
 
-/// Fails, naming the first cycle, unless the modules of the crate in `dir` (beside the
-/// launcher's own directory) form layers; `min_modules` guards against reading nothing.
+/// Fails, naming the first cycle and the module whose children it joins, unless the modules
+/// of the crate in `dir` (beside the launcher's own directory) form layers at every level;
+/// `min_modules` (top-level modules) guards against reading nothing.
 fn assert_layered(dir: &str, min_modules: usize) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join(dir)
         .join("src");
-    let graph = graph_of(&src);
+    let graphs = graphs_of(&src);
+    let top = graphs.get(&Vec::new()).map_or(0, |g| g.len());
     assert!(
-        graph.len() >= min_modules && graph.values().any(|e| !e.is_empty()),
-        "the sources of {dir}/src were read: {graph:?}"
+        top >= min_modules
+            && graphs
+                .values()
+                .flat_map(|g| g.values())
+                .any(|e| !e.is_empty()),
+        "the sources of {dir}/src were read: {graphs:?}"
     );
-    if let Some(cycle) = find_cycle(&graph) {
-        panic!("{dir}/src: {}", describe(&cycle, &graph));
+    for (parent, graph) in &graphs {
+        if let Some(cycle) = find_cycle(graph) {
+            let among = match parent.join("::") {
+                p if p.is_empty() => "the top-level modules".to_string(),
+                p => format!("the children of {p}"),
+            };
+            panic!("{dir}/src, {among}: {}", describe(&cycle, graph));
+        }
     }
 }
 
@@ -250,21 +347,79 @@ fn a_cycle_in_a_small_graph_is_found_and_named() {
 }
 
 #[test]
-fn crate_paths_are_read_from_uses_groups_and_expressions_but_not_comments() {
+fn paths_are_read_from_uses_groups_and_expressions_but_not_comments() {
     let code = "use crate::fsroot::FsRoot;\n\
         use crate::{\n    cli::{A, B},\n    error,\n};\n\
         /// See [`crate::launch`].\n\
         // crate::diag is not an import\n\
         let x = crate::procfs::pid_stat::read(&root, 1);\n\
-        let y = goset_crate::z;\n";
-    let found: Vec<(String, usize)> = crate_paths(code);
-    let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["fsroot", "cli", "error", "procfs"]);
-    assert_eq!(found[3].1, 8, "line numbers count the comment lines too");
+        let y = goset_crate::z;\n\
+        use super::super::tree::Walk;\n\
+        use super::{demand::wanted, thresholds::Policy};\n\
+        #[cfg(test)]\n\
+        mod tests {\n    use super::placement::View;\n}\n";
+    let me: ModPath = ["housekeeper", "policy", "placement"]
+        .map(String::from)
+        .to_vec();
+    let found = named_paths(code, &me);
+    let paths: Vec<String> = found.iter().map(|(p, _)| p.join("::")).collect();
     assert_eq!(
-        module_of(Path::new("isolate/cgroup.rs")).as_deref(),
-        Some("isolate")
+        paths,
+        [
+            "fsroot::FsRoot",
+            "cli",
+            "error",
+            "procfs::pid_stat::read",
+            "housekeeper::tree::Walk",
+            "housekeeper::policy::demand::wanted",
+            "housekeeper::policy::thresholds::Policy",
+        ]
     );
-    assert_eq!(module_of(Path::new("rundir.rs")).as_deref(), Some("rundir"));
-    assert_eq!(module_of(Path::new("bin/goset.rs")), None);
+    assert_eq!(found[3].1, 8, "line numbers count the comment lines too");
+    let module = |p: &str| module_of(Path::new(p)).map(|m| m.join("::"));
+    assert_eq!(
+        module("isolate/cgroup.rs").as_deref(),
+        Some("isolate::cgroup")
+    );
+    assert_eq!(module("isolate/mod.rs").as_deref(), Some("isolate"));
+    assert_eq!(module("rundir.rs").as_deref(), Some("rundir"));
+    assert_eq!(module("lib.rs").as_deref(), Some(""));
+    assert_eq!(module("bin/goset.rs"), None);
+}
+
+#[test]
+fn a_circle_between_the_children_of_a_module_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("housekeeper/policy")).unwrap();
+    let files = [
+        ("lib.rs", "pub mod housekeeper;\n"),
+        ("housekeeper/mod.rs", "pub mod policy;\n"),
+        (
+            "housekeeper/policy/mod.rs",
+            "pub mod demand;\npub mod placement;\n",
+        ),
+        (
+            "housekeeper/policy/demand.rs",
+            "use super::placement::Policy;\n",
+        ),
+        (
+            "housekeeper/policy/placement.rs",
+            "use crate::housekeeper::policy::demand::wanted;\n",
+        ),
+    ];
+    for (name, code) in files {
+        std::fs::write(src.join(name), code).unwrap();
+    }
+    let graphs = graphs_of(src);
+    let policy: ModPath = ["housekeeper", "policy"].map(String::from).to_vec();
+    let graph = &graphs[&policy];
+    let cycle = find_cycle(graph).expect("the circle is found");
+    assert_eq!(cycle, ["demand", "placement", "demand"]);
+    let text = describe(&cycle, graph);
+    assert!(
+        text.contains("demand -> placement: housekeeper/policy/demand.rs:1"),
+        "{text}"
+    );
+    assert_eq!(find_cycle(&graphs[&Vec::new()]), None, "{graphs:?}");
 }
