@@ -213,15 +213,7 @@ pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
         samples: Vec::new(),
         stderr_tail: None,
     };
-    let report = (setup.report_dir.as_ref())
-        .filter(|_| planned.mode.uses_goset_run())
-        .map(|d| {
-            d.join(format!(
-                "run-{}-{}.json",
-                planned.round,
-                planned.mode.name()
-            ))
-        });
+    let report = report_path(setup, planned);
     let mut cmd = command_of(setup, planned.mode, report.as_deref());
     match planned.mode {
         Mode::Baseline => run.cpus = Some(setup.allowed.clone()),
@@ -259,17 +251,83 @@ pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
     // Pinned when started, so a CPU the machine lacks was refused before the first run.
     let _noise = (setup.noise_at.as_ref())
         .and_then(|(spec, at)| crate::noise_load::NoiseLoad::start(spec, *at).ok());
-    let mut child = match cmd.spawn() {
+    let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             run.discarded = Some(format!("could not start: {e}"));
             return run;
         }
     };
+    let ended = see_out(child, setup.timeout, start);
+    run.wall_s = ended.wall_s;
+    let text = match setup.stream {
+        Stream::Stdout => ended.stdout,
+        Stream::Stderr => ended.stderr.clone(),
+        Stream::Both => ended.stdout + &ended.stderr,
+    };
+    if let Some(r) = &report {
+        run.cpus = std::fs::read(r).ok().and_then(|j| report_cpus(&j));
+        let _ = std::fs::remove_file(r);
+    }
+    run.samples = metrics::extract(&text);
+    run.status = (ended.status).map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)));
+    run.discarded = verdict(ended.timed_out, run.status, setup.timeout);
+    if run.discarded.is_some() {
+        run.stderr_tail = Some(tail(&ended.stderr, 3));
+    }
+    run
+}
+
+/// Where goset-run writes the report of a run made through it.
+fn report_path(setup: &Setup, planned: Planned) -> Option<PathBuf> {
+    (setup.report_dir.as_ref())
+        .filter(|_| planned.mode.uses_goset_run())
+        .map(|d| {
+            d.join(format!(
+                "run-{}-{}.json",
+                planned.round,
+                planned.mode.name()
+            ))
+        })
+}
+
+/// How a started run ended, and what it wrote.
+struct Ended {
+    status: Option<std::process::ExitStatus>,
+    timed_out: bool,
+    wall_s: f64,
+    stdout: String,
+    stderr: String,
+}
+
+/// Sees a started run to its end, within `timeout` of `start`, and its process group with it.
+fn see_out(mut child: std::process::Child, timeout: Option<Duration>, start: Instant) -> Ended {
     let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
     crate::signals::running(child.id() as i32);
     let out = drain(child.stdout.take());
     let err = drain(child.stderr.take());
+    let (status, timed_out) = wait_within(&mut child, group, timeout, start);
+    let wall_s = start.elapsed().as_secs_f64();
+    // What the run left behind in its group (a daemonised helper holding the pipes) ends too.
+    let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+    crate::signals::running(0);
+    Ended {
+        status,
+        timed_out,
+        wall_s,
+        stdout: String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned(),
+        stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
+    }
+}
+
+/// Waits for `child`; past `timeout` its group is sent SIGTERM, and SIGKILL 2 s later.
+/// Returns its status, if it could be read, and whether it was timed out.
+fn wait_within(
+    child: &mut std::process::Child,
+    group: nix::unistd::Pid,
+    timeout: Option<Duration>,
+    start: Instant,
+) -> (Option<std::process::ExitStatus>, bool) {
     let mut termed: Option<Instant> = None;
     let status = loop {
         match child.try_wait() {
@@ -277,7 +335,7 @@ pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
             Ok(None) => {}
             Err(_) => break None,
         }
-        let over = setup.timeout.is_some_and(|t| start.elapsed() > t);
+        let over = timeout.is_some_and(|t| start.elapsed() > t);
         match termed {
             None if over => {
                 let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
@@ -290,36 +348,20 @@ pub fn run_one(setup: &Setup, planned: Planned, k: usize) -> Run {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    run.wall_s = start.elapsed().as_secs_f64();
-    // What the run left behind in its group (a daemonised helper holding the pipes) ends too.
-    let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
-    crate::signals::running(0);
-    let stdout = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
-    let text = match setup.stream {
-        Stream::Stdout => stdout,
-        Stream::Stderr => stderr.clone(),
-        Stream::Both => stdout + &stderr,
-    };
-    if let Some(r) = &report {
-        run.cpus = std::fs::read(r).ok().and_then(|j| report_cpus(&j));
-        let _ = std::fs::remove_file(r);
-    }
-    run.samples = metrics::extract(&text);
-    run.status = status.map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)));
-    run.discarded = match (termed, run.status) {
-        (Some(_), _) => Some(format!(
+    (status, termed.is_some())
+}
+
+/// Why a run that ended so is discarded, or `None` if it counts.
+fn verdict(timed_out: bool, status: Option<i32>, timeout: Option<Duration>) -> Option<String> {
+    match (timed_out, status) {
+        (true, _) => Some(format!(
             "timed out after {:.1} s",
-            setup.timeout.unwrap_or_default().as_secs_f64()
+            timeout.unwrap_or_default().as_secs_f64()
         )),
-        (None, Some(0)) => None,
-        (None, Some(s)) => Some(format!("exit status {s}")),
-        (None, None) => Some("its status could not be read".into()),
-    };
-    if run.discarded.is_some() {
-        run.stderr_tail = Some(tail(&stderr, 3));
+        (false, Some(0)) => None,
+        (false, Some(s)) => Some(format!("exit status {s}")),
+        (false, None) => Some("its status could not be read".into()),
     }
-    run
 }
 
 /// Makes every run of `plan` in order; `progress` is told after each.

@@ -1,12 +1,12 @@
 //! `goset-bench`: see the crate documentation and docs/goset-bench.md.
 
 use goset::error::Error;
-use goset_bench::analysis;
+use goset_bench::analysis::{self, Choice, MetricResult};
 use goset_bench::builtin::{self, Builtin, Sizes};
 use goset_bench::cli::{self, BenchCli, Target};
-use goset_bench::experiment::{self, Setup};
+use goset_bench::experiment::{self, Run, Setup};
 use goset_bench::metrics::{self, infer_better};
-use goset_bench::noise_load::NoiseLoad;
+use goset_bench::noise_load::{NoiseLoad, NoiseSpec};
 use goset_bench::output::{self, About};
 use goset_bench::schedule::{self, Planned};
 use std::ffi::OsString;
@@ -82,21 +82,79 @@ fn write_file(path: &std::path::Path, text: &str, option: &str) -> Result<(), Er
 
 fn run(cli: BenchCli) -> Result<i32, Error> {
     if let Some(name) = &cli.worker {
-        let bench = Builtin::parse(name)
-            .ok_or_else(|| Error::Usage(format!("--worker {name}: not a benchmark")))?;
-        let sizes = Sizes::for_caches(goset_bench::cache::read(&Default::default()));
-        for line in builtin::run(bench, cli.n, sizes) {
-            println!("{line}");
-        }
-        return Ok(0);
+        return worker(name, cli.n);
     }
-    let target = cli::target(&cli)?;
-    let modes = cli::modes(&cli)?;
+    let opts = options(&cli)?;
+    let mut choice = cli::choice(&cli, opts.seed)?;
+    let (command, shown) = command(&opts.target, cli.n, &mut choice)?;
+    let (setup, _reports) = setup(&cli, &opts, command)?;
+    if cli.dump {
+        return dump(&setup);
+    }
+    // The load for the whole experiment; with --noise-at it runs in each run, and this one
+    // (never busy) only checks its CPUs before the first.
+    let idle_until = if setup.noise_at.is_some() {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    };
+    let whole = (opts.noise_spec.as_ref())
+        .map(|spec| NoiseLoad::start(spec, idle_until))
+        .transpose()
+        .map_err(Error::System)?;
+    let _noise = whole.filter(|_| setup.noise_at.is_none());
+    let plan = schedule::plan(&opts.modes, cli.runs, cli.warmup, opts.seed);
+    let runs = make_runs(&cli, &opts, &setup, &plan, &shown);
+    let warnings = tell_about_runs(&runs);
+    let results = analysis::analyse(&runs, &opts.modes, &choice);
+    let about = About {
+        command: shown,
+        modes: opts.modes.clone(),
+        runs: cli.runs,
+        warmup: cli.warmup,
+        settle_s: opts.settle.as_secs_f64(),
+        seed: opts.seed,
+        resamples: choice.resamples,
+        confidence: choice.confidence,
+        goset_args: (setup.goset_args.iter())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        noise: cli.noise.clone(),
+    };
+    write_results(&cli, &about, &results, &runs, &warnings)
+}
+
+/// `--worker`: the builtin benchmark itself, its numbers on stdout.
+fn worker(name: &str, n: usize) -> Result<i32, Error> {
+    let bench = Builtin::parse(name)
+        .ok_or_else(|| Error::Usage(format!("--worker {name}: not a benchmark")))?;
+    let sizes = Sizes::for_caches(goset_bench::cache::read(&Default::default()));
+    for line in builtin::run(bench, n, sizes) {
+        println!("{line}");
+    }
+    Ok(0)
+}
+
+/// The options the experiment is made of, checked, with the seed it is ordered by.
+struct Options {
+    target: Target,
+    modes: Vec<schedule::Mode>,
+    settle: Duration,
+    timeout: Option<Duration>,
+    noise_spec: Option<NoiseSpec>,
+    noise_at: Option<Duration>,
+    seed: u64,
+}
+
+/// Reads and checks the options; a usage error before anything has run.
+fn options(cli: &BenchCli) -> Result<Options, Error> {
+    let target = cli::target(cli)?;
+    let modes = cli::modes(cli)?;
     let settle = cli::parse_duration(&cli.settle, "--settle")?;
     let timeout = (cli.timeout.as_deref())
         .map(|t| cli::parse_duration(t, "--timeout"))
         .transpose()?;
-    let noise_spec = cli::noise(&cli)?;
+    let noise_spec = cli::noise(cli)?;
     let noise_at = (cli.noise_at.as_deref())
         .map(|t| cli::parse_duration(t, "--noise-at"))
         .transpose()?;
@@ -115,18 +173,35 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         t.map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
     });
-    let mut choice = cli::choice(&cli, seed)?;
-    let (command, shown): (Vec<OsString>, String) = match &target {
+    Ok(Options {
+        target,
+        modes,
+        settle,
+        timeout,
+        noise_spec,
+        noise_at,
+        seed,
+    })
+}
+
+/// The command each run starts, and how it is shown: a builtin is this executable as its
+/// `--worker`, and its numbers are compared unless `--match` says otherwise.
+fn command(
+    target: &Target,
+    n: usize,
+    choice: &mut Choice,
+) -> Result<(Vec<OsString>, String), Error> {
+    Ok(match target {
         Target::Builtin(b) => {
             let exe = std::env::current_exe()
                 .map_err(|e| Error::System(format!("cannot find goset-bench itself: {e}")))?;
             if choice.matching.is_none() {
                 choice.matching = Some(regex::Regex::new(&format!("^{}$", b.name())).unwrap());
             }
-            let args = [format!("--worker={}", b.name()), format!("-n{}", cli.n)];
+            let args = [format!("--worker={}", b.name()), format!("-n{n}")];
             let mut command = vec![exe.into_os_string()];
             command.extend(args.map(OsString::from));
-            (command, format!("--bench {} -n {}", b.name(), cli.n))
+            (command, format!("--bench {} -n {n}", b.name()))
         }
         Target::Command(c) => {
             let mut c = c.clone();
@@ -138,7 +213,11 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
             c[0] = goset::task::resolve_command(&c[0])?.into_os_string();
             (c, shown)
         }
-    };
+    })
+}
+
+/// The arguments every goset-run run is given before `--`.
+fn goset_args(cli: &BenchCli) -> Vec<OsString> {
     let mut goset_args: Vec<OsString> = vec!["-q".into(), "-n".into(), cli.n.to_string().into()];
     // Fencing books siblings inside the task's cpuset: --fence brings --cgroup (as Go's
     // `-fence=true` did), where goset-run alone would refuse it.
@@ -155,17 +234,28 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         goset_args.extend(["--include".into(), list.into()]);
     }
     goset_args.extend(cli.goset_arg.iter().map(OsString::from));
+    goset_args
+}
+
+/// How the runs are made, and the directory their reports go to (kept while it lives).
+fn setup(
+    cli: &BenchCli,
+    opts: &Options,
+    command: Vec<OsString>,
+) -> Result<(Setup, Option<ReportDir>), Error> {
+    let modes = &opts.modes;
+    let goset_args = goset_args(cli);
     let fixed = if cli.dump {
         None
     } else {
-        cli::check_goset_args(&goset_args, &modes, cli.n)?
+        cli::check_goset_args(&goset_args, modes, cli.n)?
     };
     // Shim runs take their CPUs from goset-run (unless --include fixes them) and libgoset.so
     // from beside it.
     let needs_goset =
         !cli.dump && (modes.iter()).any(|&m| m.uses_goset_run() || m == schedule::Mode::Shim);
     let goset_run = if needs_goset {
-        goset_run(&cli)?
+        goset_run(cli)?
     } else {
         PathBuf::from("goset-run")
     };
@@ -193,36 +283,32 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         fixed,
         shim,
         report_dir: reports.as_ref().map(|r| r.0.clone()),
-        settle,
-        timeout,
+        settle: opts.settle,
+        timeout: opts.timeout,
         stream: cli.from,
-        noise_at: noise_at.and_then(|at| Some((noise_spec.clone()?, at))),
+        noise_at: (opts.noise_at).and_then(|at| Some((opts.noise_spec.clone()?, at))),
     };
-    if cli.dump {
-        return dump(&setup);
-    }
-    // The load for the whole experiment; with --noise-at it runs in each run, and this one
-    // (never busy) only checks its CPUs before the first.
-    let idle_until = if setup.noise_at.is_some() {
-        Duration::MAX
-    } else {
-        Duration::ZERO
-    };
-    let whole = (noise_spec.as_ref())
-        .map(|spec| NoiseLoad::start(spec, idle_until))
-        .transpose()
-        .map_err(Error::System)?;
-    let _noise = whole.filter(|_| setup.noise_at.is_none());
-    let plan = schedule::plan(&modes, cli.runs, cli.warmup, seed);
+    Ok((setup, reports))
+}
+
+/// Makes the planned runs, with a progress bar on stderr under a line saying what they are.
+fn make_runs(
+    cli: &BenchCli,
+    opts: &Options,
+    setup: &Setup,
+    plan: &[Planned],
+    shown: &str,
+) -> Vec<Run> {
     eprintln!(
-        "goset-bench: {shown}: {} modes x {} runs{}, interleaved, seed {seed}",
-        modes.len(),
+        "goset-bench: {shown}: {} modes x {} runs{}, interleaved, seed {}",
+        opts.modes.len(),
         cli.runs,
         if cli.warmup > 0 {
             format!(" (+{} warm-up rounds)", cli.warmup)
         } else {
             String::new()
-        }
+        },
+        opts.seed
     );
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(plan.len() as u64),
@@ -232,11 +318,17 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs, ETA {eta} {msg}")
             .expect("valid template"),
     );
-    let runs = experiment::run_all(&setup, &plan, &mut |r| {
+    let runs = experiment::run_all(setup, plan, &mut |r| {
         bar.set_message(format!("(last: {})", r.planned.mode.name()));
         bar.inc(1);
     });
     bar.finish_and_clear();
+    runs
+}
+
+/// Says on stderr which runs were discarded and why, and what else to doubt; returns the
+/// warnings, for the JSON.
+fn tell_about_runs(runs: &[Run]) -> Vec<String> {
     for r in runs.iter().filter(|r| r.discarded.is_some()) {
         let Planned { round, mode, .. } = r.planned;
         let why = r.discarded.as_deref().unwrap_or_default();
@@ -258,34 +350,26 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
             metrics::MAX_SAMPLES
         );
     }
-    let warnings = analysis::drift_warnings(&runs);
+    let warnings = analysis::drift_warnings(runs);
     for w in &warnings {
         eprintln!("goset-bench: warning: {w}");
     }
-    let results = analysis::analyse(&runs, &modes, &choice);
-    let about = About {
-        command: shown,
-        modes: modes.clone(),
-        runs: cli.runs,
-        warmup: cli.warmup,
-        settle_s: settle.as_secs_f64(),
-        seed,
-        resamples: choice.resamples,
-        confidence: choice.confidence,
-        goset_args: (setup.goset_args.iter())
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        noise: cli.noise.clone(),
-    };
+    warnings
+}
+
+/// Writes `--json` and `--csv` (even with nothing to compare), then `--plot` and the table.
+fn write_results(
+    cli: &BenchCli,
+    about: &About,
+    results: &[MetricResult],
+    runs: &[Run],
+    warnings: &[String],
+) -> Result<i32, Error> {
     if let Some(p) = &cli.json {
-        write_file(
-            p,
-            &output::json(&about, &results, &runs, &warnings),
-            "--json",
-        )?;
+        write_file(p, &output::json(about, results, runs, warnings), "--json")?;
     }
     if let Some(p) = &cli.csv {
-        write_file(p, &output::csv(&results, &runs), "--csv")?;
+        write_file(p, &output::csv(results, runs), "--csv")?;
     }
     if results.is_empty() {
         return Err(Error::System(
@@ -295,9 +379,9 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
         ));
     }
     if let Some(p) = &cli.plot {
-        goset_bench::plot::write(p, &results).map_err(Error::System)?;
+        goset_bench::plot::write(p, results).map_err(Error::System)?;
     }
-    print!("{}", output::table(&about, &results, &runs));
+    print!("{}", output::table(about, results, runs));
     Ok(0)
 }
 

@@ -52,14 +52,25 @@ fn partition<L: Ord>(cpus: &[usize], label: impl Fn(usize) -> L) -> BTreeSet<BTr
     parts.into_values().collect()
 }
 
+/// hwloc's rows of a fixture by CPU.
+type ByCpu<'a> = BTreeMap<usize, &'a TruthRow>;
+
 /// Asserts that `topo` agrees with hwloc's reading of fixture `name`.
 fn check_against_truth(name: &str, topo: &Topology) {
     let rows = truth(name);
-    let by_cpu: BTreeMap<usize, &TruthRow> = rows.iter().map(|r| (r.cpu(), r)).collect();
+    let by_cpu: ByCpu = rows.iter().map(|r| (r.cpu(), r)).collect();
+    let online = check_cpus(name, topo, &rows);
+    check_cores(name, topo, &online, &by_cpu);
+    check_groupings(name, topo, &online, &by_cpu);
+    check_candidates(name, topo, &rows);
+    check_kinds(name, topo, &online, &by_cpu);
+    check_nodes(name, topo);
+}
 
-    // Every CPU hwloc knows is there with the same online and allowed state; every other
-    // possible CPU is offline.
-    for r in &rows {
+/// Every CPU hwloc knows is there with the same online and allowed state; every other
+/// possible CPU is offline. Returns the online CPUs.
+fn check_cpus(name: &str, topo: &Topology, rows: &[TruthRow]) -> Vec<usize> {
+    for r in rows {
         let c = topo
             .cpu(r.cpu())
             .unwrap_or_else(|| panic!("{name}: cpu {} missing", r.cpu()));
@@ -82,17 +93,22 @@ fn check_against_truth(name: &str, topo: &Topology) {
         sorted.windows(2).all(|w| w[0] < w[1]),
         "{name}: cpus not ascending"
     );
+    online
+}
 
-    // Cores: each online CPU's siblings are exactly hwloc's core.
-    for &cpu in &online {
+/// Cores: each online CPU's siblings are exactly hwloc's core.
+fn check_cores(name: &str, topo: &Topology, online: &[usize], by_cpu: &ByCpu) {
+    for &cpu in online {
         let want = cpulist(by_cpu[&cpu].get("core_siblings_smt"));
         let got: BTreeSet<usize> = topo.cpu(cpu).unwrap().siblings.iter().copied().collect();
         assert_eq!(got, want, "{name}: siblings of cpu {cpu}");
     }
+}
 
-    // Packages and NUMA nodes: the same partitions of the online CPUs.
-    let truth_pkg = partition(&online, |c| by_cpu[&c].get("package_index").to_string());
-    let our_pkg = partition(&online, |c| topo.cpu(c).unwrap().package_index);
+/// Packages and NUMA nodes: the same partitions of the online CPUs.
+fn check_groupings(name: &str, topo: &Topology, online: &[usize], by_cpu: &ByCpu) {
+    let truth_pkg = partition(online, |c| by_cpu[&c].get("package_index").to_string());
+    let our_pkg = partition(online, |c| topo.cpu(c).unwrap().package_index);
     assert!(
         online
             .iter()
@@ -101,28 +117,32 @@ fn check_against_truth(name: &str, topo: &Topology) {
     );
     assert_eq!(our_pkg, truth_pkg, "{name}: package grouping");
 
-    let truth_numa = partition(&online, |c| by_cpu[&c].get("numa").to_string());
-    let our_numa = partition(&online, |c| topo.cpu(c).unwrap().node);
+    let truth_numa = partition(online, |c| by_cpu[&c].get("numa").to_string());
+    let our_numa = partition(online, |c| topo.cpu(c).unwrap().node);
     assert_eq!(our_numa, truth_numa, "{name}: NUMA grouping");
-    for &c in &online {
+    for &c in online {
         assert_eq!(
             topo.cpu(c).unwrap().node.is_none(),
             by_cpu[&c].get("numa").is_empty(),
             "{name}: cpu {c} has a node exactly when hwloc gives it one"
         );
     }
+}
 
-    // Candidates are the online and allowed CPUs.
+/// Candidates are the online and allowed CPUs.
+fn check_candidates(name: &str, topo: &Topology, rows: &[TruthRow]) {
     let allowed: Vec<usize> = rows
         .iter()
         .filter(|r| r.online() && r.get("allowed") == "1")
         .map(TruthRow::cpu)
         .collect();
     assert_eq!(topo.candidates(), allowed, "{name}: candidates");
+}
 
-    // CPU kinds: each online CPU's kind is hwloc's rank of it (0 the least performant), and a
-    // CPU has none exactly where hwloc reports none.
-    for &cpu in &online {
+/// CPU kinds: each online CPU's kind is hwloc's rank of it (0 the least performant), and a
+/// CPU has none exactly where hwloc reports none.
+fn check_kinds(name: &str, topo: &Topology, online: &[usize], by_cpu: &ByCpu) {
+    for &cpu in online {
         let want = by_cpu[&cpu].get("cpukind");
         let got = topo.cpu(cpu).unwrap().kind;
         assert_eq!(
@@ -140,8 +160,10 @@ fn check_against_truth(name: &str, topo: &Topology) {
             k.index
         );
     }
+}
 
-    // Nodes list their CPUs consistently with the per-CPU node.
+/// Nodes list their CPUs consistently with the per-CPU node.
+fn check_nodes(name: &str, topo: &Topology) {
     for c in topo.cpus.iter().filter(|c| c.node.is_some()) {
         let n = topo.node(c.node.unwrap()).unwrap();
         assert!(

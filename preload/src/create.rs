@@ -129,6 +129,85 @@ fn holds(cfg: &Config, creator: &Placement, set: &CpuSet) -> bool {
     given == *set && sys::get_affinity(0).as_ref() == Some(set)
 }
 
+/// What is settled for a new thread before anything is allocated for it.
+struct Newborn {
+    placement: Placement,
+    /// Born with its creator's mask as it is: no mask in the attr (see [`decide`]).
+    inherits: bool,
+    /// See [`Start::deferred`].
+    deferred: bool,
+    /// See [`Start::view`].
+    view: Option<CpuSet>,
+    /// See [`Start::parent`].
+    parent: (usize, u64),
+}
+
+/// Settles the new thread's view, placement and records, `requested` the caller's attr mask;
+/// a deferred child is counted here.
+#[inline]
+fn newborn(cfg: &Config, routine: StartRoutine, requested: &Option<CpuSet>) -> Newborn {
+    let view = match requested {
+        Some(mask) => Some(view::granted(mask)),
+        None => affinity::own_view().and_then(ViewCell::get),
+    };
+    let born_us = goset_plan::slots::monotonic_us();
+    let main = thread::tid() == process::pid();
+    let birth = thread::child_born(main, born_us, sys::thread_cpu_us);
+    let (p, inherits) = decide(cfg, routine, birth.beside);
+    let inherits = inherits && requested.is_none();
+    // A churning creator's children mostly end within a millisecond, wherever they are born:
+    // counted and listed, not logged, while they live (see goset_plan::slots::Deferred).
+    let deferred =
+        birth.churning && p.role == Role::Worker && requested.is_none() && process::logs();
+    if deferred {
+        cfg.table.deferring_born();
+    }
+    Newborn {
+        placement: p,
+        inherits,
+        deferred,
+        view,
+        parent: (birth.cell, born_us),
+    }
+}
+
+/// Undoes what [`newborn`] claimed and counted, for a thread that will not be born placed.
+#[inline]
+fn unborn(cfg: &Config, born: &Newborn) {
+    placement::release(cfg, &born.placement);
+    if born.deferred {
+        cfg.table.deferring_done();
+    }
+}
+
+/// The mask the new thread is born with, and whether it widens after; `None` where it needs
+/// none: it inherits its creator's mask, or its creator holds that mask already ([`holds`]).
+#[inline]
+fn birth_mask(cfg: &Config, born: &Newborn) -> Option<(CpuSet, bool)> {
+    // A thread that inherits its creator's mask needs none (the churn path: nothing to compute).
+    match born.inherits {
+        true => None,
+        false => {
+            let creator = process::recorded();
+            let p = &born.placement;
+            Some(p.first_set(cfg, &creator)).filter(|(set, _)| !holds(cfg, &creator, set))
+        }
+    }
+}
+
+/// The one warning for a thread created unplaced after its birth on `cpu` failed with `ret`.
+#[cold]
+fn warn_unplaced(cpu: Option<usize>, ret: c_int) {
+    match cpu {
+        Some(cpu) => log::warn_once(format_args!(
+            "cannot create a thread on CPU {cpu} (errno {ret}); it runs unplaced"
+        )),
+        None => log::warn_once(format_args!(
+            "cannot create a thread on the reservation (errno {ret}); it runs unplaced"
+        )),
+    }
+}
+
 /// The hook's body.
 ///
 /// # Safety
@@ -158,40 +237,12 @@ pub unsafe fn create(
         // SAFETY: as above.
         return unsafe { real_create(thread, attr, routine, arg) };
     };
-    let view = match &requested {
-        Some(mask) => Some(view::granted(mask)),
-        None => affinity::own_view().and_then(ViewCell::get),
-    };
-    let born_us = goset_plan::slots::monotonic_us();
-    let main = thread::tid() == process::pid();
-    let birth = thread::child_born(main, born_us, sys::thread_cpu_us);
-    let (p, inherits) = decide(cfg, routine, birth.beside);
-    let inherits = inherits && requested.is_none();
-    // A churning creator's children mostly end within a millisecond, wherever they are born:
-    // counted and listed, not logged, while they live (see goset_plan::slots::Deferred).
-    let deferred =
-        birth.churning && p.role == Role::Worker && requested.is_none() && process::logs();
-    if deferred {
-        cfg.table.deferring_born();
-    }
-    let unborn = || {
-        placement::release(cfg, &p);
-        if deferred {
-            cfg.table.deferring_done();
-        }
-    };
+    let born = newborn(cfg, routine, &requested);
     // SAFETY: malloc of a plain struct; checked for NULL below.
     let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
-    // A thread that inherits its creator's mask needs none (the churn path: nothing to compute).
-    let first = match inherits {
-        true => None,
-        false => {
-            let creator = process::recorded();
-            Some(p.first_set(cfg, &creator)).filter(|(set, _)| !holds(cfg, &creator, set))
-        }
-    };
+    let first = birth_mask(cfg, &born);
     if start.is_null() || first.is_some_and(|(set, _)| !copy.set_affinity(&set)) {
-        unborn();
+        unborn(cfg, &born);
         // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
         unsafe {
             libc::free(start.cast());
@@ -203,11 +254,11 @@ pub unsafe fn create(
         start.write(Start {
             routine,
             arg,
-            placement: p,
+            placement: born.placement,
             requested,
-            parent: (birth.cell, born_us),
-            view,
-            deferred,
+            parent: born.parent,
+            view: born.view,
+            deferred: born.deferred,
             widens: first.is_some_and(|(_, widens)| widens),
         })
     };
@@ -216,7 +267,7 @@ pub unsafe fn create(
     if ret == 0 {
         return 0;
     }
-    unborn();
+    unborn(cfg, &born);
     // SAFETY: on failure the trampoline never ran: glibc (2.34+) applies the attr mask after
     // clone, and if that fails it makes the stopped thread exit before its start routine and
     // waits for it before returning. So start is still ours.
@@ -233,14 +284,7 @@ pub unsafe fn create(
     // SAFETY: the caller's arguments, unchanged.
     let retry = unsafe { real_create(thread, attr, routine, arg) };
     if retry == 0 {
-        match p.cpu {
-            Some(cpu) => log::warn_once(format_args!(
-                "cannot create a thread on CPU {cpu} (errno {ret}); it runs unplaced"
-            )),
-            None => log::warn_once(format_args!(
-                "cannot create a thread on the reservation (errno {ret}); it runs unplaced"
-            )),
-        }
+        warn_unplaced(born.placement.cpu, ret);
     }
     retry
 }

@@ -227,11 +227,35 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
 
 /// The diagnostics report as text (for stderr, like every human table of goset).
 pub fn render(d: &Diagnostics) -> String {
+    let mut out = String::new();
+    write_machine(d, &mut out);
+    out.push_str(&crate::report::render_topology(&d.topology));
+    write_frequency(d, &mut out);
+    write_isolation(d, &mut out);
+    write_cgroups(d, &mut out);
+    out.push_str(&format!(
+        "IRQ balancing\n  irqbalance: {}\n",
+        match (d.irqbalance.installed, d.irqbalance.running) {
+            (_, true) => "running",
+            (true, false) => "installed, not running",
+            (false, false) => "absent",
+        }
+    ));
+    out.push_str(&crate::report::render_bookings(
+        &d.bookings,
+        "Bookings (live runs)",
+    ));
+    write_trouble(d, &mut out);
+    out
+}
+
+/// The Machine section: the counts, and each node's CPUs.
+fn write_machine(d: &Diagnostics, out: &mut String) {
     let s = &d.summary;
-    let mut out = format!(
+    out.push_str(&format!(
         "Machine\n  cpus {} possible, {} online, {} allowed\n  {} packages, {} cores, up to {} threads per core, {} NUMA nodes\n",
         s.possible, s.online, s.allowed, s.packages, s.cores, s.max_threads_per_core, s.nodes
-    );
+    ));
     for n in &d.topology.nodes {
         let cpus: goset_plan::CpuSet = n.cpus.iter().copied().collect();
         out.push_str(&format!(
@@ -241,7 +265,10 @@ pub fn render(d: &Diagnostics) -> String {
             cpus
         ));
     }
-    out.push_str(&crate::report::render_topology(&d.topology));
+}
+
+/// The Frequency table, or why there is none.
+fn write_frequency(d: &Diagnostics, out: &mut String) {
     if d.cpus
         .iter()
         .any(|c| c.governor.is_some() || c.cur_freq_khz.is_some())
@@ -261,6 +288,10 @@ pub fn render(d: &Diagnostics) -> String {
             "Frequency\n  n/a: no cpufreq in sysfs (scaling_governor, scaling_cur_freq)\n",
         );
     }
+}
+
+/// The Isolation section: the kernel's isolation parameters, `-` where unset.
+fn write_isolation(d: &Diagnostics, out: &mut String) {
     let iso = &d.topology.isolation;
     let param = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     out.push_str(&format!(
@@ -270,6 +301,10 @@ pub fn render(d: &Diagnostics) -> String {
         param(&iso.rcu_nocbs_param),
         param(&iso.irqaffinity_param)
     ));
+}
+
+/// The Cgroups section: the mounts, the cpuset controller, goset's own groups.
+fn write_cgroups(d: &Diagnostics, out: &mut String) {
     out.push_str("Cgroups\n");
     for m in &d.cgroups.mounts {
         out.push_str(&format!(
@@ -288,18 +323,10 @@ pub fn render(d: &Diagnostics) -> String {
             d.cgroups.goset_groups.join(" ")
         }
     ));
-    out.push_str(&format!(
-        "IRQ balancing\n  irqbalance: {}\n",
-        match (d.irqbalance.installed, d.irqbalance.running) {
-            (_, true) => "running",
-            (true, false) => "installed, not running",
-            (false, false) => "absent",
-        }
-    ));
-    out.push_str(&crate::report::render_bookings(
-        &d.bookings,
-        "Bookings (live runs)",
-    ));
+}
+
+/// What needs the user: journals of dead runs to restore, and what could not be read.
+fn write_trouble(d: &Diagnostics, out: &mut String) {
     for j in &d.stale_journals {
         out.push_str(&format!(
             "Warning: {} holds changes of a run whose launcher (pid {}) died: run goset restore\n",
@@ -313,7 +340,6 @@ pub fn render(d: &Diagnostics) -> String {
             out.push_str(&format!("  {e}\n"));
         }
     }
-    out
 }
 
 #[cfg(test)]

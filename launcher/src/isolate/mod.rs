@@ -326,21 +326,23 @@ mod tests {
         (dir, root)
     }
 
-    #[test]
-    fn a_journal_replays_only_changes_goset_makes() {
-        let (dir, root) = fake(true);
-        let cg = dir.path().join("sys/fs/cgroup");
-        let irq = |n: u32, file: PathBuf| Change::IrqAffinity {
+    /// IRQ `n`'s mask narrowed from 0-3 to 0, written through `file`.
+    fn irq_change(n: u32, file: PathBuf) -> Change {
+        Change::IrqAffinity {
             irq: n,
             file,
             before: "0-3".into(),
             after: "0".into(),
-        };
-        let good = [
-            irq(5, root.path("/proc/irq/5/smp_affinity_list")),
+        }
+    }
+
+    /// One change of each kind goset makes on the fake machine `root` (cgroup root `cg`).
+    fn changes_goset_makes(root: &FsRoot, cg: &Path) -> Vec<Change> {
+        vec![
+            irq_change(5, root.path("/proc/irq/5/smp_affinity_list")),
             Change::CgroupCreated {
                 path: cg.join("goset-app"),
-                parent: cg.clone(),
+                parent: cg.to_path_buf(),
             },
             Change::ControllerEnabled {
                 file: cg.join("cgroup.subtree_control"),
@@ -349,26 +351,29 @@ mod tests {
             Change::UnitStopped {
                 unit: "irqbalance.service".into(),
             },
-        ];
-        for c in &good {
-            assert_eq!(accepted(&root, c), Ok(()), "{c:?}");
-        }
+        ]
+    }
+
+    /// Changes a crafted journal could spell that goset never makes: files out of their
+    /// place (through `..`, another IRQ's, `dir`'s own), cgroups not goset's, a controller and
+    /// a unit it leaves alone. The third writes `dir/victim`.
+    fn changes_goset_never_makes(dir: &Path, root: &FsRoot, cg: &Path) -> Vec<Change> {
         let hostname = root.path("/proc/irq/24/../../sys/kernel/hostname");
-        let bad = [
-            irq(24, hostname),
-            irq(5, root.path("/proc/irq/9/smp_affinity_list")),
-            irq(5, dir.path().join("victim")),
+        vec![
+            irq_change(24, hostname),
+            irq_change(5, root.path("/proc/irq/9/smp_affinity_list")),
+            irq_change(5, dir.join("victim")),
             Change::CgroupCreated {
                 path: cg.join("goset-app/../../../../tmp"),
-                parent: cg.clone(),
+                parent: cg.to_path_buf(),
             },
             Change::CgroupCreated {
-                path: dir.path().join("etc/goset-x"),
-                parent: dir.path().join("etc"),
+                path: dir.join("etc/goset-x"),
+                parent: dir.join("etc"),
             },
             Change::CgroupCreated {
                 path: cg.join("system.slice"),
-                parent: cg.clone(),
+                parent: cg.to_path_buf(),
             },
             Change::ControllerEnabled {
                 file: cg.join("cgroup.subtree_control"),
@@ -377,7 +382,27 @@ mod tests {
             Change::UnitStopped {
                 unit: "sshd.service".into(),
             },
-        ];
+        ]
+    }
+
+    /// Writes the journal `name` of `changes` under `journals`, as a launcher that died left it.
+    fn write_journal(journals: &Path, name: &str, changes: &[Change]) {
+        std::fs::create_dir_all(journals).unwrap();
+        let lines: Vec<String> = (changes.iter())
+            .map(|c| serde_json::to_string(c).unwrap() + "\n")
+            .collect();
+        std::fs::write(journals.join(format!("{name}.journal")), lines.concat()).unwrap();
+    }
+
+    #[test]
+    fn a_journal_replays_only_changes_goset_makes() {
+        let (dir, root) = fake(true);
+        let cg = dir.path().join("sys/fs/cgroup");
+        let good = changes_goset_makes(&root, &cg);
+        for c in &good {
+            assert_eq!(accepted(&root, c), Ok(()), "{c:?}");
+        }
+        let bad = changes_goset_never_makes(dir.path(), &root, &cg);
         for c in &bad {
             assert!(accepted(&root, c).is_err(), "{c:?}");
         }
@@ -387,12 +412,7 @@ mod tests {
         std::fs::write(&victim, "0").unwrap();
         std::fs::write(root.path("/proc/irq/5/smp_affinity_list"), "0").unwrap();
         let journals = dir.path().join("journals");
-        std::fs::create_dir_all(&journals).unwrap();
-        let lines: Vec<String> = [good[0].clone(), bad[2].clone()]
-            .iter()
-            .map(|c| serde_json::to_string(c).unwrap() + "\n")
-            .collect();
-        std::fs::write(journals.join("1-1.journal"), lines.concat()).unwrap();
+        write_journal(&journals, "1-1", &[good[0].clone(), bad[2].clone()]);
         let (done, count) = undo::restore_dead(&journals, &|c| accepted(&root, c));
         assert_eq!((done.restored, count), (1, 1));
         assert_eq!(done.failed.len(), 1, "{:?}", done.failed);

@@ -145,6 +145,13 @@ fn flag(b: bool) -> String {
 
 /// The Selection table.
 pub fn render_selection(rep: &SelectionReport) -> String {
+    let mut out = selection_table(rep).render();
+    selection_notes(rep, &mut out);
+    out
+}
+
+/// The Selection table's rows: one a CPU.
+fn selection_table(rep: &SelectionReport) -> Table {
     let mut t = Table::new(
         "Selection",
         &[
@@ -184,7 +191,11 @@ pub fn render_selection(rep: &SelectionReport) -> String {
             flag(r.rcu_nocbs),
         ]);
     }
-    let mut out = t.render();
+    t
+}
+
+/// The lines under the Selection table: what the table alone does not say about the choice.
+fn selection_notes(rep: &SelectionReport, out: &mut String) {
     let sel = &rep.selection;
     if sel.housekeeper_shared {
         out.push_str(&format!(
@@ -224,7 +235,6 @@ pub fn render_selection(rep: &SelectionReport) -> String {
     if rep.sample_ms == 0 {
         out.push_str("  ranked by topology alone (--sample 0)\n");
     }
-    out
 }
 
 /// The `kind` cell: the kind's number, `-` where the machine has no kinds.
