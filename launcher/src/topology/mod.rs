@@ -7,7 +7,7 @@
 //!
 //! Two layers: pure parsers over `&str` (hex masks, cpulists, the kernel command line,
 //! `/proc/self/status`, `/proc/mounts`), unit-tested on captured text, and [`Topology::read`],
-//! which walks the files and is tested on real machines' dumps (`tests/topology_fixtures.rs`).
+//! which walks the files and is tested on real machines' dumps (`tests/topology_fixtures/`).
 //!
 //! How the groupings are made, so that they agree with hwloc on every shared fixture:
 //! - **Possible CPUs**: `cpu/possible`, else `cpu/present`, else the `cpuN` directories (plus any
