@@ -7,10 +7,16 @@ use crate::housekeeper::placer::testing;
 use crate::housekeeper::placer::Placer;
 use std::time::{Duration, Instant};
 
-/// A placer of one slot that placed nothing, and the tree to walk.
-fn setup() -> (Placer, Tree) {
+/// Process 100 with `count` threads in a made-up `/proc`, followed by a tree, with a placer of
+/// one slot that placed nothing.
+fn start(count: usize) -> (FakeProc, Placer, Tree, Vec<Thread>) {
+    let fake = FakeProc::new();
+    let threads = process(100, 1, count);
+    threads.iter().for_each(|&t| fake.put(t));
     let (placer, _) = testing::placer(testing::table(1), vec![usize::MAX - 1], usize::MAX - 2);
-    (placer, Tree::new(Duration::from_millis(100), 0))
+    let mut tree = Tree::new(Duration::from_millis(100), 0);
+    tree.follow(100);
+    (fake, placer, tree, threads)
 }
 
 /// One walk without a placement log; `all_children`: the once-a-second poll.
@@ -32,11 +38,7 @@ fn live_tids(w: &Walk) -> Vec<i32> {
 
 #[test]
 fn a_thread_count_that_adds_up_is_trusted_and_one_that_does_not_is_listed() {
-    let fake = FakeProc::new();
-    let (placer, mut tree) = setup();
-    let mut threads = process(100, 1, 2);
-    threads.iter().for_each(|&t| fake.put(t));
-    tree.follow(100);
+    let (fake, placer, mut tree, mut threads) = start(2);
     assert_eq!(
         live_tids(&walk(&mut tree, &fake, &placer, false)),
         [100, 101]
@@ -65,11 +67,7 @@ fn a_thread_count_that_adds_up_is_trusted_and_one_that_does_not_is_listed() {
 
 #[test]
 fn a_pid_reused_by_another_process_ends_the_threads_followed() {
-    let fake = FakeProc::new();
-    let (placer, mut tree) = setup();
-    let threads = process(100, 1, 2);
-    threads.iter().for_each(|&t| fake.put(t));
-    tree.follow(100);
+    let (fake, placer, mut tree, threads) = start(2);
     assert_eq!(
         live_tids(&walk(&mut tree, &fake, &placer, false)),
         [100, 101]
@@ -87,12 +85,8 @@ fn a_pid_reused_by_another_process_ends_the_threads_followed() {
 
 #[test]
 fn threads_born_since_the_last_poll_are_looked_up_and_the_rest_wait_for_a_listing() {
-    let fake = FakeProc::new();
-    let (placer, mut tree) = setup();
-    let mut threads = process(100, 1, 10);
-    threads.iter().for_each(|&t| fake.put(t));
+    let (fake, placer, mut tree, mut threads) = start(10);
     fake.last_pid(109);
-    tree.follow(100);
     let all: Vec<i32> = (100..110).collect();
     assert_eq!(live_tids(&walk(&mut tree, &fake, &placer, false)), all);
     // One tid handed out since (110), and a thread below that range (50) that no count
@@ -123,11 +117,7 @@ fn threads_born_since_the_last_poll_are_looked_up_and_the_rest_wait_for_a_listin
 
 #[test]
 fn the_children_of_a_thread_that_ran_join_the_tree_those_of_a_sleeper_wait() {
-    let fake = FakeProc::new();
-    let (placer, mut tree) = setup();
-    let mut parent = process(100, 1, 2);
-    parent.iter().for_each(|&t| fake.put(t));
-    tree.follow(100);
+    let (fake, placer, mut tree, mut parent) = start(2);
     walk(&mut tree, &fake, &placer, false);
     // The main thread ran and forked 300; the other, asleep, is the parent of 400.
     for (child, parent_tid) in [(300, 100), (400, 101)] {
@@ -147,11 +137,7 @@ fn the_children_of_a_thread_that_ran_join_the_tree_those_of_a_sleeper_wait() {
 
 #[test]
 fn a_thread_whose_files_are_gone_ends_and_a_gone_process_is_forgotten() {
-    let fake = FakeProc::new();
-    let (placer, mut tree) = setup();
-    let threads = process(100, 1, 2);
-    threads.iter().for_each(|&t| fake.put(t));
-    tree.follow(100);
+    let (fake, placer, mut tree, threads) = start(2);
     walk(&mut tree, &fake, &placer, false);
     fake.end(100, 101);
     fake.put(Thread {
