@@ -6,8 +6,7 @@
 //! Needs `sysbench`, `stress-ng` and `openssl` for the third-party test (skipped without them,
 //! failed under `CI=true`).
 
-mod common;
-use common::*;
+use shim_tests::*;
 use std::path::Path;
 use std::process::Command;
 

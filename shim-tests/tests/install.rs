@@ -7,9 +7,7 @@
 //! goset-run extracted from it (never installed) places a task with the extracted shim. Bad
 //! input to any of them is one line and exit 2.
 
-mod common;
-
-use common::*;
+use shim_tests::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
