@@ -136,14 +136,30 @@ fn reap(pid: i32) -> Option<i32> {
     None
 }
 
-/// Orphans of the launchers these tests kill become this process's children, to be reaped.
-fn become_subreaper() {
+/// Orphans of the launchers these tests kill become this process's children, to be reaped,
+/// until the returned value is dropped. The test binary holds the other robust tests too: an
+/// orphan of theirs left unreaped here would be a zombie that still looks alive in `/proc`
+/// (a dead launcher's booking, say), so the test that takes this holds [`launcher_lock`] and
+/// gives it up before the lock.
+fn become_subreaper() -> Subreaper {
     // SAFETY: prctl with an integer argument.
     assert_eq!(
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) },
         0,
         "PR_SET_CHILD_SUBREAPER"
     );
+    Subreaper
+}
+
+/// This process is a subreaper while it lives.
+struct Subreaper;
+
+impl Drop for Subreaper {
+    fn drop(&mut self) {
+        // SAFETY: as in become_subreaper; a failure leaves the process a subreaper, which only
+        // keeps orphans as zombies until it exits.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0) };
+    }
 }
 
 /// The start time (field 22 of stat) of this test process.
@@ -253,7 +269,7 @@ fn a_dead_launchers_directory_is_swept_a_live_ones_kept_and_both_are_private() {
 #[test]
 fn kill_9_leaves_the_task_running_unless_die_with_launcher_and_the_next_run_sweeps() {
     let _serial = launcher_lock();
-    become_subreaper();
+    let _subreaper = become_subreaper();
     let tmp = tempfile::tempdir().unwrap();
 
     let mut orphan = Held::start(tmp.path(), &[]);
