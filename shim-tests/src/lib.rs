@@ -271,9 +271,12 @@ pub fn run(cmd: Command) -> Outcome {
     run_within(cmd, TIMEOUT)
 }
 
-/// [`run`] with another limit than [`TIMEOUT`].
+/// [`run`] with another limit than [`TIMEOUT`]. The program runs under [`launcher_lock`]: the
+/// files of a group share one test process, and one file's program must not run beside
+/// another file's task, as it never did when each file was a process of its own.
 fn run_within(mut cmd: Command, limit: Duration) -> Outcome {
     cmd.stdin(Stdio::null());
+    let _alone = launcher_lock();
     Started::spawn(cmd).finish(limit)
 }
 
@@ -319,12 +322,13 @@ pub fn goset_run(
     cmd
 }
 
-/// Serialises the tests of one binary (a group) that start goset-run: on 2 CPUs, two concurrent
-/// launchers would compete for the same CPUs, book each other's, or sweep each other's run
-/// directories, and one test's busy loop is noise to another's run. A test that needs the
-/// machine to itself (IRQs, cgroups, a busy loop that outlives one run) holds the lock for the
-/// whole test; the helpers that start goset-run take it too, which is free on a thread that
-/// already holds it. A test that failed while holding it leaves it usable (poison is ignored).
+/// Serialises the tests of one binary (a group) that start goset-run or a program: on 2 CPUs,
+/// two concurrent launchers would compete for the same CPUs, book each other's, or sweep each
+/// other's run directories, and one test's busy loop is noise to another's run. A test that
+/// needs the machine to itself (IRQs, cgroups, a busy loop that outlives one run) holds the
+/// lock for the whole test; the helpers that start goset-run or run a program take it too,
+/// which is free on a thread that already holds it. A test that failed while holding it
+/// leaves it usable (poison is ignored).
 pub fn launcher_lock() -> LauncherLock {
     static LOCK: Mutex<()> = Mutex::new(());
     if HOLDS_LAUNCHER_LOCK.get() {
