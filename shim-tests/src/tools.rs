@@ -249,7 +249,7 @@ impl Build {
     }
 }
 
-/// How `.ci/run` makes the Python environment of `tests/placement_real_runtimes.rs`.
+/// How `.ci/run` makes the Python environment of `tests/placement/real_runtimes.rs`.
 const PYVENV_INSTALL: &str = "apt-get install -y python3-venv python3-pip && \
 /usr/bin/python3 -m venv target/pyvenv && target/pyvenv/bin/python -m pip install \
 --only-binary=:all: -r shim-tests/runtimes/requirements.txt";

@@ -3,7 +3,7 @@
 //! the reservation and run on the housekeeper CPU. On this 2-CPU machine the housekeeper shares
 //! a task CPU, so "no slot" shows as: helpers on the housekeeper only, never on the other CPU.
 //!
-//! By hand, mpirun's ranks keep the cores mpirun bound them to: `multi_by_hand_tree.rs`.
+//! By hand, mpirun's ranks keep the cores mpirun bound them to: `multi/by_hand_tree.rs`.
 
 use shim_tests::*;
 

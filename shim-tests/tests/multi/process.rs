@@ -1,5 +1,5 @@
 //! Tasks of several processes on this machine (the topologies with nodes and SMT are the VM
-//! matrix's, `vm.rs`): `--per-process` under `mpirun` sizes each rank's OpenMP team to its
+//! matrix's, `vm/`): `--per-process` under `mpirun` sizes each rank's OpenMP team to its
 //! block and keeps the ranks apart; `--instances` starts the copies with their index, keeps
 //! their output apart, reports a row each and exits with the first failure; bad values are
 //! usage errors before anything starts.

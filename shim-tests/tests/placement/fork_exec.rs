@@ -3,7 +3,7 @@
 //! so the child's main thread takes slot 1, the other CPU.
 //!
 //! Fork + exec is checked under goset-run and plain fork by hand; by hand across exec (the table
-//! handed on in `GOSET_SLOTS`) see `multi_by_hand_tree.rs`.
+//! handed on in `GOSET_SLOTS`) see `multi/by_hand_tree.rs`.
 
 use shim_tests::*;
 
