@@ -256,11 +256,8 @@ fn sort_parallel_workers_end_alone() {
     panic!("no sort worker lived a second, even with 20 million numbers");
 }
 
-/// `sort --parallel=2` of `numbers` shuffled numbers under goset-run: no worker ends beside
-/// sort's main thread. Returns whether a worker lived a second.
-fn sort_parallel(numbers: usize) -> bool {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("numbers");
+/// Writes `numbers` shuffled numbers to `input`, one a line.
+fn write_shuffled(input: &Path, numbers: usize) {
     // 3 million shuffled numbers are about 23 MB (sort takes about 64 bytes a line).
     let mut text = String::new();
     let mut x: u64 = 88172645463325252;
@@ -270,42 +267,13 @@ fn sort_parallel(numbers: usize) -> bool {
         x ^= x << 17;
         text.push_str(&format!("{}\n", x % 1_000_000_000));
     }
-    std::fs::write(&input, text).unwrap();
-    // A buffer that holds the whole input: sort's workers sort it in one go (with a smaller
-    // one they sort chunk by chunk, and each lives no longer than a chunk takes).
-    let script = format!(
-        "sort --parallel=2 -S {}M {} | md5sum",
-        numbers * 64 / 1_000_000,
-        input.to_str().unwrap()
-    );
-    let expected = std::process::Command::new("sh")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    let log = dir.path().join("place.log");
-    let watch = ProcWatch::start("sort");
-    let (out, _) = run_under_goset(
-        2,
-        &["--log", log.to_str().unwrap()],
-        Path::new("sh"),
-        &["-c", &script],
-        &[],
-    );
-    let seen = watch.stop();
-    out.expect_code(0);
-    assert_eq!(out.stdout, String::from_utf8_lossy(&expected.stdout));
-    // From /proc: half a second after a worker appears (two polls and more), it never runs on
-    // the CPU sort's main thread runs on (with --no-adapt it did in 2 of 3 runs).
-    assert!(
-        seen.iter().any(|s| s.tid != s.pid),
-        "no sort worker seen in /proc"
-    );
-    let doubled = doubled_up(&seen, 0.5);
-    assert!(
-        doubled.is_empty(),
-        "busy beside sort's main thread: {doubled:?}"
-    );
-    let records: Vec<serde_json::Value> = (std::fs::read_to_string(&log).unwrap().lines())
+    std::fs::write(input, text).unwrap();
+}
+
+/// From the placement `log`: no sort worker moved twice, and each that lived a second ended
+/// on a CPU other than sort's main thread's. Returns whether one lived a second.
+fn long_lived_workers_left_main(log: &Path) -> bool {
+    let records: Vec<serde_json::Value> = (std::fs::read_to_string(log).unwrap().lines())
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let of = |tid: i64| records.iter().filter(move |r| r["tid"] == tid);
@@ -342,4 +310,47 @@ fn sort_parallel(numbers: usize) -> bool {
         );
     }
     long_lived > 0
+}
+
+/// `sort --parallel=2` of `numbers` shuffled numbers under goset-run: no worker ends beside
+/// sort's main thread. Returns whether a worker lived a second.
+fn sort_parallel(numbers: usize) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("numbers");
+    write_shuffled(&input, numbers);
+    // A buffer that holds the whole input: sort's workers sort it in one go (with a smaller
+    // one they sort chunk by chunk, and each lives no longer than a chunk takes).
+    let script = format!(
+        "sort --parallel=2 -S {}M {} | md5sum",
+        numbers * 64 / 1_000_000,
+        input.to_str().unwrap()
+    );
+    let expected = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let log = dir.path().join("place.log");
+    let watch = ProcWatch::start("sort");
+    let (out, _) = run_under_goset(
+        2,
+        &["--log", log.to_str().unwrap()],
+        Path::new("sh"),
+        &["-c", &script],
+        &[],
+    );
+    let seen = watch.stop();
+    out.expect_code(0);
+    assert_eq!(out.stdout, String::from_utf8_lossy(&expected.stdout));
+    // From /proc: half a second after a worker appears (two polls and more), it never runs on
+    // the CPU sort's main thread runs on (with --no-adapt it did in 2 of 3 runs).
+    assert!(
+        seen.iter().any(|s| s.tid != s.pid),
+        "no sort worker seen in /proc"
+    );
+    let doubled = doubled_up(&seen, 0.5);
+    assert!(
+        doubled.is_empty(),
+        "busy beside sort's main thread: {doubled:?}"
+    );
+    long_lived_workers_left_main(&log)
 }

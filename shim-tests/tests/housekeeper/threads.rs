@@ -430,14 +430,20 @@ fn held_workers(mode: &str) {
         return;
     };
     let out = run.finish(RUN_DEADLINE);
+    check_held_workers(&out, &held, pid, &report, &log);
+}
+
+/// What [`held_workers`] checks once the run is over: every busy worker on a planned CPU of
+/// its own, none of them placed by the housekeeper.
+fn check_held_workers(out: &Outcome, held: &[i32], pid: i32, report: &Path, log: &Path) {
     let ctx = format!(
         "held {held:?}\nstdout:\n{}\nstderr:\n{}\nlog:\n{}",
         out.stdout,
         out.stderr,
-        std::fs::read_to_string(&log).unwrap_or_default()
+        std::fs::read_to_string(log).unwrap_or_default()
     );
     assert_eq!(out.status.code(), Some(0), "{ctx}");
-    let planned = planned_cpus(&json(&report));
+    let planned = planned_cpus(&json(report));
     let busy = busy_lines(&out.stdout);
     assert_eq!(busy.len(), 2, "{ctx}");
     let mut cpus: Vec<i64> = busy
@@ -451,7 +457,7 @@ fn held_workers(mode: &str) {
     cpus.sort_unstable();
     cpus.dedup();
     assert_eq!(cpus.len(), 2, "busy workers share a CPU: {ctx}");
-    let text = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("--log: {e}: {ctx}"));
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| panic!("--log: {e}: {ctx}"));
     // The main thread was born on slot 0 (claimed before exec), before the shim started.
     let main_slot = text.lines().find_map(|l| {
         let r: Value = serde_json::from_str(l).ok()?;

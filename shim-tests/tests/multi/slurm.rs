@@ -145,26 +145,9 @@ fn held(out: &Outcome) -> Vec<usize> {
         .collect()
 }
 
-#[test]
-fn srun_and_sbatch_through_goset_run_give_each_rank_its_own_cpu() {
-    if !is_root() {
-        skip_note("a Slurm cluster of our own needs root (CI runs as root)");
-        return;
-    }
-    if DAEMONS.iter().any(|d| find(d).is_none()) {
-        return missing(
-            "Slurm",
-            "apt-get install slurmctld slurmd slurm-client munge",
-        );
-    }
-    let Some(threads) = Program::c("placed_threads.c") else {
-        return;
-    };
-    if own_allowed().len() < 2 {
-        return skip_note("needs 2 CPUs");
-    }
-    let cluster = Cluster::start();
-    let _serial = launcher_lock();
+/// `srun -n 2` of `goset-run -n 1`, with Slurm's binding off and on: the ranks' busy threads
+/// on two CPUs.
+fn srun_ranks_apart(cluster: &Cluster, threads: &Program) {
     // Slurm's own binding off, only goset's bookings keep the two ranks apart; on, each rank is
     // given one CPU and goset-run stays in it.
     for bind in ["--cpu-bind=none", "--cpu-bind=cores"] {
@@ -185,27 +168,10 @@ fn srun_and_sbatch_through_goset_run_give_each_rank_its_own_cpu() {
             out.dump()
         );
     }
+}
 
-    // A batch job.
-    let output = cluster.path("job.out");
-    let mut sbatch = cluster.command("sbatch");
-    sbatch
-        .args(["--wait", "-n", "1", "-o"])
-        .arg(&output)
-        .arg(format!(
-            "--wrap={} -q -n 1 --sample 0 -- {} 1 30",
-            goset_run_bin().display(),
-            threads.path().display()
-        ));
-    let submitted = run(sbatch);
-    submitted.expect_code(0);
-    let job = Outcome {
-        stdout: std::fs::read_to_string(&output).unwrap_or_default(),
-        ..submitted
-    };
-    assert_eq!(held(&job).len(), 1, "{}", job.stdout);
-
-    // Stopped and removed.
+/// Stops the cluster: every daemon it started ended and its directory removed.
+fn stop_and_check_gone(cluster: Cluster) {
     let pids: Vec<i32> = ["slurmd.pid", "slurmctld.pid", "munged.pid"]
         .iter()
         .filter_map(|f| {
@@ -230,4 +196,48 @@ fn srun_and_sbatch_through_goset_run_give_each_rank_its_own_cpu() {
         );
     }
     assert!(!dir.exists(), "{} left behind", dir.display());
+}
+
+#[test]
+fn srun_and_sbatch_through_goset_run_give_each_rank_its_own_cpu() {
+    if !is_root() {
+        skip_note("a Slurm cluster of our own needs root (CI runs as root)");
+        return;
+    }
+    if DAEMONS.iter().any(|d| find(d).is_none()) {
+        return missing(
+            "Slurm",
+            "apt-get install slurmctld slurmd slurm-client munge",
+        );
+    }
+    let Some(threads) = Program::c("placed_threads.c") else {
+        return;
+    };
+    if own_allowed().len() < 2 {
+        return skip_note("needs 2 CPUs");
+    }
+    let cluster = Cluster::start();
+    let _serial = launcher_lock();
+    srun_ranks_apart(&cluster, &threads);
+
+    // A batch job.
+    let output = cluster.path("job.out");
+    let mut sbatch = cluster.command("sbatch");
+    sbatch
+        .args(["--wait", "-n", "1", "-o"])
+        .arg(&output)
+        .arg(format!(
+            "--wrap={} -q -n 1 --sample 0 -- {} 1 30",
+            goset_run_bin().display(),
+            threads.path().display()
+        ));
+    let submitted = run(sbatch);
+    submitted.expect_code(0);
+    let job = Outcome {
+        stdout: std::fs::read_to_string(&output).unwrap_or_default(),
+        ..submitted
+    };
+    assert_eq!(held(&job).len(), 1, "{}", job.stdout);
+
+    stop_and_check_gone(cluster);
 }

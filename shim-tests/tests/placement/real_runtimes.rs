@@ -335,6 +335,30 @@ fn requests_per_second(stdout: &str) -> Option<f64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// goset-run's selection for redis-server: two task CPUs, and every thread nobody placed
+/// (jemalloc's) only ever on the housekeeper CPU.
+fn check_unplaced_threads(what: &str, json: &Path, server_outcome: &Outcome) {
+    let selection = Selection::read(json, server_outcome);
+    assert_eq!(selection.task_cpus.len(), 2, "{what}: {selection:?}");
+    // jemalloc creates its background threads through dlsym(RTLD_NEXT, "pthread_create"),
+    // behind the shim: the housekeeper places them, or leaves one where a helper it put on
+    // the housekeeper CPU created it; never on a task CPU beside a placed thread.
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(json).expect("the JSON")).expect("JSON");
+    let hk = selection.housekeeper.expect("a housekeeper");
+    for t in report["threads"].as_array().expect("threads") {
+        if t["placed_by"] == "none" {
+            let seen: Vec<u64> = (t["seen_on"].as_array().into_iter().flatten())
+                .filter_map(|c| c.as_u64())
+                .collect();
+            assert!(
+                seen.iter().all(|&c| c == hk as u64),
+                "{what}: a thread nobody placed ran on a task CPU: {t}"
+            );
+        }
+    }
+}
+
 /// redis-server `--io-threads 2` under the shim or goset-run, redis-benchmark from outside
 /// (50 clients: redis 7 hands reads and writes to its I/O thread from 4 clients on, which then
 /// spins beside the main thread).
@@ -401,25 +425,7 @@ fn redis(under: Under) {
             stdout: String::new(),
             stderr: server.dump(),
         };
-        let selection = Selection::read(&json, &server_outcome);
-        assert_eq!(selection.task_cpus.len(), 2, "{what}: {selection:?}");
-        // jemalloc creates its background threads through dlsym(RTLD_NEXT, "pthread_create"),
-        // behind the shim: the housekeeper places them, or leaves one where a helper it put on
-        // the housekeeper CPU created it; never on a task CPU beside a placed thread.
-        let report: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&json).expect("the JSON")).expect("JSON");
-        let hk = selection.housekeeper.expect("a housekeeper");
-        for t in report["threads"].as_array().expect("threads") {
-            if t["placed_by"] == "none" {
-                let seen: Vec<u64> = (t["seen_on"].as_array().into_iter().flatten())
-                    .filter_map(|c| c.as_u64())
-                    .collect();
-                assert!(
-                    seen.iter().all(|&c| c == hk as u64),
-                    "{what}: a thread nobody placed ran on a task CPU: {t}"
-                );
-            }
-        }
+        check_unplaced_threads(&what, &json, &server_outcome);
     }
     check_watch(&what, &watch, &log);
 }

@@ -311,6 +311,40 @@ fn give_away(path: &Path) {
     assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
 }
 
+/// A file of root's in the sticky directory `shared`, and a link in a directory of root's,
+/// work for `--json` and `--log`.
+fn roots_own_files_work(tmp: &Path, shared: &Path) {
+    let json = shared.join("r.json");
+    let log = shared.join("p.log");
+    let out = goset_run(tmp)
+        .arg("--json")
+        .arg(&json)
+        .arg("--log")
+        .arg(&log)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["run"]["exit"], 0);
+    assert!(std::fs::read_to_string(&log).unwrap().contains("\"init\""));
+    let out = goset_run(tmp)
+        .args(["--json", "/dev/stdout", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["run"]["exit"], 0);
+}
+
 #[test]
 fn as_root_json_and_log_do_not_follow_a_link_planted_where_others_can_write() {
     if !is_root() {
@@ -367,34 +401,5 @@ fn as_root_json_and_log_do_not_follow_a_link_planted_where_others_can_write() {
         refused(flag, &open_dir.join(name), "is not sticky");
         assert!(!open_dir.join(name).exists());
     }
-    // A file of root's in the sticky directory, and a link in a directory of root's, work.
-    let json = shared.join("r.json");
-    let log = shared.join("p.log");
-    let out = goset_run(tmp.path())
-        .arg("--json")
-        .arg(&json)
-        .arg("--log")
-        .arg(&log)
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(v["run"]["exit"], 0);
-    assert!(std::fs::read_to_string(&log).unwrap().contains("\"init\""));
-    let out = goset_run(tmp.path())
-        .args(["--json", "/dev/stdout", "--", "true"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["run"]["exit"], 0);
+    roots_own_files_work(tmp.path(), &shared);
 }
