@@ -37,9 +37,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How often the observer reads `/proc`.
-const PERIOD: Duration = Duration::from_millis(20);
+pub const PERIOD: Duration = Duration::from_millis(20);
 /// The share of a window that counts as burning (see the module's note for why not 0.5).
-const SHARE: f64 = 0.4;
+pub const SHARE: f64 = 0.4;
 /// How many windows in a row make a doubled-up pair.
 pub const WINDOWS: usize = 3;
 

@@ -254,10 +254,10 @@ const PYVENV_INSTALL: &str = "apt-get install -y python3-venv python3-pip && \
 /usr/bin/python3 -m venv target/pyvenv && target/pyvenv/bin/python -m pip install \
 --only-binary=:all: -r shim-tests/runtimes/requirements.txt";
 
-/// The Python of the virtual environment `target/pyvenv` (beside the built binaries, see
-/// [`super::profile_dir_candidates`]) when it imports scikit-learn, numba, onnx and
-/// onnxruntime; `None` (skipped, see [`missing`]) otherwise. Looked for once a test process,
-/// under [`super::launcher_lock`]: the imports burn a CPU for a second or two, and beside
+/// The Python of the virtual environment `target/pyvenv` (in the target directory that holds
+/// the built binaries) when it imports scikit-learn, numba, onnx and onnxruntime; `None`
+/// (skipped, see [`missing`]) otherwise. Looked for once a test process, under
+/// [`super::launcher_lock`]: the imports burn a CPU for a second or two, and beside
 /// another test's task they took a CPU from it (seen: a doubled-up pair of the task while
 /// the other CPU ran this import, and an observer test whose idle CPU was not idle).
 pub fn pyvenv_python() -> Option<PathBuf> {
