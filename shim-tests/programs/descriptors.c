@@ -1,4 +1,4 @@
-/* A program that reuses descriptor numbers (shim-tests/tests/robust_descriptors.rs), then makes the
+/* A program that reuses descriptor numbers (shim-tests/tests/robust/descriptors.rs), then makes the
  * shim log: two threads, each asking for a CPU with sched_setaffinity, and the main thread too.
  *
  *   descriptors closeall FILE   closes every descriptor but stdout (close_range), then opens

@@ -1,4 +1,4 @@
-/* Hooked calls on small stacks (shim-tests/tests/robust_small_stacks.rs).
+/* Hooked calls on small stacks (shim-tests/tests/robust/small_stacks.rs).
  *
  * Built twice from this file: with -DEARLY_LIB as libsmall_stacks_early.so (the hook callers,
  * the stack meter, and a constructor that runs before the shim's: a DT_NEEDED library's

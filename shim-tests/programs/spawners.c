@@ -1,5 +1,5 @@
 /* Threads that churn beside threads that sleep: the housekeeper's cost under churn (a test in
- * housekeeper_threads.rs, and launcher/bench/churn.sh, which prints figures).
+ * housekeeper/threads.rs, and launcher/bench/churn.sh, which prints figures).
  *
  * spawners SPAWNERS SLEEPERS SECS: starts SLEEPERS threads that block until the end, then
  * SPAWNERS threads that each create and join short-lived threads for SECS seconds, and prints

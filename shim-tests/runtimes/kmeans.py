@@ -1,5 +1,5 @@
 """scikit-learn KMeans (OpenMP lloyd, one thread per CPU of the mask) on a fixed synthetic dataset,
-for shim-tests/tests/placement_real_runtimes.rs: about 3 s on 2 CPUs. Prints exactly one line on
+for shim-tests/tests/placement/real_runtimes.rs: about 3 s on 2 CPUs. Prints exactly one line on
 stdout, the same whatever the timing: static chunks per thread, and the rounding below."""
 import numpy as np
 from sklearn.cluster import KMeans

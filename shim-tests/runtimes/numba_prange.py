@@ -1,5 +1,5 @@
 """numba @njit(parallel=True) prange reduction (one thread per CPU of the mask), for
-shim-tests/tests/placement_real_runtimes.rs: about 3 s on 2 CPUs, compiling included. Fixed work
+shim-tests/tests/placement/real_runtimes.rs: about 3 s on 2 CPUs, compiling included. Fixed work
 and an exact integer reduction: one line on stdout, the same whatever the timing."""
 import numpy as np
 from numba import njit, prange

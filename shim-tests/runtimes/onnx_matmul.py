@@ -1,5 +1,5 @@
 """Tiny in-memory ONNX MLP (MatMul+Relu x LAYERS) run with onnxruntime, 2 intra-op threads, for
-shim-tests/tests/placement_real_runtimes.rs: about 3 s on 2 CPUs. Prints exactly one line on
+shim-tests/tests/placement/real_runtimes.rs: about 3 s on 2 CPUs. Prints exactly one line on
 stdout, the same whatever the timing (rounded below)."""
 import numpy as np
 import onnx

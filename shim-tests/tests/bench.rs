@@ -6,8 +6,7 @@
 //! Needs `sysbench`, `stress-ng` and `openssl` for the third-party test (skipped without them,
 //! failed under `CI=true`).
 
-mod common;
-use common::*;
+use shim_tests::*;
 use std::path::Path;
 use std::process::Command;
 
@@ -30,28 +29,8 @@ fn own_cpus() -> Vec<usize> {
     cpulist(list)
 }
 
-#[test]
-fn a_builtin_benchmark_in_every_mode_gives_a_table_json_csv_and_plot() {
-    let dir = tempfile::tempdir().unwrap();
-    let (json, csv, svg) = (
-        dir.path().join("r.json"),
-        dir.path().join("r.csv"),
-        dir.path().join("r.svg"),
-    );
-    let noise_cpu = own_cpus()[0];
-    let _one_launcher = launcher_lock();
-    let mut cmd = bench();
-    cmd.args([
-        "--bench", "matmul", "--runs", "3", "--warmup", "1", "--seed", "5",
-    ])
-    .args(["--resamples", "300", "--goset-arg=--sample=0"])
-    .arg(format!("--noise={noise_cpu}:30%"))
-    .arg(format!("--json={}", json.display()))
-    .arg(format!("--csv={}", csv.display()))
-    .arg(format!("--plot={}", svg.display()));
-    let out = run(cmd);
-    out.expect_code(0);
-    // The table: each mode's row, goset's two comparisons with their intervals, the seed.
+/// The table: each mode's row, goset's two comparisons with their intervals, the seed.
+fn check_table(out: &Outcome) {
     let table = &out.stdout;
     assert!(
         table.starts_with("matmul (MFLOP/s, higher is better)"),
@@ -74,8 +53,11 @@ fn a_builtin_benchmark_in_every_mode_gives_a_table_json_csv_and_plot() {
         assert!(line.contains("95% CI [") && line.contains("]: "), "{line}");
     }
     assert!(table.contains("bootstrap 300 resamples; seed 5"), "{table}");
-    // JSON: every planned run, rounds of each mode once, the warm-up round marked.
-    let j = json_of(&json);
+}
+
+/// The JSON: every planned run, rounds of each mode once, the warm-up round marked.
+fn check_json(json: &Path) {
+    let j = json_of(json);
     assert_eq!(j["experiment"]["seed"], 5);
     let runs = j["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 12, "(1 warm-up + 3) rounds x 3 modes");
@@ -102,6 +84,31 @@ fn a_builtin_benchmark_in_every_mode_gives_a_table_json_csv_and_plot() {
     assert!(comparisons.iter().all(
         |c| c["resamples"] == 300 && c["low"].as_f64().unwrap() <= c["high"].as_f64().unwrap()
     ));
+}
+
+#[test]
+fn a_builtin_benchmark_in_every_mode_gives_a_table_json_csv_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv, svg) = (
+        dir.path().join("r.json"),
+        dir.path().join("r.csv"),
+        dir.path().join("r.svg"),
+    );
+    let noise_cpu = own_cpus()[0];
+    let _one_launcher = launcher_lock();
+    let mut cmd = bench();
+    cmd.args([
+        "--bench", "matmul", "--runs", "3", "--warmup", "1", "--seed", "5",
+    ])
+    .args(["--resamples", "300", "--goset-arg=--sample=0"])
+    .arg(format!("--noise={noise_cpu}:30%"))
+    .arg(format!("--json={}", json.display()))
+    .arg(format!("--csv={}", csv.display()))
+    .arg(format!("--plot={}", svg.display()));
+    let out = run(cmd);
+    out.expect_code(0);
+    check_table(&out);
+    check_json(&json);
     // CSV: one row per run (warm-up ones included, marked).
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv.lines().count(), 13, "{csv}");

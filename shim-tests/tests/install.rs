@@ -7,9 +7,7 @@
 //! goset-run extracted from it (never installed) places a task with the extracted shim. Bad
 //! input to any of them is one line and exit 2.
 
-mod common;
-
-use common::*;
+use shim_tests::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -212,28 +210,8 @@ fn dpkg_deb(args: &[&std::ffi::OsStr]) -> String {
     out.stdout
 }
 
-#[test]
-fn builds_a_debian_package_whose_extracted_files_run() {
-    if Command::new("dpkg-deb").arg("--version").output().is_err() {
-        missing("dpkg-deb", "apt-get install -y dpkg");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    // Canonical: the paths the kernel shows in /proc/self/maps are.
-    let dir_path = dir.path().canonicalize().unwrap();
-    let out = dir_path.join("out");
-    let depends = build_deb(&out, &[], &[]);
-    let arch = Command::new("dpkg")
-        .arg("--print-architecture")
-        .output()
-        .unwrap();
-    let arch = String::from_utf8(arch.stdout).unwrap().trim().to_string();
-    let version = env!("CARGO_PKG_VERSION").replace('-', "~");
-    let name = format!("goset_{version}_{arch}.deb");
-    // The package alone: the staging tree is gone.
-    assert_eq!(files_under(&out), vec![PathBuf::from(&name)]);
-    let deb = out.join(&name);
-
+/// The package's control fields, as `dpkg-deb --info` lists them.
+fn check_fields(deb: &Path, version: &str, arch: &str, depends: &str) {
     let info = dpkg_deb(&["--info".as_ref(), deb.as_os_str()]);
     let field = |name: &str| -> String {
         (info.lines())
@@ -252,7 +230,10 @@ fn builds_a_debian_package_whose_extracted_files_run() {
         "{info}"
     );
     assert_eq!(field("Description"), "noise-aware CPU pinning", "{info}");
+}
 
+/// Every file in the package, owned by root with its mode, and no other.
+fn check_contents(deb: &Path) {
     // `-rwxr-xr-x root/root 8317008 2024-01-01 12:00 ./usr/bin/goset`
     let contents = dpkg_deb(&["--contents".as_ref(), deb.as_os_str()]);
     let mut files = Vec::new();
@@ -288,6 +269,32 @@ fn builds_a_debian_package_whose_extracted_files_run() {
     }
     want.sort();
     assert_eq!(files, want, "{contents}");
+}
+
+#[test]
+fn builds_a_debian_package_whose_extracted_files_run() {
+    if Command::new("dpkg-deb").arg("--version").output().is_err() {
+        missing("dpkg-deb", "apt-get install -y dpkg");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Canonical: the paths the kernel shows in /proc/self/maps are.
+    let dir_path = dir.path().canonicalize().unwrap();
+    let out = dir_path.join("out");
+    let depends = build_deb(&out, &[], &[]);
+    let arch = Command::new("dpkg")
+        .arg("--print-architecture")
+        .output()
+        .unwrap();
+    let arch = String::from_utf8(arch.stdout).unwrap().trim().to_string();
+    let version = env!("CARGO_PKG_VERSION").replace('-', "~");
+    let name = format!("goset_{version}_{arch}.deb");
+    // The package alone: the staging tree is gone.
+    assert_eq!(files_under(&out), vec![PathBuf::from(&name)]);
+    let deb = out.join(&name);
+
+    check_fields(&deb, &version, &arch, &depends);
+    check_contents(&deb);
 
     // Without dpkg-shlibdeps, Depends comes from the programs' ELF files: the same answer.
     // Uncompressed (dpkg >= 1.21.10 reads the variable): only Depends is looked at.

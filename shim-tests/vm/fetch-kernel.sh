@@ -1,5 +1,5 @@
 #!/bin/sh
-# Fetches the kernel the VM tests boot (shim-tests/tests/vm.rs): Debian's linux-image package
+# Fetches the kernel the VM tests boot (shim-tests/tests/vm/): Debian's linux-image package
 # that linux-image-amd64 depends on, downloaded and unpacked (never installed), and the
 # uncompressed vmlinux cut out of its vmlinuz (the XZ stream after the boot stub), which QEMU
 # boots directly (PVH entry).
