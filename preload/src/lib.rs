@@ -13,7 +13,7 @@
 //! same call takes without the shim, a hook uses at most 2 KiB once the shim is initialised
 //! (a logged decision included), and at most 4 KiB on any path, initialisation included (a
 //! hook called before the constructor, from another library's constructor).
-//! `shim-tests/tests/robust_small_stacks.rs` measures every hook against these figures.
+//! `shim-tests/tests/robust/small_stacks.rs` measures every hook against these figures.
 
 pub mod affinity;
 pub mod attr;
