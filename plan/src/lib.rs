@@ -11,18 +11,22 @@
 //! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task,
 //!   and the label its thread records carry ([`slots::label`]);
 //! - [`vars`]: the names of the environment variables that hand the plan on;
+//! - [`clock`]: the one clock, read through the vDSO, never a clock another preload replaced;
+//! - [`raw`]: the system call entry, for what must reach the kernel and nothing else;
 //! - [`rootfile`]: when root may write a file at a name a user gave (the log, the report).
 //!
 //! Everything the shim calls here is allocation-free and lock-free, so it is safe on hook paths,
 //! after `fork` and in a `vfork` child. The launcher-only helpers (formatting the plan) allocate.
 
 pub mod buf;
+pub mod clock;
 pub mod cpulist;
 pub mod cpuset;
 pub mod level;
 pub mod locality;
 pub mod log;
 pub mod plan;
+pub mod raw;
 pub mod rootfile;
 pub mod slots;
 pub mod vars;

@@ -26,7 +26,7 @@ use crate::placement::Placement;
 use crate::role::Role;
 use crate::view::{self, ViewCell};
 use crate::{process, real, sys, thread};
-use goset_plan::CpuSet;
+use goset_plan::{raw, CpuSet};
 use libc::{c_int, pthread_attr_t, pthread_t};
 
 /// Whose mask a request is about.
@@ -298,7 +298,7 @@ pub unsafe fn pthread_set(thread: pthread_t, len: usize, mask: *const libc::cpu_
 unsafe fn get_raw(tid: i32, len: usize, mask: *mut u8) -> i64 {
     // SAFETY: the kernel writes at most len bytes at mask, checking the range itself.
     unsafe {
-        sys::syscall6(
+        raw::syscall6(
             libc::SYS_sched_getaffinity,
             [tid as i64, len as i64, mask as i64, 0, 0, 0],
         )

@@ -34,10 +34,6 @@ pub struct Config {
     /// take the free slots nearest its main thread ([`goset_plan::locality::near_key`]); the
     /// first process of a task without blocks keeps the plan's order.
     pub near: bool,
-    /// [`crate::env::plan_key`] of the variables that gave this process its plan: an exec'd
-    /// program whose environment has another key (or no shim in `LD_PRELOAD`) is not placed
-    /// by this plan ([`crate::exec`]).
-    pub carried: u64,
 }
 
 impl Config {
@@ -166,7 +162,6 @@ pub fn test_config(plan: Plan, bound: Option<CpuSet>) -> Config {
         root: false,
         near: bound.is_some(),
         bound,
-        carried: 0,
     }
 }
 

@@ -150,7 +150,7 @@ fn newborn(cfg: &Config, routine: StartRoutine, requested: &Option<CpuSet>) -> N
         Some(mask) => Some(view::granted(mask)),
         None => affinity::own_view().and_then(ViewCell::get),
     };
-    let born_us = goset_plan::slots::monotonic_us();
+    let born_us = goset_plan::clock::monotonic_us();
     let main = thread::tid() == process::pid();
     let birth = thread::child_born(main, born_us, sys::thread_cpu_us);
     let (p, inherits) = decide(cfg, routine, birth.beside);

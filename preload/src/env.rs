@@ -5,7 +5,6 @@
 //! copy; the strings it returns live as long as the process.
 
 use core::sync::atomic::{AtomicPtr, Ordering};
-use goset_plan::vars;
 use libc::c_char;
 
 static ENVP: AtomicPtr<*const c_char> = AtomicPtr::new(core::ptr::null_mut());
@@ -61,20 +60,6 @@ pub unsafe fn get_in<'a>(envp: *const *const c_char, name: &[u8]) -> Option<&'a 
     }
 }
 
-/// A hash of the variables that hand a plan on to an exec'd program ([`vars::PLAN`],
-/// [`vars::CPUS`] and [`vars::SLOTS`]), each as `get` finds it.
-pub fn plan_key<'a>(get: impl Fn(&[u8]) -> Option<&'a [u8]>) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for name in [vars::PLAN, vars::CPUS, vars::SLOTS] {
-        let value = get(name.as_bytes());
-        // The variable's presence, then its bytes: unset and empty differ.
-        for &b in [value.is_some() as u8].iter().chain(value.unwrap_or(b"")) {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -82,20 +67,5 @@ mod tests {
         assert!(super::get(b"PATH").is_some_and(|p| !p.is_empty()));
         assert_eq!(super::get(b"GOSET_SURELY_UNSET_VARIABLE"), None);
         assert_eq!(super::get(b"PAT"), None);
-    }
-
-    #[test]
-    fn the_plan_key_tells_every_plan_variable_apart() {
-        let of = |vars: &'static [(&'static [u8], &'static [u8])]| {
-            super::plan_key(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
-        };
-        let cpus: &[(&[u8], &[u8])] = &[(b"GOSET_CPUS", b"0,1")];
-        assert_eq!(of(cpus), of(&[(b"GOSET_CPUS", b"0,1"), (b"PATH", b"/bin")]));
-        assert_ne!(of(cpus), of(&[(b"GOSET_CPUS", b"0-1")]));
-        assert_ne!(of(cpus), of(&[]));
-        assert_ne!(of(&[(b"GOSET_CPUS", b"")]), of(&[]));
-        let slots: &[(&[u8], &[u8])] =
-            &[(b"GOSET_CPUS", b"0,1"), (b"GOSET_SLOTS", b"/proc/1/fd/9")];
-        assert_ne!(of(cpus), of(slots));
     }
 }

@@ -1,53 +1,35 @@
-//! Exec and spawn: a program started without this plan (its environment drops the shim from
-//! `LD_PRELOAD`, as `sudo` and `env -i` do, or hands on other plan variables) cannot place its
-//! threads, so it must not keep the one CPU (or the housekeeper CPU) the shim gave the thread
-//! that starts it. It starts on every slot's CPU ([`Config::slot_set`]), as under a plain
-//! mask, or on what that thread asked for itself. A program that carries the plan places
-//! itself, and its mask is left alone.
+//! Exec and spawn: a program the shim's thread starts begins on the mask that thread would
+//! hold without the shim: what it asked for itself, else every slot's CPU
+//! ([`Config::slot_set`]), never the one CPU (or the housekeeper CPU) the shim gave it. A
+//! program without the plan (its environment drops the shim, as `sudo` and `env -i` do) then
+//! runs as under a plain mask; one with the plan places itself, and by hand takes no mask the
+//! shim gave its parent's thread for a binding from outside (which it would keep: `make`'s
+//! `posix_spawn`ed compilers all stayed on the CPU of make's thread).
 //!
-//! Owns: the `execve`, `execv`, `execvp`, `execvpe`, `fexecve`, `posix_spawn` and
-//! `posix_spawnp` hooks' one decision, and putting the caller's mask back when the call
-//! returns (a failed exec; a spawn, whose child took the mask at clone). `execl`, `execlp`
-//! and `execle` are variadic, which Rust cannot define, and glibc's `system` and `popen`
-//! call the exec underneath directly: those programs carry the caller's environment, and so
-//! the plan, unless it was changed. Must not: write the shim's state (in a `vfork` child it is
+//! Owns: the `execve`, `execv`, `execvp`, `execvpe`, `fexecve`, `posix_spawn`,
+//! `posix_spawnp`, `system` and `popen` hooks' one decision, and putting the caller's mask back
+//! when the call returns (a failed exec; a spawn, whose child took the mask at clone).
+//! `execl`, `execlp` and `execle` are variadic, which Rust cannot define; they are rarely used
+//! from a thread the shim pinned. Must not: write the shim's state (in a `vfork` child it is
 //! the parent's), allocate, or log.
 
 use crate::config::{self, Config};
-use crate::{env, process, sys};
+use crate::{process, sys};
 use goset_plan::CpuSet;
-use libc::c_char;
 
 /// What [`before`] changed: the caller's mask to put back if the call returns.
 struct Widened(Option<CpuSet>);
 
-/// Runs `call` (an exec or spawn whose program gets `envp`) with the caller's mask widened
-/// when that program will not carry the plan, and puts the mask back if `call` returns.
-///
-/// # Safety
-/// `envp` is NULL or a NULL-terminated array of NUL-terminated strings.
-pub unsafe fn around<T>(envp: *const *const c_char, call: impl FnOnce() -> T) -> T {
-    // SAFETY: as the caller vouches.
-    let widened = unsafe { before(envp) };
+/// Runs `call` (an exec or spawn) with the caller's mask widened to what the program should
+/// start with, and puts the mask back if `call` returns.
+pub fn around<T>(call: impl FnOnce() -> T) -> T {
+    let widened = before();
     let ret = call();
     after(widened);
     ret
 }
 
-/// Whether a program started with `envp` loads the shim with this process's plan.
-///
-/// # Safety
-/// `envp` is NULL or a NULL-terminated array of NUL-terminated strings.
-unsafe fn carries_plan(cfg: &Config, envp: *const *const c_char) -> bool {
-    // SAFETY: as the caller vouches.
-    let get = |name: &[u8]| unsafe { env::get_in(envp, name) };
-    let preload = get(b"LD_PRELOAD").unwrap_or(b"");
-    let shimmed = preload == env::get(b"LD_PRELOAD").unwrap_or(b"-")
-        || preload.windows(8).any(|w| w == b"libgoset");
-    shimmed && env::plan_key(get) == cfg.carried
-}
-
-/// The mask a program started without the plan gets, from the caller's mask `now`.
+/// The mask a program started by the calling thread gets, from the caller's mask `now`.
 fn leaving_mask(cfg: &Config, now: &CpuSet) -> CpuSet {
     if process::own_pid().is_none() {
         // A vfork child: the thread state it would read is its parent's (and reading it may
@@ -76,19 +58,11 @@ fn leaving_mask(cfg: &Config, now: &CpuSet) -> CpuSet {
     asked.unwrap_or_else(|| cfg.slot_set())
 }
 
-/// Before an exec or spawn with `envp`: widens the caller's mask when the program will not
-/// carry the plan.
-///
-/// # Safety
-/// `envp` is NULL or a NULL-terminated array of NUL-terminated strings.
-unsafe fn before(envp: *const *const c_char) -> Widened {
+/// Before an exec or spawn: widens the caller's mask to what the program should start with.
+fn before() -> Widened {
     let Some(cfg) = config::ready() else {
         return Widened(None);
     };
-    // SAFETY: as the caller vouches.
-    if unsafe { carries_plan(cfg, envp) } {
-        return Widened(None);
-    }
     let Some(now) = sys::get_affinity(0) else {
         return Widened(None);
     };

@@ -14,6 +14,7 @@
 
 use crate::config::{self, Config};
 use crate::{load, log, process, sys};
+use goset_plan::raw;
 
 /// The configuration, initialising it on first use; `None` while disabled, or while another
 /// thread is still initialising after a short wait.
@@ -42,7 +43,7 @@ fn initialise_or_wait() -> Option<&'static Config> {
             return initialise();
         }
         // SAFETY: sched_yield has no arguments and no memory effects.
-        unsafe { sys::syscall6(libc::SYS_sched_yield, [0; 6]) };
+        unsafe { raw::syscall6(libc::SYS_sched_yield, [0; 6]) };
     }
     None
 }

@@ -34,6 +34,7 @@ pub mod sys;
 pub mod thread;
 pub mod view;
 
+use goset_plan::raw;
 use libc::{c_char, c_int, c_long, c_void, cpu_set_t, pid_t, pthread_attr_t, pthread_t, size_t};
 
 /// Hook: every new thread claims a slot and is born on its CPU.
@@ -171,14 +172,14 @@ pub unsafe extern "C" fn syscall(
         return finish(unsafe { affinity::sched_get(a1 as i32, a2 as usize, a3 as *mut u8) });
     }
     // SAFETY: the caller's system call, unchanged.
-    let ret = unsafe { sys::syscall6(n, [a1, a2, a3, a4, a5, a6]) };
+    let ret = unsafe { raw::syscall6(n, [a1, a2, a3, a4, a5, a6]) };
     if n == libc::SYS_seccomp && ret == 0 {
         sys::note_seccomp_filter();
     }
     finish(ret)
 }
 
-/// Hook: a program that will not carry the plan starts on every slot's CPU ([`exec`]).
+/// Hook: the program starts on the mask its caller would have without the shim ([`exec`]).
 ///
 /// # Safety
 /// As `execve`.
@@ -191,8 +192,8 @@ pub unsafe extern "C" fn execve(
     let Some(real) = real::execve() else {
         return enosys();
     };
-    // SAFETY: envp as the caller passes it to execve; forwarded unchanged.
-    unsafe { exec::around(envp, || real(path, argv, envp)) }
+    // SAFETY: the caller\'s arguments, forwarded unchanged.
+    exec::around(|| unsafe { real(path, argv, envp) })
 }
 
 /// Hook: as [`execve`], with the environment now.
@@ -204,8 +205,8 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
     let Some(real) = real::execv() else {
         return enosys();
     };
-    // SAFETY: libc's environ, which execv hands on; forwarded unchanged.
-    unsafe { exec::around(env::current(), || real(path, argv)) }
+    // SAFETY: the caller\'s arguments, forwarded unchanged.
+    exec::around(|| unsafe { real(path, argv) })
 }
 
 /// Hook: as [`execve`], with the environment now.
@@ -217,8 +218,8 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
     let Some(real) = real::execvp() else {
         return enosys();
     };
-    // SAFETY: libc's environ, which execvp hands on; forwarded unchanged.
-    unsafe { exec::around(env::current(), || real(file, argv)) }
+    // SAFETY: the caller\'s arguments, forwarded unchanged.
+    exec::around(|| unsafe { real(file, argv) })
 }
 
 /// Hook: as [`execve`].
@@ -234,8 +235,8 @@ pub unsafe extern "C" fn execvpe(
     let Some(real) = real::execvpe() else {
         return enosys();
     };
-    // SAFETY: envp as the caller passes it; forwarded unchanged.
-    unsafe { exec::around(envp, || real(file, argv, envp)) }
+    // SAFETY: the caller\'s arguments, forwarded unchanged.
+    exec::around(|| unsafe { real(file, argv, envp) })
 }
 
 /// Hook: as [`execve`].
@@ -251,12 +252,12 @@ pub unsafe extern "C" fn fexecve(
     let Some(real) = real::fexecve() else {
         return enosys();
     };
-    // SAFETY: envp as the caller passes it; forwarded unchanged.
-    unsafe { exec::around(envp, || real(fd, argv, envp)) }
+    // SAFETY: the caller\'s arguments, forwarded unchanged.
+    exec::around(|| unsafe { real(fd, argv, envp) })
 }
 
-/// Hook: the child takes the caller's mask at clone, so a program that will not carry the
-/// plan is spawned while the caller's mask is widened ([`exec`]), then the mask is put back.
+/// Hook: the child takes the caller's mask at clone, so it is spawned while the caller's
+/// mask is widened ([`exec`]), then the mask is put back.
 ///
 /// # Safety
 /// As `posix_spawn`.
@@ -272,8 +273,8 @@ pub unsafe extern "C" fn posix_spawn(
     let Some(real) = real::posix_spawn() else {
         return libc::ENOSYS;
     };
-    // SAFETY: envp as the caller passes it; forwarded unchanged.
-    unsafe { exec::around(envp.cast(), || real(pid, path, actions, attr, argv, envp)) }
+    // SAFETY: the caller\'s arguments, forwarded unchanged.
+    exec::around(|| unsafe { real(pid, path, actions, attr, argv, envp) })
 }
 
 /// Hook: as [`posix_spawn`].
@@ -292,8 +293,35 @@ pub unsafe extern "C" fn posix_spawnp(
     let Some(real) = real::posix_spawnp() else {
         return libc::ENOSYS;
     };
-    // SAFETY: envp as the caller passes it; forwarded unchanged.
-    unsafe { exec::around(envp.cast(), || real(pid, file, actions, attr, argv, envp)) }
+    // SAFETY: the caller\'s arguments, forwarded unchanged.
+    exec::around(|| unsafe { real(pid, file, actions, attr, argv, envp) })
+}
+
+/// Hook: as [`posix_spawn`]; glibc's `system` spawns its shell with an internal call no
+/// preload sees.
+///
+/// # Safety
+/// As `system`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
+    let Some(real) = real::system() else {
+        return -1;
+    };
+    // SAFETY: the caller's argument, forwarded unchanged.
+    exec::around(|| unsafe { real(command) })
+}
+
+/// Hook: as [`system`].
+///
+/// # Safety
+/// As `popen`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    let Some(real) = real::popen() else {
+        return core::ptr::null_mut();
+    };
+    // SAFETY: the caller's arguments, forwarded unchanged.
+    exec::around(|| unsafe { real(command, mode) })
 }
 
 /// An exec whose real function libc lacks: -1 with ENOSYS.

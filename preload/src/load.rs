@@ -132,10 +132,6 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
         // One of several processes (or keeping to a block): its threads stay near each other.
         near: block.is_some() || !first,
         bound: bound.or(block),
-        carried: crate::env::plan_key(|name| match name {
-            name if name == vars::SLOTS.as_bytes() => handed_value(),
-            _ => crate::env::get(name),
-        }),
     })
 }
 
@@ -386,16 +382,6 @@ fn hand_on(slot_count: usize, hash: u32) -> Result<&'static SlotTable, Disabled>
     table.init(slot_count);
     table.stamp(hash);
     Ok(table)
-}
-
-/// The `GOSET_SLOTS` value a program exec'd from this process needs to share its table: the
-/// one handed on, else the one inherited.
-fn handed_value() -> Option<&'static [u8]> {
-    if TO_HAND_ON.load(Ordering::Acquire) {
-        // SAFETY: written before TO_HAND_ON was set, read-only since.
-        return Some(unsafe { HANDED.get() }.as_bytes());
-    }
-    crate::env::get(vars::SLOTS.as_bytes())
 }
 
 /// Puts the table made while loading into the environment (`setenv`), from the constructor:

@@ -22,7 +22,7 @@ use crate::buf::{Buf, Exclusive};
 use crate::sys::{self, Identity};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use goset_plan::vars;
+use goset_plan::{raw, vars};
 
 pub use goset_plan::log::{escape, format, Event, Record};
 
@@ -172,7 +172,7 @@ fn inherited_copy(c_path: &[u8], e: i32) -> Result<(i32, Identity), i32> {
     sys::close(named);
     // SAFETY: F_GETFL reads the descriptor's flags; no memory is passed.
     let fl = unsafe {
-        sys::syscall6(
+        raw::syscall6(
             libc::SYS_fcntl,
             [fd as i64, libc::F_GETFL as i64, 0, 0, 0, 0],
         )
@@ -185,7 +185,7 @@ fn inherited_copy(c_path: &[u8], e: i32) -> Result<(i32, Identity), i32> {
     // A copy of the shim's own (dup_high hands back a descriptor already high as it is).
     // SAFETY: F_DUPFD_CLOEXEC reads no memory.
     let copy = unsafe {
-        sys::syscall6(
+        raw::syscall6(
             libc::SYS_fcntl,
             [fd as i64, libc::F_DUPFD_CLOEXEC as i64, 3, 0, 0, 0],
         )
@@ -319,7 +319,7 @@ fn replace(stale: i32) -> bool {
                 break;
             }
             // SAFETY: sched_yield has no arguments and no memory effects.
-            unsafe { sys::syscall6(libc::SYS_sched_yield, [0; 6]) };
+            unsafe { raw::syscall6(libc::SYS_sched_yield, [0; 6]) };
         }
         return true;
     }

@@ -34,6 +34,10 @@ pub type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> 
 /// `fexecve`.
 pub type FexecveFn =
     unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
+/// `system`.
+pub type SystemFn = unsafe extern "C" fn(*const c_char) -> c_int;
+/// `popen`.
+pub type PopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE;
 /// `posix_spawn` and `posix_spawnp`.
 pub type SpawnFn = unsafe extern "C" fn(
     *mut pid_t,
@@ -97,6 +101,8 @@ real!(execvpe, ExecveFn, b"execvpe\0");
 real!(fexecve, FexecveFn, b"fexecve\0");
 real!(posix_spawn, SpawnFn, b"posix_spawn\0");
 real!(posix_spawnp, SpawnFn, b"posix_spawnp\0");
+real!(system, SystemFn, b"system\0");
+real!(popen, PopenFn, b"popen\0");
 
 /// Looks every function up now (from the constructor): the exec hooks also run in `vfork`
 /// children, where `dlsym` must not be called.
@@ -109,5 +115,5 @@ pub fn resolve_all() {
         pthread_getaffinity_np(),
     );
     let _ = (execve(), execv(), execvp(), execvpe(), fexecve());
-    let _ = (posix_spawn(), posix_spawnp());
+    let _ = (posix_spawn(), posix_spawnp(), system(), popen());
 }

@@ -1,48 +1,12 @@
 //! Raw system calls, so that hook paths never call back into libc's `syscall` (which this
 //! library replaces) and never allocate.
 //!
-//! Owns: the inline-asm syscall entry for x86_64 and aarch64, and thin typed wrappers for the
-//! few calls the shim makes. Must not: touch errno (callers decide), allocate, or panic.
+//! Owns: thin typed wrappers for the few calls the shim makes, over the contract's
+//! inline-asm entry ([`goset_plan::raw::syscall6`]). Must not: touch errno (callers decide), allocate, or panic.
 
-use core::arch::asm;
 use core::sync::atomic::{AtomicBool, Ordering};
+use goset_plan::raw::syscall6;
 use goset_plan::CpuSet;
-
-/// Issues system call `n` with six arguments; returns the kernel's raw result (`-errno` on
-/// failure).
-///
-/// # Safety
-/// The arguments must be valid for the call, as for libc's `syscall`.
-#[inline]
-pub unsafe fn syscall6(n: i64, a: [i64; 6]) -> i64 {
-    let ret: i64;
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: the x86_64 Linux syscall ABI: number in rax, arguments in rdi, rsi, rdx, r10,
-    // r8, r9; the kernel clobbers rcx and r11. The caller vouches for the arguments.
-    unsafe {
-        asm!(
-            "syscall",
-            inlateout("rax") n => ret,
-            in("rdi") a[0], in("rsi") a[1], in("rdx") a[2],
-            in("r10") a[3], in("r8") a[4], in("r9") a[5],
-            lateout("rcx") _, lateout("r11") _,
-            options(nostack),
-        );
-    }
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: the aarch64 Linux syscall ABI: number in x8, arguments in x0..x5, result in x0.
-    // The caller vouches for the arguments.
-    unsafe {
-        asm!(
-            "svc 0",
-            in("x8") n,
-            inlateout("x0") a[0] => ret,
-            in("x1") a[1], in("x2") a[2], in("x3") a[3], in("x4") a[4], in("x5") a[5],
-            options(nostack),
-        );
-    }
-    ret
-}
 
 /// A raw result in the kernel's `-4095..-1` error range, as a positive errno.
 pub fn error_of(ret: i64) -> Option<i32> {
@@ -553,24 +517,12 @@ pub fn thread_name() -> [u8; 16] {
 
 /// Unix time in seconds.
 pub fn now() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec; it is the vDSO, async-signal-safe, not ours.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    goset_plan::clock::seconds(libc::CLOCK_REALTIME)
 }
 
 /// The calling thread's CPU time in microseconds (a system call: not the vDSO).
 pub fn thread_cpu_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec; async-signal-safe.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+    goset_plan::clock::micros(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 #[cfg(test)]

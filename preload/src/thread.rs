@@ -411,7 +411,7 @@ pub fn ending() -> bool {
     let (index, born) = PARENT
         .try_with(|p| p.replace((NO_CELL, 0)))
         .unwrap_or((NO_CELL, 0));
-    let brief = born != 0 && goset_plan::slots::monotonic_us().saturating_sub(born) < BRIEF_US;
+    let brief = born != 0 && goset_plan::clock::monotonic_us().saturating_sub(born) < BRIEF_US;
     if !brief {
         return false;
     }

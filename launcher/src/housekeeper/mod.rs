@@ -40,6 +40,7 @@ mod tree;
 
 use crate::fsroot::{FsRoot, ReadError};
 use cpu_sampler::CpuSampler;
+use goset_plan::clock;
 use logtail::LogTail;
 use noisewatch::NoiseWatch;
 pub use outcome::{Outcome, ThreadReport};
@@ -110,23 +111,11 @@ pub struct Housekeeper {
 
 /// CPU time of the launcher process so far.
 pub fn own_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    Duration::from_micros(clock::micros(libc::CLOCK_PROCESS_CPUTIME_ID))
 }
 
 fn boot_time_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    clock::seconds(libc::CLOCK_BOOTTIME)
 }
 
 /// Raises `RLIMIT_NOFILE`'s soft limit to the hard one (1024 is a common soft limit, a few

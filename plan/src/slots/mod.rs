@@ -14,6 +14,7 @@
 //! and [`SlotTable::claim_among`], bounded by the plan it wrote rather than by the table, and
 //! maps a file that cannot shrink under it ([`create_file`]).
 
+use crate::clock::monotonic_us;
 use crate::plan::MAX_SLOTS;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -45,7 +46,7 @@ pub struct SlotTable {
     /// [`crate::Plan::cpus_hash`] of the plan the table was made for, where a process hands
     /// the table on through the environment (the shim by hand); 0: not stamped.
     cpus_hash: AtomicU32,
-    /// When the housekeeper last published running counts ([`monotonic_us`]); 0: no
+    /// When the housekeeper last published running counts ([`crate::clock::monotonic_us`]); 0: no
     /// housekeeper publishes (the shim by hand).
     published_us: AtomicU64,
     /// When the poll before that published (1 after the first poll): the start of the
@@ -58,7 +59,7 @@ pub struct SlotTable {
     /// Threads that ran on each slot's CPU between the housekeeper's last two polls, as it
     /// published them ([`SlotTable::publish_running`]); all 0 without a housekeeper.
     running: [AtomicU32; MAX_SLOTS],
-    /// The latest birth on each slot: `us << 16 | (record + 1)` ([`monotonic_us`]; record
+    /// The latest birth on each slot: `us << 16 | (record + 1)` ([`crate::clock::monotonic_us`]; record
     /// `0xffff` when it has none), cleared when that thread's claim is released; 0: none.
     born: [AtomicU64; MAX_SLOTS],
     /// The pid of the process whose block holds each slot (see [`crate::locality`]); 0: in
@@ -109,17 +110,6 @@ pub const fn label(pid: i32, main: bool) -> i32 {
     } else {
         -pid
     }
-}
-
-/// Microseconds of `CLOCK_MONOTONIC`, one clock for every process of the task.
-pub fn monotonic_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec (the vDSO: no system call, signal-safe).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
 /// The order in which a new thread takes slots; the smallest key wins. First the fewest

@@ -40,7 +40,7 @@ fn a_waiting_creator_of_brief_children_one_after_another_keeps_the_next_beside_i
     // creations are RECHECK_US apart (each reads the creator's CPU time), which is
     // fake: 10 µs a creation while it waits, a second when it computed since the last.
     let hour = 3_600_000_000;
-    let base = goset_plan::slots::monotonic_us() + hour;
+    let base = goset_plan::clock::monotonic_us() + hour;
     let mut cpu = 1;
     let mut besides = Vec::new();
     let mut churning = Vec::new();
@@ -106,7 +106,7 @@ fn a_waiting_creator_of_brief_children_one_after_another_keeps_the_next_beside_i
 #[test]
 fn a_waiting_creator_is_checked_again_once_a_recheck_not_at_every_child() {
     register(999_991, 991, Placement::unslotted(Role::Worker, Some(0)));
-    let base = goset_plan::slots::monotonic_us() + 3_600_000_000;
+    let base = goset_plan::clock::monotonic_us() + 3_600_000_000;
     let reads = Cell::new(0u32);
     // Children a hundredth of RECHECK_US apart, each ending briefly; the creator's CPU
     // time grows 1 µs a creation while it waits, all of the interval once it computes,
