@@ -135,6 +135,9 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
         // A slot claimed for this pid (by goset-run before exec, or by the image before an
         // exec) is not this image's to hold.
         cfg.table.release_all(slots::label(pid, true));
+        if cfg.launcher && !cfg.wrapper {
+            seat_launcher(cfg, pid);
+        }
         p
     } else {
         if fresh_image {
@@ -172,6 +175,18 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
         ));
     }
     note(Event::Init, call, pid, None, &p, Some(&set));
+}
+
+/// Gives a launcher's main thread a record in the table, on the slot with the fewest live
+/// threads, labelled as a non-main thread's (so that an image this pid execs never adopts it,
+/// and frees it at start, as the exit handler does): it runs parked on the housekeeper CPU,
+/// but a launcher that computes (a shell's loop, `xargs`'s job) is a busy thread like any
+/// other, and the housekeeper moves its record and the thread to a slot no busy thread holds.
+/// No newborn stamp: a launcher mostly waits, and births should not avoid its slot.
+fn seat_launcher(cfg: &Config, pid: i32) {
+    let label = slots::label(pid, false);
+    cfg.table.release_all(label);
+    let _ = cfg.table.claim_among(label, cfg.table.slot_count());
 }
 
 /// The calling thread's placement as recorded: [`Placement::UNKNOWN`] for a thread the shim

@@ -31,6 +31,7 @@ fn assumed(slot: Option<usize>, roams: bool, task_cpus: &[usize]) -> ShimThread 
             .filter(|_| !roams),
         slot,
         roams,
+        launcher: false,
         exited: false,
     }
 }
@@ -142,6 +143,7 @@ mod tests {
             cpu: Some(2),
             slot: Some(0),
             roams: false,
+            launcher: false,
             exited: true,
         };
         log.shim.insert(300, written);

@@ -12,7 +12,7 @@
 
 use crate::fsroot::ReadError;
 use crate::placement_log::{self, Follower, MAX_BYTES, MAX_LINE};
-use goset_plan::log::{scan, Event};
+use goset_plan::log::{scan, Event, Role};
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -31,6 +31,9 @@ pub struct ShimThread {
     /// Its last record has it on the whole reservation, born while every slot had a running
     /// thread.
     pub roams: bool,
+    /// Its last record's role is [`Role::Launcher`]: parked on the housekeeper CPU, with a
+    /// record in the table the housekeeper moves if it computes.
+    pub launcher: bool,
     /// An exit record was seen.
     pub exited: bool,
 }
@@ -152,6 +155,7 @@ impl LogTail {
                     cpu: r.cpu,
                     slot: r.slot,
                     roams: r.roams,
+                    launcher: r.role == Some(Role::Launcher),
                 };
                 note(seen, brief);
             }
@@ -205,6 +209,7 @@ struct Brief<'a> {
     cpu: Option<usize>,
     slot: Option<usize>,
     roams: bool,
+    launcher: bool,
 }
 
 /// What [`note`] keeps up to date.
@@ -228,6 +233,7 @@ fn note(seen: &mut Seen, r: Brief) {
             cpu: None,
             slot: None,
             roams: false,
+            launcher: false,
             exited: false,
         }
     });
@@ -238,6 +244,7 @@ fn note(seen: &mut Seen, r: Brief) {
         t.cpu = r.cpu;
         t.slot = r.slot;
         t.roams = r.roams;
+        t.launcher = r.launcher;
     }
 }
 
@@ -253,6 +260,7 @@ fn scan_shim_line(line: &[u8]) -> Option<Brief<'_>> {
         cpu: r.cpu,
         slot: r.slot,
         roams: r.roams,
+        launcher: r.role == Role::Launcher,
     })
 }
 

@@ -73,6 +73,7 @@ fn the_shims_writer_and_the_launchers_reader_agree() {
                 cpu: r.cpu,
                 slot: r.slot,
                 roams: r.roams,
+                launcher: r.role == Some(Role::Launcher),
             };
             assert_eq!(scanned, Some(parsed));
         }
@@ -177,6 +178,7 @@ fn the_shims_lines_are_scanned_as_a_json_parser_reads_them() {
             cpu: r.cpu,
             slot: r.slot,
             roams: r.roams,
+            launcher: r.role == Some(Role::Launcher),
         };
         assert_eq!(scanned, parsed, "{line}");
     }

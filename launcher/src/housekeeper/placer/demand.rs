@@ -42,7 +42,8 @@ impl Placer {
     /// (no system call); `None` for a thread on no slot's CPU (a helper, one that roams).
     fn slot_of(&self, t: &Live) -> Option<usize> {
         let cpu = if t.shim_placed {
-            if t.shim_slot.is_none() || self.widened.contains_key(&t.tid) {
+            let slotless = t.shim_slot.is_none() && !t.shim_launcher;
+            if slotless || self.widened.contains_key(&t.tid) {
                 return None;
             }
             self.relocated(t.tid, t.shim_cpu).or(t.shim_cpu)?
@@ -200,6 +201,9 @@ impl Placer {
                 Spot::Parked => None,
             };
         }
+        if t.shim_slot.is_none() && t.shim_launcher {
+            return self.busy_launcher_slot(t);
+        }
         // Slotless threads (helpers, `--skip`ped ones) are where the plan wants them: they
         // neither count nor move.
         let record_slot = t.shim_slot?;
@@ -220,6 +224,20 @@ impl Placer {
         }
     }
 
+    /// The slot a busy launcher counts on: the one the housekeeper moved it to, else, while it
+    /// computes parked on the housekeeper CPU, its record's, as a thread that roams (it holds
+    /// no CPU of the task's, and gets a free slot before a doubled thread does).
+    fn busy_launcher_slot(&self, t: &Live) -> Option<(usize, bool)> {
+        if let Some(cpu) = self.relocated(t.tid, t.shim_cpu) {
+            return Some((self.task_cpus.iter().position(|&c| c == cpu)?, false));
+        }
+        if !computes(true, &t.activity) {
+            return None;
+        }
+        let (_, record_slot) = self.table.find(t.label_as_other())?;
+        Some((record_slot, true))
+    }
+
     /// Carries out move `m` of busy thread `t`: its record in the table, then the thread, with
     /// a `move` record (`crowd`: the busy threads on the slot it leaves).
     fn move_busy(
@@ -234,7 +252,11 @@ impl Placer {
         else {
             return;
         };
-        let label = t.label();
+        let label = if t.shim_launcher && t.shim_slot.is_none() {
+            t.label_as_other()
+        } else {
+            t.label()
+        };
         let record_moves = m.from != m.to;
         if record_moves && self.table.move_record(label, m.from, m.to).is_none() {
             return;
@@ -251,7 +273,14 @@ impl Placer {
         self.relocate(t, cpu);
         self.moves += 1;
         let moved = Owned::moved(t.pid, comm_of(t.tid), m.to, cpu);
-        let (left, reason) = if m.roamed {
+        let (left, reason) = if m.roamed && t.shim_launcher {
+            let why = format!(
+                "demand: a launcher computes on the housekeeper cpu {}, no busy thread on \
+                 slot {} (cpu {cpu})",
+                self.park_cpu, m.to
+            );
+            (Some(self.park_cpu), why)
+        } else if m.roamed {
             let why = format!(
                 "demand: computes on the reservation, no busy thread on slot {} (cpu {cpu})",
                 m.to
@@ -281,7 +310,7 @@ impl Placer {
 #[cfg(test)]
 mod tests {
     use super::super::affinity::{Affinity, Fake};
-    use super::super::testing::{table, unplaced};
+    use super::super::testing::{ran, table, unplaced};
     use super::*;
     use crate::housekeeper::policy::claims::Mask;
 
@@ -319,6 +348,72 @@ mod tests {
             .and_then(|r| r.reason.clone())
             .unwrap_or_default();
         assert!(why.contains("faster kind"), "{why}");
+        p.release_all();
+    }
+
+    #[test]
+    fn a_launcher_that_computes_leaves_the_housekeeper_cpu_for_a_free_slot() {
+        // Two slots on CPUs 0 and 1; the housekeeper on CPU 2, where the shim parks launchers.
+        let t = table(2);
+        let fake = Fake::default();
+        let mut p = Placer::new(
+            t,
+            vec![0, 1],
+            2,
+            BTreeMap::new(),
+            None,
+            Box::new(fake.clone()),
+        );
+        let pid = std::process::id() as i32;
+        // A compute thread busy on slot 0; a shell's main thread parked, its record on slot 0.
+        let (worker, shell) = (pid + 1, pid);
+        t.claim_at(goset_plan::slots::label(pid, false), 0).unwrap();
+        let record = t
+            .claim_among(goset_plan::slots::label(pid, false), 2)
+            .unwrap();
+        fake.put(worker, &[0]);
+        fake.put(shell, &[2]);
+        let computing = Live {
+            shim_placed: true,
+            shim_slot: Some(0),
+            shim_cpu: Some(0),
+            ..unplaced(worker, 1.0)
+        };
+        let launcher = Live {
+            pid,
+            shim_placed: true,
+            shim_cpu: Some(2),
+            shim_launcher: true,
+            ..unplaced(shell, 1.0)
+        };
+        let policy = Policy {
+            spread_busy: true,
+            ..Policy::default()
+        };
+        let idle = Live {
+            activity: ran(0.0),
+            demand: 0.0,
+            ..launcher
+        };
+        // Parked and waiting: it stays.
+        p.step(&[computing, idle], &[], &policy, &|_| "sh".into());
+        assert_eq!(fake.get(shell), Mask::Cpus(vec![2]), "{:?}", p.failures);
+        // Computing: it takes the slot no busy thread holds, record and thread, at once.
+        p.step(&[computing, launcher], &[], &policy, &|_| "sh".into());
+        assert_eq!(fake.get(shell), Mask::Cpus(vec![1]), "{:?}", p.failures);
+        assert_eq!(fake.get(worker), Mask::Cpus(vec![0]));
+        let label = goset_plan::slots::label(pid, false);
+        let slots: Vec<usize> = t.records().filter(|r| r.0 == label).map(|r| r.1).collect();
+        assert!(
+            slots.contains(&1),
+            "the record moved to slot 1: {slots:?} (was {record:?})"
+        );
+        let why = p
+            .records
+            .last()
+            .and_then(|r| r.reason.clone())
+            .unwrap_or_default();
+        assert!(why.contains("launcher computes"), "{why}");
         p.release_all();
     }
 }

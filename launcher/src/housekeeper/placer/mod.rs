@@ -162,6 +162,8 @@ pub struct Live {
     pub shim_slot: Option<usize>,
     /// The shim has it on the whole reservation (born while every slot had a running thread).
     pub shim_roams: bool,
+    /// The shim parked it as a launcher (see [`crate::housekeeper::logtail::ShimThread`]).
+    pub shim_launcher: bool,
     /// Its process's standing with the shim (only asked of threads the shim did not log).
     pub kin: Kin,
     /// Read this poll; `false`: left unread while it sleeps, as its last read found it.
@@ -182,6 +184,12 @@ impl Live {
     /// The label of its records in the slot table: a main thread's tid, `-pid` otherwise.
     fn label(&self) -> i32 {
         slots::label(self.pid, self.tid == self.pid)
+    }
+
+    /// The label a launcher's record carries, its main thread's too: `-pid`, so that an image
+    /// its pid execs never adopts it.
+    fn label_as_other(&self) -> i32 {
+        slots::label(self.pid, false)
     }
 }
 

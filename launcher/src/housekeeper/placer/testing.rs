@@ -43,6 +43,7 @@ pub fn unplaced(tid: i32, demand: f64) -> Live {
         shim_cpu: None,
         shim_slot: None,
         shim_roams: false,
+        shim_launcher: false,
         kin: Kin::Other,
         read: true,
     }
