@@ -11,7 +11,7 @@ use crate::buf::Buf;
 use crate::config::Config;
 use crate::role::Role;
 use crate::sys;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use goset_plan::level::Level;
 use goset_plan::locality;
 use goset_plan::slots::Claim;
@@ -363,22 +363,11 @@ pub fn alive(pid: i32) -> bool {
     !matches!(state, Some(b'Z') | Some(b'X'))
 }
 
-static LAST_REAP_MS: AtomicU64 = AtomicU64::new(0);
-
 /// Frees the records of processes that died without exit handlers (killed, `_exit`), when every
-/// slot is busy, at most every 100 ms per process.
+/// slot is busy, at most every 100 ms for the task ([`goset_plan::SlotTable::reap_due`]).
 fn reap_if_full(cfg: &Config) {
     let table = cfg.table;
-    if (0..table.slot_count()).any(|s| table.live(s) == 0) {
-        return;
-    }
-    let now = (sys::now() * 1000.0) as u64;
-    let last = LAST_REAP_MS.load(Ordering::Relaxed);
-    if now.saturating_sub(last) < 100
-        || LAST_REAP_MS
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-    {
+    if (0..table.slot_count()).any(|s| table.live(s) == 0) || !table.reap_due(100_000) {
         return;
     }
     reap(cfg);

@@ -28,7 +28,7 @@ pub const MAX_RECORDS: usize = 4096;
 /// The most threads a Linux system can have (`PID_MAX_LIMIT`, 2^22): no claims could have
 /// made a live count above it, so such a count is garbage.
 pub const MAX_THREADS: u32 = 1 << 22;
-const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL6");
+const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL7");
 
 /// The shared table. All fields are atomics so that a zero-filled mapping is a valid, empty
 /// table: [`SlotTable::init`] only sets the slot count and magic.
@@ -73,6 +73,9 @@ pub struct SlotTable {
     brief: AtomicU64,
     /// Live threads whose records are deferred (see [`deferred`]).
     deferring: AtomicU32,
+    /// When a process of the task last looked for dead processes' records
+    /// ([`SlotTable::reap_due`]); 0: never.
+    reaped_us: AtomicU64,
 }
 
 /// A claimed slot.
@@ -308,6 +311,19 @@ impl SlotTable {
         }
         let before = (self.published_us).swap(monotonic_us().max(1), Ordering::Relaxed);
         (self.counted_since_us).store(before.max(1), Ordering::Relaxed);
+    }
+
+    /// Whether it is time to look for the records of processes that died (killed, `_exit`):
+    /// at most once every `every_us` for the whole task, not once per process, since every
+    /// program a task execs is a new process and each such look reads `/proc`. True for the
+    /// one caller that takes the turn.
+    pub fn reap_due(&self, every_us: u64) -> bool {
+        let now = monotonic_us();
+        let last = self.reaped_us.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= every_us
+            && (self.reaped_us)
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Claims slot `slot` itself for `tid`, however loaded: the launcher's policy chose it

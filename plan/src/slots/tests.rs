@@ -415,3 +415,17 @@ fn a_block_is_taken_whole_or_not_at_all() {
     t.release_block(11);
     assert_eq!((t.owner(0), t.owner(1)), (Some(10), None));
 }
+
+#[test]
+fn one_process_of_the_task_reaps_at_a_time() {
+    let t = table(2);
+    assert!(t.reap_due(100_000), "the first look is due");
+    assert!(
+        !t.reap_due(100_000),
+        "another process of the task waits its turn"
+    );
+    // Once the interval has passed, a process takes the next turn.
+    let last = t.reaped_us.load(Ordering::Relaxed);
+    t.reaped_us.store(last - 100_000, Ordering::Relaxed);
+    assert!(t.reap_due(100_000));
+}
