@@ -22,13 +22,13 @@ use crate::placement::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
 use crate::view::{self, ViewCell};
-use crate::{affinity, process, sys, thread};
+use crate::{affinity, notes, process, sys, thread};
 use core::sync::atomic::{AtomicU64, Ordering};
 use goset_plan::slots::Deferred;
 use goset_plan::CpuSet;
 use libc::{c_int, c_void, pthread_attr_t, pthread_t};
 
-/// What the trampoline needs; malloc'd by the parent, freed by the child.
+/// What the trampoline needs; taken from [`crate::notes`] by the parent, given back by the child.
 struct Start {
     routine: StartRoutine,
     arg: *mut c_void,
@@ -238,18 +238,25 @@ pub unsafe fn create(
         return unsafe { real_create(thread, attr, routine, arg) };
     };
     let born = newborn(cfg, routine, &requested);
-    // SAFETY: malloc of a plain struct; checked for NULL below.
-    let start = unsafe { libc::malloc(core::mem::size_of::<Start>()) } as *mut Start;
+    let start = notes::take::<Start>();
     let first = birth_mask(cfg, &born);
-    if start.is_null() || first.is_some_and(|(set, _)| !copy.set_affinity(&set)) {
-        unborn(cfg, &born);
-        // SAFETY: free(NULL) is fine; then the caller's arguments, unchanged.
-        unsafe {
-            libc::free(start.cast());
-            return real_create(thread, attr, routine, arg);
+    let mask_set = match first {
+        Some((set, _)) => copy.set_affinity(&set),
+        None => true,
+    };
+    let start = match start {
+        Some(start) if mask_set => start,
+        _ => {
+            unborn(cfg, &born);
+            if let Some(start) = start {
+                // SAFETY: taken above, never written.
+                unsafe { notes::give_back(start) };
+            }
+            // SAFETY: the caller's arguments, unchanged.
+            return unsafe { real_create(thread, attr, routine, arg) };
         }
-    }
-    // SAFETY: start is a fresh allocation of the right size and alignment (malloc's).
+    };
+    // SAFETY: start is fresh memory of the right size and alignment for a Start.
     unsafe {
         start.write(Start {
             routine,
@@ -271,7 +278,7 @@ pub unsafe fn create(
     // SAFETY: on failure the trampoline never ran: glibc (2.34+) applies the attr mask after
     // clone, and if that fails it makes the stopped thread exit before its start routine and
     // waits for it before returning. So start is still ours.
-    unsafe { libc::free(start.cast()) };
+    unsafe { notes::give_back(start) };
     // EINVAL is what glibc returns when the birth mask cannot be applied (the CPU went offline,
     // the cpuset changed), EPERM when a seccomp filter forbids sched_setaffinity (a sandbox);
     // each is also an answer to the caller's own attr (a bad one, a policy it may not have).
@@ -306,8 +313,8 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
         deferred,
         widens,
     } = unsafe { start.read() };
-    // SAFETY: start came from malloc and is read out.
-    unsafe { libc::free(start.cast()) };
+    // SAFETY: start came from notes::take and is read out.
+    unsafe { notes::give_back(start) };
     if let Some(cfg) = config::ready() {
         if let Some(_guard) = thread::Guard::enter() {
             let tid = thread::tid();

@@ -1,8 +1,9 @@
 //! A tiny `getenv` over the environment the shim was started with.
 //!
 //! Owns: the environment pointer handed to the `.init_array` constructor (which exists even
-//! when `environ` is not yet set up), falling back to libc's `environ`. Must not: allocate or
-//! copy; the strings it returns live as long as the process.
+//! when `environ` is not yet set up), falling back to libc's `environ`; and [`put`], the one
+//! entry the shim adds. Must not: allocate on the heap; the strings it returns live as long as
+//! the process.
 
 use core::sync::atomic::{AtomicPtr, Ordering};
 use libc::c_char;
@@ -10,7 +11,7 @@ use libc::c_char;
 static ENVP: AtomicPtr<*const c_char> = AtomicPtr::new(core::ptr::null_mut());
 
 extern "C" {
-    static environ: *const *const c_char;
+    static mut environ: *const *const c_char;
 }
 
 /// Remembers the environment given to the constructor.
@@ -57,6 +58,62 @@ pub unsafe fn get_in<'a>(envp: *const *const c_char, name: &[u8]) -> Option<&'a 
             return Some(&bytes[name.len() + 1..]);
         }
         i += 1;
+    }
+}
+
+/// Sets the variable of `entry` (`NAME=value`, NUL-terminated, static) in libc's `environ`,
+/// replacing its entry or adding one, without the heap: `environ` becomes a copy of itself in
+/// a private mapping. glibc's `setenv` copies such an array when it next adds a variable
+/// rather than reallocating it. Only before `main` (from the constructor): no other thread
+/// reads the environment then. Nothing changes when `entry` has no `=` or no mapping can be
+/// had.
+pub fn put(entry: &'static [u8]) {
+    let Some(eq) = entry.iter().position(|&b| b == b'=') else {
+        return;
+    };
+    if entry.last() != Some(&0) {
+        return;
+    }
+    let old = current();
+    let mut n = 0;
+    // SAFETY: environ is NULL or a NULL-terminated array.
+    while !old.is_null() && !unsafe { *old.add(n) }.is_null() {
+        n += 1;
+    }
+    let size = (n + 2) * core::mem::size_of::<*const c_char>();
+    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+    let addr = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return;
+    }
+    let new = addr as *mut *const c_char;
+    let mut len = 0;
+    for i in 0..n {
+        // SAFETY: i < n, entries of the old array; every entry is a NUL-terminated string.
+        let e = unsafe { *old.add(i) };
+        // SAFETY: as above.
+        let bytes = unsafe { core::ffi::CStr::from_ptr(e) }.to_bytes();
+        if bytes.len() > eq && bytes[..=eq] == entry[..=eq] {
+            continue;
+        }
+        // SAFETY: len <= i < n + 2 cells of the mapping.
+        unsafe { *new.add(len) = e };
+        len += 1;
+    }
+    // SAFETY: len <= n: cells len and len + 1 are inside the mapping (zero-filled: the
+    // terminator is already there).
+    unsafe {
+        *new.add(len) = entry.as_ptr().cast();
+        environ = new;
     }
 }
 

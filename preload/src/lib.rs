@@ -26,6 +26,7 @@ pub mod exec;
 pub mod init;
 pub mod load;
 pub mod log;
+pub mod notes;
 pub mod placement;
 pub mod process;
 pub mod real;

@@ -348,9 +348,10 @@ fn by_hand(
     Ok((table, bound, inherited.is_none()))
 }
 
-/// The `GOSET_SLOTS` value this process hands on (empty: none), written while loading and put
-/// into the environment by [`hand_on_now`].
-static HANDED: Exclusive<Buf<48>> = Exclusive::new(Buf::new());
+/// The `GOSET_SLOTS=<value>` entry this process hands on (NUL-terminated), written while
+/// loading and put into the environment by [`hand_on_now`]; static, since the environment
+/// keeps pointing at it.
+static HANDED: Exclusive<Buf<64>> = Exclusive::new(Buf::new());
 /// Whether [`HANDED`] is written and [`hand_on_now`] has yet to export it.
 static TO_HAND_ON: AtomicBool = AtomicBool::new(false);
 
@@ -369,7 +370,8 @@ fn hand_on(slot_count: usize, hash: u32) -> Result<&'static SlotTable, Disabled>
         let value = unsafe { HANDED.get_mut() };
         value.truncate(0);
         let pid = sys::getpid();
-        let _ = core::fmt::Write::write_fmt(value, format_args!("/proc/{pid}/fd/{fd}"));
+        let name = vars::SLOTS;
+        let _ = core::fmt::Write::write_fmt(value, format_args!("{name}=/proc/{pid}/fd/{fd}\0"));
         TO_HAND_ON.store(value.fits(), Ordering::Release);
         return Ok(table);
     }
@@ -384,23 +386,18 @@ fn hand_on(slot_count: usize, hash: u32) -> Result<&'static SlotTable, Disabled>
     Ok(table)
 }
 
-/// Puts the table made while loading into the environment (`setenv`), from the constructor:
-/// on the main thread's stack, before `main` reads its environment, even when a hook called
-/// earlier (by another library's constructor) loaded the configuration on a small stack.
+/// Puts the table made while loading into the environment ([`crate::env::put`], not libc's
+/// `setenv`, which allocates on the program's heap), from the constructor: before `main`
+/// reads its environment, even when a hook called earlier (by another library's constructor)
+/// loaded the configuration.
 pub fn hand_on_now() {
     if !TO_HAND_ON.swap(false, Ordering::AcqRel) {
         return;
     }
-    // SAFETY: written before TO_HAND_ON was set; the constructor is the one reader.
-    let handed = unsafe { HANDED.get() };
-    let mut value = Buf::<48>::new();
-    value.push(handed.as_bytes());
-    let mut name = Buf::<16>::new();
-    name.push(vars::SLOTS.as_bytes());
-    if let (Some(name), Some(value)) = (name.c_str(), value.c_str()) {
-        // SAFETY: both NUL-terminated; the constructor runs before main and its threads.
-        unsafe { libc::setenv(name.as_ptr().cast(), value.as_ptr().cast(), 1) };
-    }
+    // SAFETY: written before TO_HAND_ON was set, read-only since; static, as the environment
+    // needs.
+    let entry = unsafe { HANDED.get() };
+    crate::env::put(entry.as_bytes());
 }
 
 /// Whether this process is in a PID namespace other than the plan's (see

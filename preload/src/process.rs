@@ -337,6 +337,7 @@ extern "C" fn after_fork_child() {
     let creator = recorded().slot_now(cfg);
     thread::forget(thread::tid() == pid());
     thread::clear_registry();
+    crate::notes::reset_after_fork();
     log::after_fork();
     ROOT.store(false, Ordering::Relaxed);
     place_main(cfg, "fork", false, creator);
