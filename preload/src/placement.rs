@@ -231,11 +231,13 @@ pub fn claim(
     let main = role == Role::Main;
     // A label is the pid or its negative (goset_plan::slots::label): no system call here.
     let me = label.unsigned_abs();
-    let born = cfg
-        .table
-        .claim_birth_within(label, creator, cfg.table.slot_count(), |s| {
-            nearness(cfg, me, s, anchor, main)
-        });
+    let born = cfg.table.claim_birth_within(
+        label,
+        creator,
+        cfg.table.slot_count(),
+        |s| nearness(cfg, me, s, anchor, main),
+        |s| main && runs_there(cfg, s, me),
+    );
     match born {
         Some(b) if b.roams && cfg.bound.is_some() => {
             let roaming = Placement {
@@ -338,6 +340,21 @@ pub fn adopt(cfg: &Config, pid: i32) -> Option<Placement> {
     })
 }
 
+/// Processes whose running a claim looks at, at most: one `/proc` read each.
+const LOOKS: usize = 8;
+
+/// Whether the main thread of a process other than `me` that holds `slot` runs now (state R in
+/// `/proc`). Asked by hand only (a housekeeper's counts say it otherwise), and only for a
+/// process's claim (a fork, an exec): a process that starts costs far more than these reads,
+/// a `pthread_create` stays free of them. xargs's third job was born beside its first, which
+/// still computed, when nothing told the shim so after its first 100 ms.
+fn runs_there(cfg: &Config, slot: usize, me: u32) -> bool {
+    (cfg.table.main_holders(slot))
+        .filter(|&pid| pid as u32 != me)
+        .take(LOOKS)
+        .any(|pid| state(pid) == Some(b'R'))
+}
+
 /// Whether process `pid` is alive (not gone, not a zombie).
 ///
 /// Reads the main thread's stat, not the process's: its state is the same field, but
@@ -345,22 +362,26 @@ pub fn adopt(cfg: &Config, pid: i32) -> Option<Placement> {
 /// in a process of thousands of threads costs milliseconds and stalls its every thread
 /// creation and exit meanwhile.
 pub fn alive(pid: i32) -> bool {
+    !matches!(state(pid), None | Some(b'Z') | Some(b'X'))
+}
+
+/// The state letter of process `pid`'s main thread (`R`, `S`, `Z` ...); `None` when it is gone
+/// (or its stat cannot be read: a main thread whose stat reads but holds no state letter is
+/// taken as alive, `Some(0)`).
+fn state(pid: i32) -> Option<u8> {
     let mut path = Buf::<40>::new();
     let _ = core::fmt::Write::write_fmt(&mut path, format_args!("/proc/{pid}/task/{pid}/stat"));
     let Some(c_path) = path.c_str() else {
-        return true;
+        return Some(0);
     };
     // "pid (comm) S ...": the state follows the last ')', well inside the first 512 bytes.
     let mut stat = [0u8; 512];
-    let n = match sys::read_prefix(c_path, &mut stat) {
-        Ok(n) => n,
-        Err(_) => return false,
-    };
+    let n = sys::read_prefix(c_path, &mut stat).ok()?;
     let state = stat[..n]
         .iter()
         .rposition(|&c| c == b')')
         .and_then(|at| stat.get(at + 2));
-    !matches!(state, Some(b'Z') | Some(b'X'))
+    Some(state.copied().unwrap_or(0))
 }
 
 /// Frees the records of processes that died without exit handlers (killed, `_exit`), when every

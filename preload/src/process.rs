@@ -135,8 +135,10 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
         // A slot claimed for this pid (by goset-run before exec, or by the image before an
         // exec) is not this image's to hold.
         cfg.table.release_all(slots::label(pid, true));
-        if cfg.launcher && !cfg.wrapper {
-            seat_launcher(cfg, pid);
+        if fresh_image {
+            // A record the housekeeper made for this pid's previous image, a launcher that
+            // computed (labelled as a non-main thread's, so that no image adopts it).
+            cfg.table.release_all(slots::label(pid, false));
         }
         p
     } else {
@@ -153,7 +155,18 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
             inside
         });
         let label = slots::label(pid, true);
-        adopted.unwrap_or_else(|| placement::claim(cfg, Role::Main, label, creator, None))
+        match adopted {
+            Some(p) if !p.shared => p,
+            // A slot claimed when the process was forked, which another thread now holds too
+            // (xargs's previous job, started on it while this one's fork roamed): the image
+            // gives it back and takes the slot the birth rule gives now.
+            other => {
+                if let Some(old) = other {
+                    placement::release(cfg, &old);
+                }
+                placement::claim(cfg, Role::Main, label, creator, None)
+            }
+        }
     };
     MAIN.store(p.pack(), Ordering::Release);
     if sys::gettid() == pid {
@@ -175,18 +188,6 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
         ));
     }
     note(Event::Init, call, pid, None, &p, Some(&set));
-}
-
-/// Gives a launcher's main thread a record in the table, on the slot with the fewest live
-/// threads, labelled as a non-main thread's (so that an image this pid execs never adopts it,
-/// and frees it at start, as the exit handler does): it runs parked on the housekeeper CPU,
-/// but a launcher that computes (a shell's loop, `xargs`'s job) is a busy thread like any
-/// other, and the housekeeper moves its record and the thread to a slot no busy thread holds.
-/// No newborn stamp: a launcher mostly waits, and births should not avoid its slot.
-fn seat_launcher(cfg: &Config, pid: i32) {
-    let label = slots::label(pid, false);
-    cfg.table.release_all(label);
-    let _ = cfg.table.claim_among(label, cfg.table.slot_count());
 }
 
 /// The calling thread's placement as recorded: [`Placement::UNKNOWN`] for a thread the shim

@@ -215,19 +215,22 @@ impl SlotTable {
     /// [`birth_key`] order among the first `slots` slots. `None` when no slot has a known
     /// count (see [`SlotTable::live_counts`]).
     pub fn claim_birth(&self, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
-        self.claim_birth_within(tid, creator, slots, |_| Some(0))
+        self.claim_birth_within(tid, creator, slots, |_| Some(0), |_| false)
     }
 
     /// [`SlotTable::claim_birth`] among the slots `near` ranks (`None`: not this thread's to
     /// take; a process that keeps a binding or a block claims only the slots on its CPUs),
     /// nearer first as [`birth_key`] orders them; `None` when it ranks no slot with a known
-    /// count.
+    /// count. Without a housekeeper (by hand), a slot with live threads and no running count
+    /// is asked `seen_running` (the shim looks whether a process holding it runs now: a
+    /// thread older than [`NEWBORN_US`] may still compute).
     pub fn claim_birth_within(
         &self,
         tid: i32,
         creator: Option<usize>,
         slots: usize,
         near: impl Fn(usize) -> Option<u32>,
+        seen_running: impl Fn(usize) -> bool,
     ) -> Option<Birth> {
         let now = monotonic_us();
         let published = self.published_us.load(Ordering::Relaxed);
@@ -238,7 +241,11 @@ impl SlotTable {
                 .enumerate()
                 .filter_map(|(s, load)| {
                     let near = near(s)?;
-                    let running = self.running(s) + self.newborn(s, now, published, since) as u32;
+                    let mut running =
+                        self.running(s) + self.newborn(s, now, published, since) as u32;
+                    if running == 0 && published == 0 && load? > 0 && seen_running(s) {
+                        running = 1;
+                    }
                     let key = birth_key(running, creator == Some(s), near, load?, s);
                     Some((s, load?, key))
                 })
@@ -536,6 +543,13 @@ impl SlotTable {
             }
         }
         freed
+    }
+
+    /// The pids whose main threads hold `slot` (their records carry the pid itself).
+    pub fn main_holders(&self, slot: usize) -> impl Iterator<Item = i32> + '_ {
+        self.records()
+            .filter(move |&(label, s)| s == slot && label > 0)
+            .map(|(label, _)| label)
     }
 
     /// Every `(tid, slot)` currently recorded.

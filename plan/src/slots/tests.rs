@@ -374,17 +374,19 @@ fn a_bound_process_claims_only_the_slots_it_accepts() {
     let t = table(3);
     // Slot 0 is free, but the process keeps a binding to slot 2's CPU.
     let a = t
-        .claim_birth_within(7, None, 3, |s| (s == 2).then_some(0))
+        .claim_birth_within(7, None, 3, |s| (s == 2).then_some(0), |_| false)
         .unwrap();
     assert_eq!((a.claim.slot, a.roams), (2, false));
     // Its second thread shares that slot (the binding holds), and roams only in name: every
     // slot it accepts runs a thread.
     let b = t
-        .claim_birth_within(-7, Some(2), 3, |s| (s == 2).then_some(0))
+        .claim_birth_within(-7, Some(2), 3, |s| (s == 2).then_some(0), |_| false)
         .unwrap();
     assert_eq!((b.claim.slot, b.claim.shared, b.roams), (2, true, true));
     assert_eq!(t.live(0), 0, "the free slot was never taken");
-    assert!(t.claim_birth_within(-7, None, 3, |_| None).is_none());
+    assert!(t
+        .claim_birth_within(-7, None, 3, |_| None, |_| false)
+        .is_none());
 }
 
 #[test]
@@ -428,4 +430,29 @@ fn one_process_of_the_task_reaps_at_a_time() {
     let last = t.reaped_us.load(Ordering::Relaxed);
     t.reaped_us.store(last - 100_000, Ordering::Relaxed);
     assert!(t.reap_due(100_000));
+}
+
+#[test]
+fn by_hand_a_process_seen_running_keeps_its_slot_to_itself() {
+    let t = table(2);
+    // A job on slot 0, older than the newborn window; its parent (xargs) on slot 1.
+    let job = t.claim_birth(100, None, 2).unwrap();
+    assert_eq!(job.claim.slot, 0);
+    age_birth(&t, 0, NEWBORN_US);
+    t.claim_at(200, 1).unwrap();
+    age_birth(&t, 1, NEWBORN_US);
+    assert_eq!(t.main_holders(0).collect::<Vec<_>>(), vec![100]);
+    // The next job is born where the running job is not, though the counts would tie...
+    let runs = |s: usize| t.main_holders(s).any(|pid| pid == 100);
+    let next = t
+        .claim_birth_within(300, None, 2, |_| Some(0), runs)
+        .unwrap();
+    assert_eq!((next.claim.slot, next.roams), (1, false));
+    // ... and beside it only when nothing tells it runs.
+    t.release(&next.claim);
+    age_birth(&t, 1, NEWBORN_US);
+    let blind = t
+        .claim_birth_within(300, None, 2, |_| Some(0), |_| false)
+        .unwrap();
+    assert_eq!(blind.claim.slot, 0);
 }

@@ -225,8 +225,8 @@ impl Placer {
     }
 
     /// The slot a busy launcher counts on: the one the housekeeper moved it to, else, while it
-    /// computes parked on the housekeeper CPU, its record's, as a thread that roams (it holds
-    /// no CPU of the task's, and gets a free slot before a doubled thread does).
+    /// computes parked on the housekeeper CPU, as a thread that roams (it holds no CPU of the
+    /// task's, and gets a free slot before a doubled thread does).
     fn busy_launcher_slot(&self, t: &Live) -> Option<(usize, bool)> {
         if let Some(cpu) = self.relocated(t.tid, t.shim_cpu) {
             return Some((self.task_cpus.iter().position(|&c| c == cpu)?, false));
@@ -234,8 +234,11 @@ impl Placer {
         if !computes(true, &t.activity) {
             return None;
         }
-        let (_, record_slot) = self.table.find(t.label_as_other())?;
-        Some((record_slot, true))
+        // Its record, where it has one (the housekeeper seated it before); else a slot in no
+        // process's block, the launcher's own group.
+        let home = (self.table.find(t.label_as_other()).map(|(_, s)| s))
+            .or_else(|| (0..self.task_cpus.len()).find(|&s| self.table.owner(s).is_none()))?;
+        Some((home, true))
     }
 
     /// Carries out move `m` of busy thread `t`: its record in the table, then the thread, with
@@ -252,18 +255,32 @@ impl Placer {
         else {
             return;
         };
-        let label = if t.shim_launcher && t.shim_slot.is_none() {
+        let launcher = t.shim_launcher && t.shim_slot.is_none();
+        let label = if launcher {
             t.label_as_other()
         } else {
             t.label()
         };
-        let record_moves = m.from != m.to;
+        // A launcher the shim parked holds no record: the housekeeper makes it one, released
+        // by the launcher's process when it execs or exits (or by the reaper).
+        let seated = if launcher && self.table.find(label).is_none() {
+            let Some(claim) = self.table.claim_at(label, m.to) else {
+                return;
+            };
+            Some(claim)
+        } else {
+            None
+        };
+        let record_moves = seated.is_none() && m.from != m.to;
         if record_moves && self.table.move_record(label, m.from, m.to).is_none() {
             return;
         }
         if let Err(why) = self.pin(t.tid, cpu) {
             if record_moves {
                 self.table.move_record(label, m.to, m.from);
+            }
+            if let Some(claim) = seated {
+                self.table.release(&claim);
             }
             self.failures.extend(why);
             return;
@@ -380,7 +397,7 @@ mod tests {
             ..unplaced(worker, 1.0)
         };
         let launcher = Live {
-            pid,
+            pid: shell,
             shim_placed: true,
             shim_cpu: Some(2),
             shim_launcher: true,
