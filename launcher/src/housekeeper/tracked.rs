@@ -299,6 +299,7 @@ impl Tracked {
                 did.run_ns = ns;
                 did.ran = ns as f64 / 1e9 / age;
             }
+            did.ran_on = stat.processor.filter(|_| ran);
             return (base as f64 / 1e9 / age, did);
         };
         let dt = now.saturating_duration_since(then).as_secs_f64();
@@ -313,6 +314,7 @@ impl Tracked {
             did.run_ns = ns.max(1);
             did.ran = ns as f64 / 1e9 / dt;
         }
+        did.ran_on = stat.processor.filter(|_| ran);
         (base.saturating_sub(was) as f64 / 1e9 / dt, did)
     }
 }

@@ -178,11 +178,19 @@ impl Placer {
                 continue;
             };
             now_busy.insert(t.tid, slot);
+            let ran_on =
+                (t.activity.ran_on).and_then(|c| self.task_cpus.iter().position(|&x| x == c));
             busy.push(Busy {
                 tid: t.tid,
                 slot,
                 roams,
-                movable: t.shim_placed && rested(self.moved_at.get(&t.tid).copied(), now_s),
+                // A thread that roams holds no CPU a move could take from it: the dwell that
+                // keeps a pinned thread from moving back and forth does not hold it (a rank
+                // widened while it waited in MPI_Init computed a whole second unpinned beside
+                // its own worker).
+                movable: t.shim_placed
+                    && (roams || rested(self.moved_at.get(&t.tid).copied(), now_s)),
+                ran_on,
                 // A roaming thread that computes needs no second poll: it holds no CPU, and
                 // a move costs it nothing it had.
                 steady: roams || steady(self.busy_before.get(&t.tid).copied(), slot),

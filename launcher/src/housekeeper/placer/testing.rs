@@ -57,5 +57,6 @@ pub fn ran(share: f64) -> Activity {
         run_ns: (share * 1e8) as u64,
         voluntary: 0,
         involuntary: 0,
+        ran_on: None,
     }
 }

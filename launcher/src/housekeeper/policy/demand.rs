@@ -56,6 +56,8 @@ pub struct Activity {
     pub voluntary: u64,
     /// Switches it was made to make (preempted).
     pub involuntary: u64,
+    /// The CPU it last ran on, when it ran since the last read (`stat` field 39).
+    pub ran_on: Option<usize>,
 }
 
 /// The demand the rules see: a runnable thread wants at least [`Policy::burn`], whatever share
@@ -155,6 +157,9 @@ pub struct Busy {
     /// threads crowd a slot or move (a thread that only just turned busy keeps its slot from
     /// being a target all the same).
     pub steady: bool,
+    /// The slot whose CPU it last ran on, if any: where a move keeps it when that slot is a
+    /// target (a move that swaps two threads' CPUs costs both their caches for nothing).
+    pub ran_on: Option<usize>,
 }
 
 /// One move of a busy thread to a slot with no busy thread.
@@ -176,9 +181,10 @@ pub struct Move {
 /// likely to be a main thread whose memory is already where it is), then one alone on a slot
 /// slower than a free one (`speed[s]`, its CPU kind's speed; a slot past `speed` counts
 /// 1000), the slowest first: a compute thread on an E-core takes a P-core a sleeper left. The
-/// target is the slot with no busy thread, the fastest, then the fewest live threads
-/// (`live[s]`), then the lowest index. Sleepers
-/// stay where they are. A thread moves only among slots of its slot's `group` (the process
+/// target is the slot with no busy thread, the fastest, then the one it runs on now (two
+/// Open MPI ranks let roam while waiting in `MPI_Init` were once re-pinned crosswise, each
+/// to the CPU the other had to itself), then the fewest live threads (`live[s]`), then the
+/// lowest index. Sleepers stay where they are. A thread moves only among slots of its slot's `group` (the process
 /// whose block holds the slot, 0 for none; a slot past `group` is in none): a process that
 /// keeps to a block keeps its threads there, and no other process's threads come in. A slot
 /// where a thread was born that the housekeeper has not watched for a whole poll (`newborn[s]`;
@@ -228,7 +234,10 @@ pub fn rebalance(
             let to = (0..slots)
                 .filter(|&s| free(s, m))
                 .filter(|&s| m.roams || count[m.slot] >= 2 || speed_of(s) > speed_of(m.slot))
-                .min_by_key(|&s| (std::cmp::Reverse(speed_of(s)), live[s], s))?;
+                .min_by_key(|&s| {
+                    let elsewhere = m.ran_on != Some(s);
+                    (std::cmp::Reverse(speed_of(s)), elsewhere, live[s], s)
+                })?;
             Some((to, m))
         });
         let Some((to, m)) = chosen else {
@@ -263,6 +272,7 @@ mod tests {
             roams: false,
             movable: true,
             steady: true,
+            ran_on: None,
         }
     }
 
@@ -453,6 +463,7 @@ mod tests {
             run_ns: 115_753_259,
             voluntary: 7488,
             involuntary: 2,
+            ran_on: None,
         };
         assert!(takes_turns(&pipe));
         assert!(!computes(true, &pipe));
@@ -463,6 +474,7 @@ mod tests {
             run_ns: 98_000_000,
             voluntary: 2,
             involuntary: 28,
+            ran_on: None,
         };
         assert!(!takes_turns(&compute));
         assert!(computes(true, &compute));
@@ -498,5 +510,24 @@ mod tests {
         assert!(settled(Some((&one, "sh")), (&one, "sh"), 0.0));
         // The same mask under a new name: an exec, whose shim may be placing the thread now.
         assert!(!settled(Some((&one, "sh")), (&one, "omp_gomp"), 5.0));
+    }
+
+    #[test]
+    fn a_roaming_thread_is_pinned_where_it_runs_when_that_slot_is_free() {
+        // Two ranks let roam, each running alone: rank 10 on slot 0's CPU, rank 11 on slot 1's
+        // (the youngest moves first, and by index alone it would take slot 0).
+        let roaming = |tid, ran_on| Busy {
+            roams: true,
+            ran_on: Some(ran_on),
+            ..b(tid, 0)
+        };
+        let moves = rebalance(&[roaming(10, 0), roaming(11, 1)], &[0, 0], &[], &[], &[]);
+        let mut got = moved(&moves);
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            vec![(10, 0), (11, 1)],
+            "each stays where it runs: {moves:?}"
+        );
     }
 }
