@@ -125,6 +125,10 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
         None => (0, 0),
     };
     if own(sig, code, sender, me) {
+        if sig == libc::SIGPIPE {
+            // Its own write to a closed pipe, which fails with EPIPE.
+            return;
+        }
         restore_previous(sig);
         if code <= 0 {
             // Delivered again once this handler returns, to the action put back.
@@ -200,13 +204,15 @@ pub fn install() {
     });
 }
 
-/// `sig` and its action now, unless that is SIG_IGN (`nohup`'s choice, or Rust's for
-/// SIGPIPE, which the launcher's own writes to a closed pipe must not raise).
+/// `sig` and its action now, unless that is SIG_IGN (`nohup`'s choice). SIGPIPE is Rust's
+/// to ignore, not the invoker's (std ignores it in every program, and gives the task the
+/// default back): it is caught, and one the launcher's own write raises is dropped.
 fn action_unless_ignored(sig: libc::c_int) -> Option<(libc::c_int, libc::sigaction)> {
     // SAFETY: a null new action only reads the current one into a valid out-parameter.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     let read = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } == 0;
-    (read && old.sa_sigaction != libc::SIG_IGN).then_some((sig, old))
+    let kept = old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE;
+    (read && kept).then_some((sig, old))
 }
 
 /// The signal that asked the launcher to end before there was a task, if any.
