@@ -436,6 +436,26 @@ pub fn slurm_step(env: impl Fn(&str) -> Option<String>) -> Option<String> {
     Some(format!("{job}{step}{task}"))
 }
 
+/// Removes the bookings whose launcher is gone from this user's registry (`goset restore`),
+/// as the next selection would; returns how many. A registry held longer than the lock's
+/// bound is left for the next selection.
+pub fn sweep_dead() -> usize {
+    let Ok(registry) = Registry::open() else {
+        return 0;
+    };
+    let Ok(_locked) = registry.lock(None) else {
+        return 0;
+    };
+    let files = |r: &Registry| {
+        (std::fs::read_dir(r.dir()).into_iter().flatten().flatten())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".booking"))
+            .count()
+    };
+    let before = files(&registry);
+    registry.live(true);
+    before.saturating_sub(files(&registry))
+}
+
 /// The task CPUs booked by `others`, each once.
 pub fn booked_cpus(others: &[Booking]) -> Vec<usize> {
     let mut cpus: Vec<usize> = others.iter().flat_map(|b| b.cpus.iter().copied()).collect();
