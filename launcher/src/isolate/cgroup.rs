@@ -252,6 +252,24 @@ fn comm(pid: i32) -> String {
         .unwrap_or_default()
 }
 
+/// Moves the processes in group `dir` to `parent` (a few rounds, for those that fork while
+/// moved), adding each to `moved` once.
+fn move_out(dir: &Path, parent: &Path, moved: &mut Vec<(i32, String)>) {
+    for _ in 0..10 {
+        let left = procs(dir);
+        if left.is_empty() {
+            return;
+        }
+        for pid in left {
+            if std::fs::write(parent.join("cgroup.procs"), pid.to_string()).is_ok()
+                && !moved.iter().any(|&(p, _)| p == pid)
+            {
+                moved.push((pid, comm(pid)));
+            }
+        }
+    }
+}
+
 /// Moves every process left in group `dir` to `parent` and removes the group; returns the
 /// processes moved (never killed). A group already gone is fine.
 pub fn empty_and_remove(dir: &Path, parent: &Path) -> Result<Vec<(i32, String)>, String> {
@@ -268,23 +286,12 @@ pub fn empty_and_remove(dir: &Path, parent: &Path) -> Result<Vec<(i32, String)>,
     for child in children {
         moved.extend(empty_and_remove(&child, parent)?);
     }
-    // A process may fork while it is moved: a few rounds catch its children.
-    for _ in 0..10 {
-        let left = procs(dir);
-        if left.is_empty() {
-            break;
-        }
-        for pid in left {
-            if std::fs::write(parent.join("cgroup.procs"), pid.to_string()).is_ok()
-                && !moved.iter().any(|&(p, _)| p == pid)
-            {
-                moved.push((pid, comm(pid)));
-            }
-        }
-    }
-    // A task that just exited is still counted by the kernel for a moment.
+    // A task that just exited is still counted by the kernel for a moment, and a process
+    // may fork while it is moved, or join late (the task a killed launcher was starting
+    // writes to cgroup.procs before it execs): every try moves what is there first.
     let mut last = None;
     for attempt in 0..50 {
+        move_out(dir, parent, &mut moved);
         match std::fs::remove_dir(dir) {
             Ok(()) => return Ok(moved),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(moved),
