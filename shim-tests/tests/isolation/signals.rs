@@ -48,8 +48,8 @@ struct Found {
     /// The probe's groups at the top of every cpuset hierarchy, and each hierarchy's
     /// `cgroup.subtree_control` (v2).
     cgroups: Vec<(String, String)>,
-    /// The bookings in root's registry whose launcher is gone (a live one may be another
-    /// user's run on a shared machine).
+    /// The booking files in root's registry whose launcher is gone, half-written ones too (a
+    /// live one may be another user's run on a shared machine).
     bookings: Vec<String>,
     /// Launchers' journals (`<pid>-<start>.journal`).
     journals: Vec<String>,
@@ -77,7 +77,10 @@ impl Found {
             irqbalance_stopped: state_of(irqbalance) == Some('T'),
             cgroups,
             bookings: names_in(Path::new("/run/goset/bookings"), |n| {
-                let pid = n.strip_suffix(".booking").and_then(|n| n.split('-').next());
+                // `<pid>-<start>.booking`, or `.<pid>-<start>.booking.<hex>.tmp` half-written.
+                let stem = (n.strip_suffix(".booking"))
+                    .or_else(|| Some(n.strip_prefix('.')?.split_once(".booking.")?.0));
+                let pid = stem.and_then(|n| n.split('-').next());
                 pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists())
             }),
             journals: names_in(Path::new("/run/goset/journals"), |n| {
