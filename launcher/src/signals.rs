@@ -4,11 +4,13 @@
 //! exists ends the run before anything is started; one that arrives while the task runs is
 //! forwarded to it, unless the kernel sent it to the whole process group (a terminal's Ctrl-C
 //! or hangup), which the task then got by itself. A signal the launcher was started with
-//! ignored (`nohup`'s SIGHUP) stays ignored, by it and by the task.
+//! ignored (`nohup`'s SIGHUP) stays ignored, by it and by the task. A fault of the launcher
+//! itself, or its own `abort`, is no request: it gets the action it had before.
 //!
 //! Owns: which signals are caught ([`terminating`]), the handlers, the tasks' pids they
 //! forward to (several with `--instances`), and the first signal that arrived before there was
-//! a task. Must not: do anything in a handler but atomics, `getpid`, `sigaction` and `kill`.
+//! a task. Must not: do anything in a handler but atomics, `getpid`, `sigaction`, `signal` and
+//! `kill`.
 
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::OnceLock;
