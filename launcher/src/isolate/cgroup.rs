@@ -210,6 +210,12 @@ pub fn create(
                     .map_err(|e| Creating::Failed(failed(&file, e)))?;
             }
             Step::Create { dir: made, parent } => {
+                // A name taken already gets no journal line: a line for another run's group
+                // would have `goset restore` remove that group if this launcher died before
+                // marking it not made. Only a name taken in between still needs that mark.
+                if made == dir && made.exists() {
+                    return Err(Creating::Taken);
+                }
                 let change = Change::CgroupCreated {
                     path: made.clone(),
                     parent,
@@ -412,6 +418,11 @@ mod tests {
             second.path,
             cg.join(format!("goset-app-{}", std::process::id()))
         );
+        // The name taken before got no line, not even one marked not made.
+        let raw = read(&jdir.join("1-1.journal"));
+        let first_group = format!("\"path\":\"{}\"", group.display());
+        assert_eq!(raw.matches(&first_group).count(), 1, "{raw}");
+        assert!(!raw.contains("not_made"), "{raw}");
         let e = create_free(h, "goset-app", "2-3", "0", &mut journal).unwrap_err();
         assert!(e.contains("both exist"), "{e}");
         for f in ["cpuset.cpus", "cpuset.mems"] {
