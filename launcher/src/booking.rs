@@ -225,8 +225,8 @@ impl Registry {
         }
     }
 
-    /// The live bookings of other launchers; stale ones are removed when the lock is held
-    /// (`sweep`). A booking counts only when its file is a regular file owned by the uid it
+    /// The live bookings of other launchers; stale ones, and the half-written files of dead
+    /// launchers, are removed when the lock is held (`sweep`). A booking counts only when its file is a regular file owned by the uid it
     /// names, and its pid is a live goset launcher with the start time it names: a forged file
     /// (another user's, or naming a process that is no launcher) is skipped, and swept. A file
     /// that is not a booking is skipped, and so is the booking of a launcher this process runs
@@ -236,7 +236,7 @@ impl Registry {
         let mut found: Vec<Booking> = Vec::new();
         for entry in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
             let name = entry.file_name();
-            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".booking")) else {
+            let Some((stem, writing)) = name.to_str().and_then(booking_stem) else {
                 continue;
             };
             let Some((pid, start)) = crate::rundir::parse_name(stem) else {
@@ -249,6 +249,9 @@ impl Registry {
             };
             if !is_launcher(pid, start) {
                 remove();
+                continue;
+            }
+            if writing {
                 continue;
             }
             let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
@@ -321,6 +324,16 @@ impl Registry {
         }
         Err(last.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::EEXIST)))
     }
+}
+
+/// The `<pid>-<start>` of a booking file's name, and whether the file is one being written
+/// (`.<pid>-<start>.booking.<hex>.tmp`, which a launcher killed half-way leaves).
+fn booking_stem(name: &str) -> Option<(&str, bool)> {
+    if let Some(stem) = name.strip_suffix(".booking") {
+        return Some((stem, false));
+    }
+    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    Some((rest.split_once(".booking.")?.0, true))
 }
 
 /// Opens (creating it if needed) the registry's `lock` in `dir_fd`, owned by `owner` with
@@ -434,6 +447,26 @@ pub fn slurm_step(env: impl Fn(&str) -> Option<String>) -> Option<String> {
     let step = env("SLURM_STEP_ID").map_or(String::new(), |s| format!(".{s}"));
     let task = env("SLURM_PROCID").map_or(String::new(), |t| format!(" task {t}"));
     Some(format!("{job}{step}{task}"))
+}
+
+/// Removes the bookings whose launcher is gone from this user's registry (`goset restore`),
+/// as the next selection would; returns how many. A registry held longer than the lock's
+/// bound is left for the next selection.
+pub fn sweep_dead() -> usize {
+    let Ok(registry) = Registry::open() else {
+        return 0;
+    };
+    let Ok(_locked) = registry.lock(None) else {
+        return 0;
+    };
+    let files = |r: &Registry| {
+        (std::fs::read_dir(r.dir()).into_iter().flatten().flatten())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".booking"))
+            .count()
+    };
+    let before = files(&registry);
+    registry.live(true);
+    before.saturating_sub(files(&registry))
 }
 
 /// The task CPUs booked by `others`, each once.

@@ -420,8 +420,16 @@ fn a_sigterm_before_the_task_exists_ends_the_run_cleanly() {
 }
 
 #[test]
-fn sigint_and_sigquit_sent_to_the_launcher_reach_the_task() {
-    for sig in [libc::SIGINT, libc::SIGQUIT] {
+fn signals_sent_to_the_launcher_reach_a_task_that_handles_them_and_it_runs_on() {
+    let signals = [
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGALRM,
+        libc::SIGPWR,
+        libc::SIGRTMIN() + 1,
+    ];
+    for sig in signals {
         let dir = tempfile::tempdir().unwrap();
         let (ready, got) = (dir.path().join("ready"), dir.path().join("got"));
         let script = format!(
@@ -446,6 +454,39 @@ fn sigint_and_sigquit_sent_to_the_launcher_reach_the_task() {
         assert!(got.exists(), "signal {sig} never reached the task");
         assert_eq!(status.code(), Some(0));
     }
+}
+
+#[test]
+fn a_hangup_ignored_when_the_launcher_starts_stays_ignored_by_the_task() {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(common::bin("goset-run"));
+    cmd.args([
+        "-q",
+        "--sample",
+        "0",
+        "--",
+        "grep",
+        "^SigIgn:",
+        "/proc/self/status",
+    ]);
+    // SAFETY: signal is async-signal-safe; what nohup does before it execs.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8_lossy(&out.stdout);
+    let ignored = (line.trim().strip_prefix("SigIgn:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("no SigIgn line: {line:?}"));
+    assert_ne!(ignored & 1 << (libc::SIGHUP - 1), 0, "{line}");
 }
 
 #[test]

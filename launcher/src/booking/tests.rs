@@ -45,6 +45,13 @@ fn a_live_launchers_booking_is_seen_and_a_dead_ones_swept() {
     std::mem::forget(reg.book(&booking(pid, start + 1, &[4])).unwrap());
     std::fs::write(dir.path().join("junk.booking"), "x").unwrap();
     let stale_file = dir.path().join(format!("{pid}-{}.booking", start + 1));
+    // Half-written files: a dead launcher's (killed before its rename) and a live one's.
+    let stale_tmp = dir
+        .path()
+        .join(format!(".{pid}-{}.booking.1f.tmp", start + 1));
+    let live_tmp = dir.path().join(format!(".{pid}-{start}.booking.2e.tmp"));
+    std::fs::write(&stale_tmp, "{").unwrap();
+    std::fs::write(&live_tmp, "{").unwrap();
     let before_sweep = reg.live(false).len();
     let exists_before = stale_file.exists();
     let held = reg.lock(None).map_err(|_| ()).unwrap();
@@ -57,6 +64,11 @@ fn a_live_launchers_booking_is_seen_and_a_dead_ones_swept() {
     assert_eq!((before_sweep, exists_before), (1, true));
     assert_eq!(seen, vec![booking(pid, start, &[2, 3])]);
     assert!(!stale_file.exists(), "swept");
+    assert!(
+        !stale_tmp.exists(),
+        "a dead launcher's half-written file swept"
+    );
+    assert!(live_tmp.exists(), "a live launcher's kept");
     assert_eq!(booked_cpus(&seen), vec![2, 3]);
     assert!(after.is_empty(), "removed when the run ends");
 }

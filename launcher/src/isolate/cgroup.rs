@@ -210,6 +210,12 @@ pub fn create(
                     .map_err(|e| Creating::Failed(failed(&file, e)))?;
             }
             Step::Create { dir: made, parent } => {
+                // A name taken already gets no journal line: a line for another run's group
+                // would have `goset restore` remove that group if this launcher died before
+                // marking it not made. Only a name taken in between still needs that mark.
+                if made == dir && made.exists() {
+                    return Err(Creating::Taken);
+                }
                 let change = Change::CgroupCreated {
                     path: made.clone(),
                     parent,
@@ -252,6 +258,24 @@ fn comm(pid: i32) -> String {
         .unwrap_or_default()
 }
 
+/// Moves the processes in group `dir` to `parent` (a few rounds, for those that fork while
+/// moved), adding each to `moved` once.
+fn move_out(dir: &Path, parent: &Path, moved: &mut Vec<(i32, String)>) {
+    for _ in 0..10 {
+        let left = procs(dir);
+        if left.is_empty() {
+            return;
+        }
+        for pid in left {
+            if std::fs::write(parent.join("cgroup.procs"), pid.to_string()).is_ok()
+                && !moved.iter().any(|&(p, _)| p == pid)
+            {
+                moved.push((pid, comm(pid)));
+            }
+        }
+    }
+}
+
 /// Moves every process left in group `dir` to `parent` and removes the group; returns the
 /// processes moved (never killed). A group already gone is fine.
 pub fn empty_and_remove(dir: &Path, parent: &Path) -> Result<Vec<(i32, String)>, String> {
@@ -268,23 +292,12 @@ pub fn empty_and_remove(dir: &Path, parent: &Path) -> Result<Vec<(i32, String)>,
     for child in children {
         moved.extend(empty_and_remove(&child, parent)?);
     }
-    // A process may fork while it is moved: a few rounds catch its children.
-    for _ in 0..10 {
-        let left = procs(dir);
-        if left.is_empty() {
-            break;
-        }
-        for pid in left {
-            if std::fs::write(parent.join("cgroup.procs"), pid.to_string()).is_ok()
-                && !moved.iter().any(|&(p, _)| p == pid)
-            {
-                moved.push((pid, comm(pid)));
-            }
-        }
-    }
-    // A task that just exited is still counted by the kernel for a moment.
+    // A task that just exited is still counted by the kernel for a moment, and a process
+    // may fork while it is moved, or join late (the task a killed launcher was starting
+    // writes to cgroup.procs before it execs): every try moves what is there first.
     let mut last = None;
     for attempt in 0..50 {
+        move_out(dir, parent, &mut moved);
         match std::fs::remove_dir(dir) {
             Ok(()) => return Ok(moved),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(moved),
@@ -405,6 +418,11 @@ mod tests {
             second.path,
             cg.join(format!("goset-app-{}", std::process::id()))
         );
+        // The name taken before got no line, not even one marked not made.
+        let raw = read(&jdir.join("1-1.journal"));
+        let first_group = format!("\"path\":\"{}\"", group.display());
+        assert_eq!(raw.matches(&first_group).count(), 1, "{raw}");
+        assert!(!raw.contains("not_made"), "{raw}");
         let e = create_free(h, "goset-app", "2-3", "0", &mut journal).unwrap_err();
         assert!(e.contains("both exist"), "{e}");
         for f in ["cpuset.cpus", "cpuset.mems"] {

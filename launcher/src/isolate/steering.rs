@@ -155,6 +155,16 @@ pub fn join(
 ) -> Result<(Steering, Held), String> {
     let _locked = lock(dir).map_err(|e| format!("--steer: cannot lock {}: {e}", dir.display()))?;
     let cannot = |e: std::io::Error| format!("--steer: cannot write the steering state: {e}");
+    // Journaled before anything of the node changes: a launcher killed from here on is made
+    // to leave, which puts back what it held (irqbalance too) when no other run steers.
+    let joined = Change::SteerJoined {
+        dir: dir.to_path_buf(),
+        pid: me.pid,
+        start: me.start,
+    };
+    run.make(joined, || Ok(())).map_err(|e| match e {
+        super::journal::Failed::Journal(e) | super::journal::Failed::Change(e) => cannot(e),
+    })?;
     let mut runs = load(dir);
     let first = runs.is_empty();
     if first {
@@ -179,14 +189,6 @@ pub fn join(
     } else {
         held(&node)
     };
-    let joined = Change::SteerJoined {
-        dir: dir.to_path_buf(),
-        pid: me.pid,
-        start: me.start,
-    };
-    run.make(joined, || Ok(())).map_err(|e| match e {
-        super::journal::Failed::Journal(e) | super::journal::Failed::Change(e) => cannot(e),
-    })?;
     let mine = set(&me.away);
     runs.push(me);
     save(dir, &runs).map_err(cannot)?;

@@ -20,9 +20,15 @@ pub(crate) fn irqbalance_program() -> Option<&'static str> {
 impl Irqbalance {
     /// Starts irqbalance in the foreground and waits until it runs (its exec done).
     pub(crate) fn start(program: &str) -> Irqbalance {
+        Irqbalance::start_with(program, &[])
+    }
+
+    /// [`Irqbalance::start`] with more arguments.
+    pub(crate) fn start_with(program: &str, args: &[String]) -> Irqbalance {
         let daemon = Irqbalance(
             Command::new(program)
                 .arg("--foreground")
+                .args(args)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

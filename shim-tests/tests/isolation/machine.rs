@@ -15,6 +15,18 @@ pub(crate) fn need_root(what: &str) -> bool {
     false
 }
 
+/// Whether this kernel shows IRQ affinities; says why the test skips when it does not.
+pub(crate) fn irq_affinity_shown() -> bool {
+    if read_irqs().is_empty() {
+        missing(
+            "/proc/irq/*/smp_affinity_list",
+            "a kernel with IRQ affinity (any x86 one)",
+        );
+        return false;
+    }
+    true
+}
+
 /// Every IRQ's `smp_affinity_list`; dropping it writes back any that changed.
 pub(crate) struct IrqSnapshot(pub(crate) BTreeMap<String, String>);
 

@@ -11,4 +11,5 @@ mod machine;
 mod privileges;
 mod restore;
 mod running;
+mod signals;
 mod steer;

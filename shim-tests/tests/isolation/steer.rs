@@ -8,11 +8,8 @@ use shim_tests::*;
 
 #[test]
 fn steered_irqs_leave_the_task_cpu_for_the_run_and_come_back_after() {
-    if read_irqs().is_empty() {
-        return missing(
-            "/proc/irq/*/smp_affinity_list",
-            "a kernel with IRQ affinity (any x86 one)",
-        );
+    if !irq_affinity_shown() {
+        return;
     }
     let Some(bench) = bench("--steer", false, false) else {
         return;
@@ -62,11 +59,8 @@ fn steered_irqs_leave_the_task_cpu_for_the_run_and_come_back_after() {
 
 #[test]
 fn two_steer_runs_ended_in_either_order_leave_every_irq_as_found() {
-    if read_irqs().is_empty() {
-        return missing(
-            "/proc/irq/*/smp_affinity_list",
-            "a kernel with IRQ affinity (any x86 one)",
-        );
+    if !irq_affinity_shown() {
+        return;
     }
     let Some(irqbalance) = irqbalance_program() else {
         return missing("irqbalance", "apt-get install irqbalance");
