@@ -78,6 +78,10 @@ impl Placer {
                 continue;
             }
             turns.insert(t.tid);
+            if let Some(&(slot, _)) = self.widened.get(&t.tid) {
+                self.rewiden(t.tid, slot, &computing);
+                continue;
+            }
             if !self.turns_before.contains(&t.tid)
                 || !rested(self.moved_at.get(&t.tid).copied(), now_s)
             {
@@ -88,6 +92,20 @@ impl Placer {
             }
         }
         self.turns_before = turns;
+    }
+
+    /// Keeps a widened thread's CPUs those of the slots where no thread computes now: a set
+    /// made before a thread began to compute on one of them (a rank's OpenMP worker started
+    /// while the rank waited in `MPI_Init`) let the rank run beside it.
+    fn rewiden(&mut self, tid: i32, slot: usize, computing: &BTreeSet<usize>) {
+        let Some(set) = turn_reservation(slot, &self.task_cpus, computing) else {
+            return;
+        };
+        if self.affinity.get(tid) != Mask::Cpus(set.iter().collect()) {
+            if let Err(why) = self.pin_set(tid, &set) {
+                self.failures.extend(why);
+            }
+        }
     }
 
     /// Lets `t`, on slot `slot`, run on its [`turn_reservation`], with a `move` record.
@@ -338,6 +356,7 @@ mod tests {
     use super::super::testing::{ran, table, unplaced};
     use super::*;
     use crate::housekeeper::policy::claims::Mask;
+    use crate::housekeeper::policy::demand::Activity;
 
     #[test]
     fn a_compute_thread_on_a_slower_kind_takes_a_free_slot_of_a_faster_one() {
@@ -439,6 +458,74 @@ mod tests {
             .and_then(|r| r.reason.clone())
             .unwrap_or_default();
         assert!(why.contains("launcher computes"), "{why}");
+        p.release_all();
+    }
+
+    #[test]
+    fn a_widened_threads_cpus_follow_the_threads_that_compute() {
+        // Three slots on CPUs 0-2, the housekeeper on CPU 3.
+        let t = table(3);
+        let fake = Fake::default();
+        let mut p = Placer::new(
+            t,
+            vec![0, 1, 2],
+            3,
+            BTreeMap::new(),
+            None,
+            Box::new(fake.clone()),
+        );
+        let pid = std::process::id() as i32;
+        let (rank, worker) = (pid + 1, pid + 2);
+        t.claim_at(goset_plan::slots::label(pid, false), 0).unwrap();
+        t.claim_at(goset_plan::slots::label(pid, false), 2).unwrap();
+        fake.put(rank, &[0]);
+        fake.put(worker, &[2]);
+        // A rank's main thread yielding in MPI_Init: many short runs, all slept.
+        let turns = Activity {
+            ran: 0.3,
+            runs: 3000,
+            run_ns: 30_000_000,
+            voluntary: 3000,
+            involuntary: 0,
+            ran_on: Some(0),
+        };
+        let waiting = Live {
+            shim_placed: true,
+            shim_slot: Some(0),
+            shim_cpu: Some(0),
+            activity: turns,
+            demand: 0.3,
+            ..unplaced(rank, 0.3)
+        };
+        let sleeping = Live {
+            shim_placed: true,
+            shim_slot: Some(2),
+            shim_cpu: Some(2),
+            activity: ran(0.0),
+            demand: 0.0,
+            ..unplaced(worker, 0.0)
+        };
+        let policy = Policy {
+            spread_busy: true,
+            ..Policy::default()
+        };
+        // Two polls of turns: it runs on every slot's CPU where nothing computes.
+        p.step(&[waiting, sleeping], &[], &policy, &|_| "rank".into());
+        p.step(&[waiting, sleeping], &[], &policy, &|_| "rank".into());
+        assert_eq!(
+            fake.get(rank),
+            Mask::Cpus(vec![0, 1, 2]),
+            "{:?}",
+            p.failures
+        );
+        // Its worker starts computing on slot 2: that CPU leaves the rank's set.
+        let computing = Live {
+            activity: ran(1.0),
+            demand: 1.0,
+            ..sleeping
+        };
+        p.step(&[waiting, computing], &[], &policy, &|_| "rank".into());
+        assert_eq!(fake.get(rank), Mask::Cpus(vec![0, 1]), "{:?}", p.failures);
         p.release_all();
     }
 }
