@@ -11,6 +11,7 @@
 //! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task,
 //!   and the label its thread records carry ([`slots::label`]);
 //! - [`vars`]: the names of the environment variables that hand the plan on;
+//! - [`descriptor`]: the numbers the launcher and the shim keep their descriptors at in a task;
 //! - [`rootfile`]: when root may write a file at a name a user gave (the log, the report).
 //!
 //! Everything the shim calls here is allocation-free and lock-free, so it is safe on hook paths,
@@ -19,6 +20,7 @@
 pub mod buf;
 pub mod cpulist;
 pub mod cpuset;
+pub mod descriptor;
 pub mod level;
 pub mod locality;
 pub mod log;

@@ -216,7 +216,7 @@ fn slot_table(
     let table = goset_plan::slots::map(Some(file.as_raw_fd()))
         .ok_or_else(|| fail(std::io::Error::last_os_error()))?;
     table.stamp(goset_plan::plan::cpus_hash(cpus.iter().copied()));
-    Ok((table, Some(high_copy(file.as_raw_fd()).map_err(fail)?)))
+    Ok((table, Some(high_copy(file.into()))))
 }
 
 /// A descriptor the task inherits and the variable that names it: `GOSET_SLOTS` the slot
@@ -235,19 +235,27 @@ fn inherited(var: &str, fd: &OwnedFd) -> (OsString, OsString) {
 
 /// The placement log open for appending, on a high descriptor, for the task to inherit.
 fn inherited_log(path: &Path) -> Result<OwnedFd> {
-    use std::os::fd::AsRawFd;
     let fail = |e: std::io::Error| Error::System(format!("cannot open {}: {e}", path.display()));
     let file = crate::bounded::open_regular(path, std::fs::OpenOptions::new().append(true))
         .map_err(fail)?;
-    high_copy(file.as_raw_fd()).map_err(fail)
+    Ok(high_copy(file.into()))
 }
 
-/// A close-on-exec copy of `fd` out of the low numbers a program may expect free (the shim
-/// keeps its own there too).
-fn high_copy(fd: std::os::fd::RawFd) -> std::io::Result<OwnedFd> {
-    let high = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(512))?;
-    // SAFETY: fcntl returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(high) })
+/// `fd` (close-on-exec) moved out of the low numbers a program may expect free, by the rule
+/// the shim keeps its own by ([`goset_plan::descriptor`]); `fd` itself where the limit leaves
+/// no number above the floor free.
+fn high_copy(fd: OwnedFd) -> OwnedFd {
+    use std::os::fd::AsRawFd;
+    let floor = goset_plan::descriptor::floor_now();
+    if floor <= i64::from(fd.as_raw_fd()) {
+        return fd;
+    }
+    let floor = i32::try_from(floor).unwrap_or(i32::MAX);
+    match nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(floor)) {
+        // SAFETY: fcntl returned a new descriptor that nothing else owns.
+        Ok(high) => unsafe { OwnedFd::from_raw_fd(high) },
+        Err(_) => fd,
+    }
 }
 
 /// Moves the launcher onto the housekeeper CPU, away from the task's CPUs.
