@@ -32,6 +32,7 @@ mod fake_proc;
 pub mod logtail;
 pub mod noisewatch;
 pub mod outcome;
+pub mod own;
 pub mod placer;
 pub mod policy;
 pub mod threads;

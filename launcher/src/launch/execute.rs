@@ -90,11 +90,22 @@ pub(super) fn execute(
     let wall_s = started.elapsed().as_secs_f64();
     relays.finish();
     let (ending, rusage, instances) = endings(&tasks, &ended);
-    let outcome = hk.finish();
+    let mut outcome = hk.finish();
 
     let log = run_dir
         .map(|d| placement_log::read(d.log_path(), d.log_kept().0))
         .unwrap_or_default();
+    let live = crate::housekeeper::own::LiveProcs(&opts.fsroot);
+    let (log, left_out) = outcome.own_log(log, std::process::id() as i32, &live);
+    let mut errors = std::mem::take(&mut outcome.errors);
+    if let (Some(dir), 1..) = (run_dir, left_out) {
+        errors.push(crate::fsroot::ReadError {
+            file: dir.log_path().display().to_string(),
+            reason: format!(
+                "{left_out} record(s) naming a thread outside the task's process tree: forged, left out"
+            ),
+        });
+    }
     let threads = outcome.thread_reports(&log);
     let seen_cpu_s = threads.iter().filter_map(|t| t.cpu_s).sum();
     let summary = RunSummary::new(wall_s, ending, rusage.at_least(seen_cpu_s), prepared.shim);
@@ -103,7 +114,7 @@ pub(super) fn execute(
         summary,
         threads,
         telemetry,
-        errors: outcome.errors,
+        errors,
         exit_code: ending.exit_code(),
         instances,
     })
