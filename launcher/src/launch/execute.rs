@@ -92,20 +92,7 @@ pub(super) fn execute(
     let (ending, rusage, instances) = endings(&tasks, &ended);
     let mut outcome = hk.finish();
 
-    let log = run_dir
-        .map(|d| placement_log::read(d.log_path(), d.log_kept().0))
-        .unwrap_or_default();
-    let live = crate::housekeeper::own::LiveProcs(&opts.fsroot);
-    let (log, left_out) = outcome.own_log(log, std::process::id() as i32, &live);
-    let mut errors = std::mem::take(&mut outcome.errors);
-    if let (Some(dir), 1..) = (run_dir, left_out) {
-        errors.push(crate::fsroot::ReadError {
-            file: dir.log_path().display().to_string(),
-            reason: format!(
-                "{left_out} record(s) naming a thread outside the task's process tree: forged, left out"
-            ),
-        });
-    }
+    let (log, errors) = own_log(run_dir, &mut outcome, &opts.fsroot);
     let threads = outcome.thread_reports(&log);
     let seen_cpu_s = threads.iter().filter_map(|t| t.cpu_s).sum();
     let summary = RunSummary::new(wall_s, ending, rusage.at_least(seen_cpu_s), prepared.shim);
@@ -118,6 +105,30 @@ pub(super) fn execute(
         exit_code: ending.exit_code(),
         instances,
     })
+}
+
+/// The run's placement log with only the records of the task's own threads, and the run's
+/// errors (`outcome`'s, taken) with a line counting the records left out.
+fn own_log(
+    run_dir: Option<&RunDir>,
+    outcome: &mut crate::housekeeper::outcome::Outcome,
+    root: &crate::fsroot::FsRoot,
+) -> (placement_log::Log, Vec<crate::fsroot::ReadError>) {
+    let log = run_dir
+        .map(|d| placement_log::read(d.log_path(), d.log_kept().0))
+        .unwrap_or_default();
+    let live = crate::housekeeper::own::LiveProcs(root);
+    let (log, left_out) = outcome.own_log(log, std::process::id() as i32, &live);
+    let mut errors = std::mem::take(&mut outcome.errors);
+    if let (Some(dir), 1..) = (run_dir, left_out) {
+        errors.push(crate::fsroot::ReadError {
+            file: dir.log_path().display().to_string(),
+            reason: format!(
+                "{left_out} record(s) naming a thread outside the task's process tree: forged, left out"
+            ),
+        });
+    }
+    (log, errors)
 }
 
 /// The housekeeper's settings for this run. Under one shared mask it only watches: it places
