@@ -11,7 +11,7 @@
 //! changes between runs drifts ([`drift`]).
 
 use crate::stats::Better;
-use goset::report::table::escape;
+use goset::output::escape;
 use regex::Regex;
 use std::sync::OnceLock;
 

@@ -12,6 +12,7 @@
 //! /run/goset/bookings`); without that a user books in a registry of their own, beside their
 //! run directories, and sees only their own runs.
 
+use crate::output::escape;
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::fs::File;
@@ -44,11 +45,12 @@ pub struct Booking {
 }
 
 impl Booking {
-    /// `pid 123 (./bench)` for messages.
+    /// `pid 123 (./bench)` for messages, the command (another user's, perhaps) escaped.
     pub fn who(&self) -> String {
+        let command = escape(&self.command);
         match &self.slurm {
-            Some(step) => format!("pid {} ({}, Slurm {step})", self.pid, self.command),
-            None => format!("pid {} ({})", self.pid, self.command),
+            Some(step) => format!("pid {} ({command}, Slurm {})", self.pid, escape(step)),
+            None => format!("pid {} ({command})", self.pid),
         }
     }
 }
@@ -220,7 +222,7 @@ impl Registry {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         let uid = std::fs::metadata(format!("/proc/{pid}")).map(|m| m.uid());
         match uid {
-            Ok(uid) => format!("pid {pid} ({}, uid {uid})", comm.trim()),
+            Ok(uid) => format!("pid {pid} ({}, uid {uid})", escape(comm.trim())),
             Err(_) => format!("pid {pid}"),
         }
     }

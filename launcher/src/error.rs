@@ -28,6 +28,20 @@ impl Error {
             Error::Interrupted(sig) => 128 + sig,
         }
     }
+
+    /// This error as it is printed: a failure for want of descriptors (EMFILE, wherever it
+    /// struck, a path given by the user included) is the machine's, exit 1, and also names the
+    /// limit, the cause the user can change.
+    pub fn naming_limits(self) -> Error {
+        let text = self.to_string();
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE).to_string();
+        match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+            Ok((soft, _)) if text.contains(&emfile) => Error::System(format!(
+                "{text}; the descriptor limit (ulimit -n) {soft} is too low for this run"
+            )),
+            _ => self,
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -55,3 +69,27 @@ impl From<crate::select::SelectError> for Error {
 
 /// Shorthand for launcher results.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lack_of_descriptors_names_the_limit() {
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let e = Error::Usage(format!("--json x: cannot create: {emfile}")).naming_limits();
+        assert_eq!(e.exit_code(), 1);
+        let line = e.to_string();
+        assert!(line.starts_with("--json x: cannot create: "), "{line}");
+        assert!(
+            line.contains("; the descriptor limit (ulimit -n) "),
+            "{line}"
+        );
+        assert!(line.ends_with(" is too low for this run"), "{line}");
+        let other = Error::Usage("-n 0: must be at least 1".into()).naming_limits();
+        assert_eq!(
+            (other.exit_code(), other.to_string().as_str()),
+            (2, "-n 0: must be at least 1")
+        );
+    }
+}

@@ -2,12 +2,13 @@
 //!
 //! Owns: each copy's stdout and stderr pipes, and the relays that copy their lines to
 //! goset-run's own stdout and stderr with the copy's index in front (`[2] line`), a whole
-//! line at a time, so that lines of different copies never mix within a line. Must not:
+//! line at a time, so that lines of different copies never mix within a line (a line longer
+//! than 64 KiB goes out in pieces, so that memory stays bounded). Must not:
 //! start or wait for processes (`task` and `launch` do), or hold up the report: a relay whose
 //! pipe a daemonised grandchild keeps open is left behind after a short grace.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -55,10 +56,10 @@ impl Relays {
         let prefix = format!("[{index}] ");
         let p = prefix.clone();
         self.0.push(std::thread::spawn(move || {
-            relay(out.0, &p, std::io::stdout())
+            relay(File::from(out.0), &p, std::io::stdout())
         }));
         self.0.push(std::thread::spawn(move || {
-            relay(err.0, &prefix, std::io::stderr())
+            relay(File::from(err.0), &prefix, std::io::stderr())
         }));
     }
 
@@ -74,25 +75,41 @@ impl Relays {
     }
 }
 
+/// Most bytes of one line a relay holds before it writes them out: a copy that writes
+/// without newlines costs the launcher this much memory, not the whole line.
+const CHUNK: u64 = 64 << 10;
+
 /// Copies `from` to `to` line by line, each line prefixed; a last line without a newline gets
-/// one. Ends at end of file or when `to` fails (a closed stdout: the copy then gets EPIPE).
-fn relay(from: OwnedFd, prefix: &str, to: impl Write) {
-    let mut reader = BufReader::new(File::from(from));
+/// one. A line longer than [`CHUNK`] goes out in pieces, the prefix before the first only.
+/// Ends at end of file or when `to` fails (a closed stdout: the copy then gets EPIPE).
+fn relay(from: impl Read, prefix: &str, to: impl Write) {
+    let mut reader = BufReader::new(from);
     let mut to = to;
-    let mut line = Vec::new();
+    let mut piece = Vec::new();
+    let mut at_line_start = true;
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
+        piece.clear();
+        piece.extend_from_slice(if at_line_start {
+            prefix.as_bytes()
+        } else {
+            b""
+        });
+        let start = piece.len();
+        match reader.by_ref().take(CHUNK).read_until(b'\n', &mut piece) {
+            Ok(0) | Err(_) if at_line_start => return,
+            Ok(0) | Err(_) => {
+                let _ = to.write_all(b"\n").and_then(|_| to.flush());
+                return;
+            }
             Ok(_) => {}
         }
-        let mut out = Vec::with_capacity(prefix.len() + line.len() + 1);
-        out.extend_from_slice(prefix.as_bytes());
-        out.extend_from_slice(&line);
-        if !line.ends_with(b"\n") {
-            out.push(b'\n');
+        at_line_start = piece.ends_with(b"\n");
+        if !at_line_start && ((piece.len() - start) as u64) < CHUNK {
+            // End of file in mid-line.
+            piece.push(b'\n');
+            at_line_start = true;
         }
-        if to.write_all(&out).and_then(|_| to.flush()).is_err() {
+        if to.write_all(&piece).and_then(|_| to.flush()).is_err() {
             return;
         }
     }
@@ -109,10 +126,32 @@ mod tests {
         w.write_all(b"one\ntwo\nthree").unwrap();
         drop(w);
         let mut out = Vec::new();
-        relay(r, "[3] ", &mut out);
+        relay(File::from(r), "[3] ", &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "[3] one\n[3] two\n[3] three\n"
         );
+    }
+
+    #[test]
+    fn a_line_longer_than_a_chunk_is_prefixed_once_and_relayed_whole() {
+        let long = vec![b'x'; CHUNK as usize * 3 + 5];
+        let mut input = long.clone();
+        input.extend_from_slice(b"\nshort\n");
+        let mut out = Vec::new();
+        relay(&input[..], "[0] ", &mut out);
+        let mut expected = b"[0] ".to_vec();
+        expected.extend_from_slice(&long);
+        expected.extend_from_slice(b"\n[0] short\n");
+        assert!(out == expected, "{} bytes relayed", out.len());
+    }
+
+    #[test]
+    fn a_partial_line_at_a_chunk_boundary_ends_with_a_newline() {
+        let input = vec![b'y'; CHUNK as usize];
+        let mut out = Vec::new();
+        relay(&input[..], "[1] ", &mut out);
+        assert_eq!(out.len(), 4 + CHUNK as usize + 1);
+        assert!(out.starts_with(b"[1] y") && out.ends_with(b"y\n"));
     }
 }

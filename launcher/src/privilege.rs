@@ -38,9 +38,11 @@ pub fn invoking_user(
         return Ok(None);
     };
     let number = |name: &str, text: &str| {
-        text.parse::<u32>().map_err(|_| {
+        id_number(text).ok_or_else(|| {
             Error::Usage(format!(
-                "{name}='{text}': not a number (sudo sets it; unset it or pass --keep-root)"
+                "{name}='{}': not an id (a decimal number from 0 to {}; sudo sets it; unset it or pass --keep-root)",
+                text.escape_default(),
+                u32::MAX - 1
             ))
         })
     };
@@ -60,6 +62,15 @@ pub fn invoking_user(
         .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
         .unwrap_or_else(|| vec![gid]);
     Ok(Some(User { uid, gid, groups }))
+}
+
+/// A user or group id as sudo writes it: decimal digits without sign, blank or leading zero,
+/// below `u32::MAX`, which is `(uid_t)-1` (to `setresuid`, "leave unchanged"), never an id.
+fn id_number(text: &str) -> Option<u32> {
+    let canonical =
+        text.bytes().all(|b| b.is_ascii_digit()) && !(text.len() > 1 && text.starts_with('0'));
+    let id = text.parse::<u32>().ok().filter(|_| canonical)?;
+    (id != u32::MAX).then_some(id)
 }
 
 /// In the child before exec: takes `user`'s groups, gid and uid, in the order that leaves no
@@ -130,8 +141,43 @@ mod tests {
         assert_eq!(invoking_user(nobody(), true).unwrap(), None);
         assert_eq!(invoking_user(env(&[]), false).unwrap(), None);
         if root {
-            let bad = invoking_user(env(&[("SUDO_UID", "x")]), false).unwrap_err();
-            assert_eq!(bad.exit_code(), 2);
+            for (var, bad) in [
+                ("SUDO_UID", "x"),
+                ("SUDO_UID", "4294967295"),
+                ("SUDO_UID", "4294967296"),
+                ("SUDO_UID", "-1"),
+                ("SUDO_UID", "+1000"),
+                ("SUDO_UID", " 1000"),
+                ("SUDO_UID", "01000"),
+                ("SUDO_UID", ""),
+                ("SUDO_GID", "4294967295"),
+            ] {
+                let vars = [("SUDO_UID", "65534"), (var, bad)];
+                let vars: Vec<(&str, &str)> = vars.into_iter().rev().collect();
+                let get = |k: &str| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string());
+                let e = invoking_user(get, false).unwrap_err();
+                assert_eq!(e.exit_code(), 2, "{var}={bad}");
+                assert!(e.to_string().starts_with(&format!("{var}='")), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn ids_are_decimal_numbers_below_the_unchanged_id() {
+        assert_eq!(id_number("0"), Some(0));
+        assert_eq!(id_number("1000"), Some(1000));
+        assert_eq!(id_number("4294967294"), Some(4294967294));
+        for bad in [
+            "4294967295",
+            "99999999999",
+            "-1",
+            "+1",
+            "1 ",
+            "007",
+            "",
+            "x",
+        ] {
+            assert_eq!(id_number(bad), None, "{bad}");
         }
     }
 }

@@ -258,9 +258,7 @@ fn kept_log(plan: &mut Plan, log: &Path) -> Result<PathBuf> {
 /// This launcher's run directory name: `<pid>-<start>`, the start time (clock ticks after boot,
 /// field 22 of `/proc/<pid>/stat`) telling this process from an earlier one with the same pid.
 pub fn own_name() -> std::io::Result<String> {
-    let pid = std::process::id();
-    let me = ProcessId::of(&FsRoot::default(), pid)
-        .ok_or_else(|| std::io::Error::other(format!("no start time in /proc/{pid}/stat")))?;
+    let me = ProcessId::this(&FsRoot::default()).map_err(std::io::Error::other)?;
     Ok(format!("{}-{}", me.pid, me.start))
 }
 

@@ -162,6 +162,27 @@ fn bad_input_is_refused_before_the_task_runs() {
         "goset-run: --fsroot /etc/passwd: not a directory",
     );
     refused(&["-fence=true"], &[], "goset-run: --fence needs --cgroup");
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        // (uid_t)-1 means "unchanged" to setresuid, never a user; nor is a number past it.
+        for (var, bad) in [
+            ("SUDO_UID", "4294967295"),
+            ("SUDO_UID", "4294967296"),
+            ("SUDO_UID", "-1"),
+            ("SUDO_UID", "nobody"),
+            ("SUDO_GID", "4294967295"),
+        ] {
+            let env = [("SUDO_UID", "65534"), (var, bad)];
+            let env = if var == "SUDO_UID" {
+                &env[1..]
+            } else {
+                &env[..]
+            };
+            refused(&[], env, &format!("goset-run: {var}='{bad}': not an id"));
+        }
+    } else {
+        eprintln!("SUDO_UID values not checked: only root takes SUDO_UID as the task's user");
+    }
     let out = Command::new(common::bin("goset-run"))
         .env("GOSET_FSROOT", "/")
         .args(["-q", "--sample", "0"])

@@ -152,10 +152,20 @@ fn bad_requests_fail_with_one_line_and_exit_2() {
 fn every_fixture_selects_within_its_online_cpus() {
     for name in common::FIXTURES {
         let t = truth(name);
-        let cpus = task_cpus(&dry_run(name, &["-n", "2"]));
+        let out = dry_run(name, &["-n", "2"]);
+        let cpus = task_cpus(&out);
         for c in &cpus {
             assert!(!t[c].core.is_empty(), "{name}: selected offline cpu {c}");
         }
+        // --sample 0 samples nothing: the noise files (no dump holds /proc/interrupts) are
+        // neither read nor missed.
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let errors = v["errors"].to_string();
+        for file in ["/proc/interrupts", "/proc/softirqs", "/proc/stat"] {
+            assert!(!errors.contains(file), "{name}: {errors}");
+        }
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(!text.contains("/proc/interrupts"), "{name}: {text}");
     }
 }
 

@@ -13,6 +13,7 @@
 //! - [`vars`]: the names of the environment variables that hand the plan on;
 //! - [`clock`]: the one clock, read through the vDSO, never a clock another preload replaced;
 //! - [`raw`]: the system call entry, for what must reach the kernel and nothing else;
+//! - [`descriptor`]: the numbers the launcher and the shim keep their descriptors at in a task;
 //! - [`rootfile`]: when root may write a file at a name a user gave (the log, the report).
 //!
 //! Everything the shim calls here is allocation-free and lock-free, so it is safe on hook paths,
@@ -22,6 +23,7 @@ pub mod buf;
 pub mod clock;
 pub mod cpulist;
 pub mod cpuset;
+pub mod descriptor;
 pub mod level;
 pub mod locality;
 pub mod log;

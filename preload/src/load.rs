@@ -209,16 +209,27 @@ fn from_plan_dir(
     if let Some(table) = handed_table(handed, plan, scratch) {
         return Ok(table);
     }
+    let gone = matches!(why, TableError::Open(libc::ENOENT | libc::EACCES));
     warn_once(format_args!(
-        "GOSET_PLAN={}: {}/{SLOTS_FILE} {why}{}; not placing threads",
+        "GOSET_PLAN={}: {}/{SLOTS_FILE} {why}{}{}{}; not placing threads",
         show(dir),
         show(dir),
-        match why {
-            TableError::Open(libc::ENOENT) | TableError::Open(libc::EACCES) => {
-                " and the descriptor goset-run handed on (GOSET_SLOTS) is gone: a sandbox or a \
-                 program that closed it, with a /proc of its own or as another user"
-            }
-            _ => "",
+        if gone {
+            " and the descriptor goset-run handed on (GOSET_SLOTS="
+        } else {
+            ""
+        },
+        if gone {
+            show(handed.unwrap_or(b""))
+        } else {
+            ""
+        },
+        if gone {
+            ") is gone: a sandbox or a program that closed it, with a /proc of its own or as \
+             another user (firejail closes every descriptor above 2 unless given --keep-fd with \
+             the numbers of GOSET_SLOTS and GOSET_LOG_FD)"
+        } else {
+            ""
         }
     ));
     Err(Disabled)

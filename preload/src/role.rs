@@ -28,6 +28,9 @@ pub const LAUNCHERS: &[&[u8]] = &[
     b"timeout",
     b"nohup",
     b"taskset",
+    // A sandbox that forks its command into new namespaces and waits for it (two processes
+    // of its own that would otherwise each hold a slot).
+    b"firejail",
 ];
 
 /// Programs that set a policy for their command (a CPU or memory binding, a scheduling class)

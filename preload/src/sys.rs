@@ -356,25 +356,11 @@ pub fn identity(fd: i32) -> Option<Identity> {
     fstat(fd).map(|st| st.id)
 }
 
-/// Lowest descriptor the shim keeps its own files on, when the limit allows: far above the
-/// numbers a program gets back after closing inherited descriptors.
-const HIGH_FD: i64 = 512;
-
-/// A close-on-exec duplicate of `fd` at [`HIGH_FD`] or above, or, under an `RLIMIT_NOFILE`
-/// at or below that, in the upper half of what the limit allows; `fd` itself when no
-/// duplicate can be made. The caller closes `fd` when it gets another descriptor back.
+/// A close-on-exec duplicate of `fd` at the floor of [`goset_plan::descriptor`] or above
+/// (512, or the upper half of a lower `RLIMIT_NOFILE`); `fd` itself when no duplicate can be
+/// made. The caller closes `fd` when it gets another descriptor back.
 pub fn dup_high(fd: i32) -> i32 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit; the call is made only on cold paths.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-        lim.rlim_cur.min(i64::MAX as u64) as i64
-    } else {
-        0
-    };
-    let floor = if soft > HIGH_FD { HIGH_FD } else { soft / 2 };
+    let floor = goset_plan::descriptor::floor_now();
     if floor <= fd as i64 {
         return fd;
     }

@@ -64,6 +64,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
+            let e = e.naming_limits();
             crate::output::to_stderr(&format!("goset: {e}\n"));
             e.exit_code()
         }

@@ -12,7 +12,8 @@ pub fn run() -> Result<()> {
     let (done, journals) = crate::isolate::restore(&crate::rundir::base_dir());
     for (pid, comm) in &done.outlived {
         crate::output::to_stderr(&format!(
-            "goset: pid {pid} ({comm}) was still in a goset cgroup: moved to its parent\n"
+            "goset: pid {pid} ({}) was still in a goset cgroup: moved to its parent\n",
+            crate::output::escape(comm)
         ));
     }
     crate::output::to_stderr(&format!(

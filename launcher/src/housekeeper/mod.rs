@@ -32,6 +32,7 @@ mod fake_proc;
 pub mod logtail;
 pub mod noisewatch;
 pub mod outcome;
+pub mod own;
 pub mod placer;
 pub mod policy;
 pub mod threads;
@@ -131,6 +132,15 @@ fn raise_nofile() -> u64 {
     soft
 }
 
+/// How many descriptors this process holds open now, counted up to 4096 (the count matters
+/// only under a low limit).
+fn open_descriptors() -> u64 {
+    // SAFETY: F_GETFD on any number reads no memory; a closed one fails with EBADF.
+    (0..4096)
+        .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0)
+        .count() as u64
+}
+
 impl Housekeeper {
     /// Starts the run's telemetry (the first CPU snapshot), before the task starts. `table` is
     /// the slot table shared with the shim; `log` the placement log, followed and appended to;
@@ -187,7 +197,7 @@ impl Housekeeper {
     /// The task's process id: the root of the tree to follow. Called once the task runs, so
     /// that the descriptor limit raised here is the launcher's alone.
     pub fn attach(&mut self, pid: i32) {
-        threads::set_descriptor_limit(raise_nofile());
+        threads::set_descriptor_limit(raise_nofile(), open_descriptors());
         self.tree.follow(pid);
         self.cpu_start = own_cpu_time();
         // Move times count from here: the noise sample and the launch came before.

@@ -193,6 +193,21 @@ fn measured(p: ThreadPlacement, t: Option<&Tracked>) -> ThreadReport {
 }
 
 impl Outcome {
+    /// `log` with only the records of the task's own threads (see [`super::own::own_records`]:
+    /// the threads this housekeeper saw, and live ones descending from `launcher`), and how
+    /// many records were left out.
+    pub fn own_log(&self, log: Log, launcher: i32, procs: &impl super::own::Procs) -> (Log, usize) {
+        let seen: BTreeMap<i32, i32> = (self.threads.iter())
+            .map(|(&tid, t)| (tid, t.pid))
+            .collect();
+        let (records, left_out) = super::own::own_records(log.records, &seen, launcher, procs);
+        let log = Log {
+            records,
+            bad_lines: log.bad_lines + left_out,
+        };
+        (log, left_out)
+    }
+
     /// One entry per thread: those of the placement log (`log`, which holds the housekeeper's
     /// records when it had a file) in log order, then threads only `/proc` saw, in order of
     /// first sight. A thread the housekeeper placed shows where it put it last.

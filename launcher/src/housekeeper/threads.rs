@@ -133,13 +133,21 @@ static KEPT: AtomicUsize = AtomicUsize::new(0);
 #[cfg(test)]
 pub static LIMIT_SET: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Lets the handles keep half of `nofile` descriptors (`RLIMIT_NOFILE`'s soft limit) open;
-/// the rest are for everything else the launcher opens.
-pub fn set_descriptor_limit(nofile: u64) {
-    KEEP_LIMIT.store(
-        (nofile / 2).min(usize::MAX as u64) as usize,
-        Ordering::Relaxed,
-    );
+/// Descriptors left free beside the handles for everything else the housekeeper opens at
+/// once: a `/proc/<pid>/task` listing, the log it follows, a file read without keeping it.
+const SPARE: u64 = 8;
+
+/// Lets the handles keep at most half of `nofile` descriptors (`RLIMIT_NOFILE`'s soft limit)
+/// open, and never more than what `open` (the descriptors the launcher holds now) and
+/// [`SPARE`] leave: under a low limit every file is then opened for each read, and read.
+pub fn set_descriptor_limit(nofile: u64, open: u64) {
+    KEEP_LIMIT.store(keep_limit(nofile, open), Ordering::Relaxed);
+}
+
+/// How many descriptors the handles may keep: see [`set_descriptor_limit`].
+fn keep_limit(nofile: u64, open: u64) -> usize {
+    let free = nofile.saturating_sub(open.saturating_add(SPARE));
+    (nofile / 2).min(free).min(usize::MAX as u64) as usize
 }
 
 /// One per-thread file, opened on first use and re-read with `pread` at offset 0: a `/proc`
@@ -368,10 +376,18 @@ mod tests {
     }
 
     #[test]
+    fn the_handles_keep_half_the_limit_and_leave_room_beside_what_is_open() {
+        assert_eq!(keep_limit(1024, 10), 512);
+        assert_eq!(keep_limit(64, 40), 16);
+        assert_eq!(keep_limit(16, 9), 0);
+        assert_eq!(keep_limit(0, 3), 0);
+    }
+
+    #[test]
     fn past_the_descriptor_limit_a_file_is_read_without_keeping_it_open() {
         let own = format!("/proc/self/task/{}/stat", nix::unistd::gettid());
         let _set = LIMIT_SET.lock().unwrap_or_else(|e| e.into_inner());
-        set_descriptor_limit(0);
+        set_descriptor_limit(0, 0);
         let mut h = Handle::new(own.into());
         let read = matches!(h.read(), Read::Text(_));
         // Other tests may run meanwhile: with the limit at 0 they too just open each time.

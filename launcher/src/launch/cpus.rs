@@ -44,7 +44,7 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
         // Steerable interrupts are about to be moved away: they do not count against a CPU.
         .map(|(&cpu, n)| (cpu, n.score(opts.isolation.steer, noise.window_ms)))
         .collect();
-    let registry = open_registry(root);
+    let registry = open_registry(root)?;
     let deadline = opts.wait.map(|w| Instant::now() + w);
     loop {
         let locked = match &registry {
@@ -88,10 +88,16 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
 }
 
 /// The booking registry, on the live machine only: another machine's dump has no runs of this
-/// one to avoid. Without it (a warning) runs select as if alone.
-fn open_registry(root: &FsRoot) -> Option<booking::Registry> {
-    match root.is_live().then(booking::Registry::open) {
+/// one to avoid. Without it (a warning) runs select as if alone; out of descriptors (EMFILE)
+/// the run could not go on anyway, and that is its one error.
+fn open_registry(root: &FsRoot) -> Result<Option<booking::Registry>> {
+    Ok(match root.is_live().then(booking::Registry::open) {
         Some(Ok(r)) => Some(r),
+        Some(Err(e)) if e.raw_os_error() == Some(libc::EMFILE) => {
+            return Err(Error::System(format!(
+                "cannot open the booking registry: {e}"
+            )))
+        }
         Some(Err(e)) => {
             output::to_stderr(&format!(
                 "goset-run: no booking registry ({e}): concurrent runs may pick the same CPUs\n"
@@ -99,7 +105,7 @@ fn open_registry(root: &FsRoot) -> Option<booking::Registry> {
             None
         }
         None => None,
-    }
+    })
 }
 
 /// The registry's lock not taken: a signal, a holder past the deadline (named), or I/O.
@@ -181,11 +187,11 @@ fn book(
     opts: &RunOptions,
     selection: &select::Selection,
 ) -> Result<booking::Booked> {
-    let pid = std::process::id();
+    let me = crate::procfs::pid_stat::ProcessId::this(&FsRoot::default())
+        .map_err(|e| Error::System(format!("cannot book CPUs: {e}")))?;
     let booking = Booking {
-        pid,
-        start: crate::procfs::pid_stat::start_ticks(&FsRoot::default(), pid)
-            .ok_or_else(|| Error::System("no start time in /proc/self/stat".into()))?,
+        pid: me.pid,
+        start: me.start,
         // SAFETY: getuid cannot fail.
         uid: unsafe { libc::getuid() },
         command: (opts.command.iter())

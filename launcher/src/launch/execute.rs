@@ -90,11 +90,9 @@ pub(super) fn execute(
     let wall_s = started.elapsed().as_secs_f64();
     relays.finish();
     let (ending, rusage, instances) = endings(&tasks, &ended);
-    let outcome = hk.finish();
+    let mut outcome = hk.finish();
 
-    let log = run_dir
-        .map(|d| placement_log::read(d.log_path(), d.log_kept().0))
-        .unwrap_or_default();
+    let (log, errors) = own_log(run_dir, &mut outcome, &opts.fsroot);
     let threads = outcome.thread_reports(&log);
     let seen_cpu_s = threads.iter().filter_map(|t| t.cpu_s).sum();
     let summary = RunSummary::new(wall_s, ending, rusage.at_least(seen_cpu_s), prepared.shim);
@@ -103,10 +101,34 @@ pub(super) fn execute(
         summary,
         threads,
         telemetry,
-        errors: outcome.errors,
+        errors,
         exit_code: ending.exit_code(),
         instances,
     })
+}
+
+/// The run's placement log with only the records of the task's own threads, and the run's
+/// errors (`outcome`'s, taken) with a line counting the records left out.
+fn own_log(
+    run_dir: Option<&RunDir>,
+    outcome: &mut crate::housekeeper::outcome::Outcome,
+    root: &crate::fsroot::FsRoot,
+) -> (placement_log::Log, Vec<crate::fsroot::ReadError>) {
+    let log = run_dir
+        .map(|d| placement_log::read(d.log_path(), d.log_kept().0))
+        .unwrap_or_default();
+    let live = crate::housekeeper::own::LiveProcs(root);
+    let (log, left_out) = outcome.own_log(log, std::process::id() as i32, &live);
+    let mut errors = std::mem::take(&mut outcome.errors);
+    if let (Some(dir), 1..) = (run_dir, left_out) {
+        errors.push(crate::fsroot::ReadError {
+            file: dir.log_path().display().to_string(),
+            reason: format!(
+                "{left_out} record(s) naming a thread outside the task's process tree: forged, left out"
+            ),
+        });
+    }
+    (log, errors)
 }
 
 /// The housekeeper's settings for this run. Under one shared mask it only watches: it places
@@ -216,7 +238,7 @@ fn slot_table(
     let table = goset_plan::slots::map(Some(file.as_raw_fd()))
         .ok_or_else(|| fail(std::io::Error::last_os_error()))?;
     table.stamp(goset_plan::plan::cpus_hash(cpus.iter().copied()));
-    Ok((table, Some(high_copy(file.as_raw_fd()).map_err(fail)?)))
+    Ok((table, Some(high_copy(file.into()))))
 }
 
 /// A descriptor the task inherits and the variable that names it: `GOSET_SLOTS` the slot
@@ -235,19 +257,27 @@ fn inherited(var: &str, fd: &OwnedFd) -> (OsString, OsString) {
 
 /// The placement log open for appending, on a high descriptor, for the task to inherit.
 fn inherited_log(path: &Path) -> Result<OwnedFd> {
-    use std::os::fd::AsRawFd;
     let fail = |e: std::io::Error| Error::System(format!("cannot open {}: {e}", path.display()));
     let file = crate::bounded::open_regular(path, std::fs::OpenOptions::new().append(true))
         .map_err(fail)?;
-    high_copy(file.as_raw_fd()).map_err(fail)
+    Ok(high_copy(file.into()))
 }
 
-/// A close-on-exec copy of `fd` out of the low numbers a program may expect free (the shim
-/// keeps its own there too).
-fn high_copy(fd: std::os::fd::RawFd) -> std::io::Result<OwnedFd> {
-    let high = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(512))?;
-    // SAFETY: fcntl returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(high) })
+/// `fd` (close-on-exec) moved out of the low numbers a program may expect free, by the rule
+/// the shim keeps its own by ([`goset_plan::descriptor`]); `fd` itself where the limit leaves
+/// no number above the floor free.
+fn high_copy(fd: OwnedFd) -> OwnedFd {
+    use std::os::fd::AsRawFd;
+    let floor = goset_plan::descriptor::floor_now();
+    if floor <= i64::from(fd.as_raw_fd()) {
+        return fd;
+    }
+    let floor = i32::try_from(floor).unwrap_or(i32::MAX);
+    match nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(floor)) {
+        // SAFETY: fcntl returned a new descriptor that nothing else owns.
+        Ok(high) => unsafe { OwnedFd::from_raw_fd(high) },
+        Err(_) => fd,
+    }
 }
 
 /// Moves the launcher onto the housekeeper CPU, away from the task's CPUs.

@@ -132,6 +132,7 @@ pub fn main_with_args(program: &str, args: impl IntoIterator<Item = OsString>) -
 /// Validates and runs parsed run flags, printing any error as one line.
 pub fn run_args(program: &str, args: &crate::cli::RunArgs) -> i32 {
     args.validate().and_then(|o| run(&o)).unwrap_or_else(|e| {
+        let e = e.naming_limits();
         output::to_stderr(&format!("{program}: {e}\n"));
         e.exit_code()
     })

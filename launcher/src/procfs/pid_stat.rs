@@ -96,6 +96,21 @@ impl ProcessId {
         start_ticks(root, pid).map(|start| ProcessId { pid, start })
     }
 
+    /// This process as it is now under `root`, or why its `stat` did not say (the read's
+    /// errno: under a descriptor limit it cannot even be opened).
+    pub fn this(root: &FsRoot) -> Result<ProcessId, crate::fsroot::ReadError> {
+        let pid = std::process::id();
+        let file = format!("/proc/{pid}/stat");
+        let stat = parse_pid_stat(&root.read(&file)?).ok_or_else(|| crate::fsroot::ReadError {
+            file,
+            reason: "no start time in it".into(),
+        })?;
+        Ok(ProcessId {
+            pid,
+            start: stat.start_ticks,
+        })
+    }
+
     /// Whether this very process is still alive under `root` (its pid not reused since).
     pub fn is_alive(&self, root: &FsRoot) -> bool {
         start_ticks(root, self.pid) == Some(self.start)

@@ -297,7 +297,7 @@ pub fn render_bookings(bookings: &[crate::booking::Booking], title: &str) -> Str
         out.push_str(&format!(
             "  cpus {cpus}  housekeeper {}  {}\n",
             b.housekeeper_cpu,
-            table::escape(&b.who())
+            b.who()
         ));
     }
     out

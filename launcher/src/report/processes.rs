@@ -4,8 +4,9 @@
 //!
 //! Pure: threads and instances in, rows and text out.
 
-use super::table::{escape, Table};
+use super::table::Table;
 use crate::housekeeper::outcome::ThreadReport;
+use crate::output::escape;
 use crate::task::Ending;
 use serde::Serialize;
 use std::collections::BTreeSet;

@@ -1,5 +1,7 @@
-//! A plain text table: a title, right-aligned columns, two spaces between them; and the
-//! escaping of text the task chose (thread names, paths) for a terminal.
+//! A plain text table: a title, right-aligned columns, two spaces between them, each cell
+//! escaped for a terminal ([`crate::output::escape`]).
+
+use crate::output::escape;
 
 /// Rows of cells under a title and a header line.
 #[derive(Debug, Clone)]
@@ -60,24 +62,6 @@ impl Table {
         }
         out
     }
-}
-
-/// `text` for a terminal: a thread name or a path is any bytes its owner chose, and an escape
-/// sequence in it must not reach the terminal raw. Control characters (C0, DEL, C1) read
-/// `\xNN`, and a backslash `\\` so that the escaped text is not ambiguous.
-pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() || c == '\\') {
-        return text.into();
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.into()
 }
 
 #[cfg(test)]

@@ -3,10 +3,11 @@
 //!
 //! Pure renderers: values in, text out. Unmeasured cells are `n/a`, never a 0.
 
-use super::table::{escape, Table};
+use super::table::Table;
 use crate::fsroot::ReadError;
 use crate::housekeeper::cpu_sampler::CpuTelemetry;
 use crate::housekeeper::outcome::{TelemetryReport, ThreadReport};
+use crate::output::escape;
 use crate::summary::RunSummary;
 
 fn na<T: ToString>(v: Option<T>) -> String {

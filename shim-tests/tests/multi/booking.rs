@@ -1,7 +1,7 @@
 //! Concurrent goset-runs on this machine never take the same task CPUs: runs started
 //! back to back (within a few milliseconds), each holding its CPUs until all have selected, get
 //! disjoint CPUs, or one line naming the runs that
-//! hold them (exit 1); `kill -9` of a launcher frees its booking for the next run. The CPUs
+//! hold them (exit 1), another run's command escaped in it; `kill -9` of a launcher frees its booking for the next run. The CPUs
 //! are read from each task's own `/proc/self/status`, not from goset's report.
 
 use shim_tests::{goset_bin, goset_run_bin, is_root, launcher_lock};
@@ -191,6 +191,61 @@ fn kill_9_of_a_launcher_frees_its_booking() {
     let freed = once(dir.path());
     assert_eq!(freed.0, Some(0), "{freed:?}");
     started.0.clear();
+}
+
+#[test]
+fn another_runs_command_reaches_the_refusal_escaped() {
+    let _machine = launcher_lock();
+    let n = cpus_online().to_string();
+    // The holder's command, as another user could have named it: a title change and a clear.
+    let evil = "\x1b]0;pwned\x07\x1b[2J";
+    let mut all = Command::new(goset_run_bin());
+    // --wait: another checkout's suite may hold the CPUs for a while.
+    all.args(["-q", "-n", &n, "--sample", "0", "--wait", "60", "--"])
+        .args(["sh", "-c", "exec sleep 60", evil])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    /// SIGTERM to the launcher, which passes it on to its task and ends (SIGKILL after 10 s),
+    /// when the test ends.
+    struct Term(Child);
+    impl Drop for Term {
+        fn drop(&mut self) {
+            // SAFETY: kill takes a pid and a signal.
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+            let end = Instant::now() + Duration::from_secs(10);
+            while self.0.try_wait().ok().flatten().is_none() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let launcher = Term(all.spawn().unwrap());
+    let pid = launcher.0.id();
+    let shown = format!("pid {pid} (sh -c exec sleep 60 \\x1b]0;pwned\\x07\\x1b[2J)");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let bare = Command::new(goset_bin()).output().unwrap();
+        let listed = String::from_utf8_lossy(&bare.stderr).into_owned();
+        assert!(
+            !listed.contains('\x1b'),
+            "raw ESC in goset's list: {listed:?}"
+        );
+        if listed.contains(&shown) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never listed: {listed:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = Command::new(goset_run_bin())
+        .args(["-q", "-n", "1", "--sample", "0", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains('\x1b'), "raw ESC in the refusal: {err:?}");
+    assert!(err.contains(&format!("by {shown}")), "{err}");
 }
 
 /// The shared registry's lock, made by a first run.

@@ -1,8 +1,8 @@
 //! Tasks of several processes on this machine (the topologies with nodes and SMT are the VM
 //! matrix's, `vm/`): `--per-process` under `mpirun` sizes each rank's OpenMP team to its
 //! block and keeps the ranks apart; `--instances` starts the copies with their index, keeps
-//! their output apart, reports a row each and exits with the first failure; bad values are
-//! usage errors before anything starts.
+//! their output apart (a 300 MiB line relayed in bounded memory), reports a row each and
+//! exits with the first failure; bad values are usage errors before anything starts.
 
 use shim_tests::*;
 use std::collections::BTreeMap;
@@ -126,6 +126,29 @@ fn instances_get_their_index_their_own_cpus_and_a_row_each() {
         assert_eq!(row["nodes"].as_array().unwrap().len(), 1, "{row}");
     }
     assert!(outcome.stderr.contains("Processes"), "{}", outcome.stderr);
+}
+
+#[test]
+fn a_copy_writing_without_newlines_is_relayed_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    // 300 MiB in one line, under a 256 MiB address space: a relay that held the whole line to
+    // prefix it could not. The NULs are dropped after goset-run, so only the prefixes and
+    // the newline that ends the copy's last line come back.
+    let copy = "if [ $GOSET_INSTANCE = 0 ]; then head -c 314572800 /dev/zero; else echo short; fi";
+    let mut cmd = clean_command("bash");
+    cmd.arg("-c")
+        .arg("ulimit -v 262144 && timeout -k 1 60 \"$@\" | tr -d '\\000'; exit ${PIPESTATUS[0]}")
+        .arg("bash");
+    cmd.arg(goset_run_bin())
+        .args(["-n", "2", "--sample", "0", "--json"])
+        .arg(&json)
+        .args(["--instances", "2", "--", "sh", "-c", copy]);
+    let outcome = run(cmd);
+    outcome.expect_code(0);
+    let mut lines: Vec<&str> = outcome.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["[0] ", "[1] short"], "{}", outcome.dump());
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! `/proc/<pid>/fd`, which neither can follow, and the log is goset-run's user's: the task
 //! inherits both descriptors (`GOSET_SLOTS`, `GOSET_LOG_FD`), so the shim keeps placing. A
 //! sandboxed process writes no records (its ids are not the launcher's), and the report's CPU
-//! time counts what its threads used though no `wait4` up the tree saw them.
+//! time counts what its threads used though no `wait4` up the tree saw them. firejail closes
+//! every inherited descriptor above 2: the shim's warning names the one lost and `--keep-fd`,
+//! with which the shim maps the table, and firejail's own processes hold no slot.
 
 use serde_json::Value;
 use shim_tests::*;
@@ -131,6 +133,48 @@ fn a_task_in_a_bwrap_sandbox_is_placed() {
     ];
     if namespaces_allowed(&wrapper) {
         in_sandbox(&wrapper, "bwrap --unshare-pid");
+    }
+}
+
+#[test]
+fn firejail_closing_the_descriptors_is_named_and_keeping_them_keeps_the_table() {
+    let Some(prog) = Program::c("pthreads.c") else {
+        return;
+    };
+    if Command::new("firejail").arg("--version").output().is_err() {
+        missing("firejail", "apt-get install -y firejail");
+        return;
+    }
+    let firejail = ["firejail", "--noprofile", "--quiet", "--"];
+    if !namespaces_allowed(&firejail) {
+        return;
+    }
+    // firejail closes every descriptor above 2 and mounts a /proc of its own: neither the
+    // handed descriptor nor the link into goset-run's /proc/<pid>/fd reaches the table. The
+    // warning says which descriptor was lost and how to keep it.
+    let (outcome, _, _) = run_wrapped(&firejail, &prog);
+    let warnings: Vec<&str> = (outcome.stderr.lines())
+        .filter(|l| l.starts_with("goset: "))
+        .collect();
+    assert!(!warnings.is_empty(), "{}", outcome.dump());
+    for w in warnings {
+        assert!(
+            w.contains("(GOSET_SLOTS=/proc/self/fd/") && w.contains("--keep-fd"),
+            "{w}"
+        );
+    }
+    // Kept, the shim maps the table with no warning, and firejail's own processes (which
+    // only wait for the sandbox) hold no slot.
+    let kept = ["firejail", "--noprofile", "--quiet", "--keep-fd=all", "--"];
+    let (outcome, report, _) = run_wrapped(&kept, &prog);
+    assert!(!outcome.stderr.contains("goset: "), "{}", outcome.dump());
+    let threads = report["threads"].as_array().unwrap();
+    let own: Vec<&Value> = (threads.iter())
+        .filter(|t| t["comm"] == "firejail" && t["placed_by"] == "shim")
+        .collect();
+    assert!(!own.is_empty(), "{report:#}");
+    for t in own {
+        assert!(t["role"] == "launcher" && t["slot"].is_null(), "{t}");
     }
 }
 

@@ -2,7 +2,9 @@
 //! program that closes every descriptor and opens its own file on the lowest number, one that
 //! puts its file on every descriptor number the shim might hold, a shell's `exec 3>file`, and
 //! `GOSET_LOG=stderr` with fd 2 reopened onto a file: the program's file holds only what the
-//! program wrote, and the placement log still has every decision.
+//! program wrote, and the placement log still has every decision. goset-run itself places and
+//! reads a task under descriptor limits down to 12, and below what it can work with says so in
+//! a line naming the limit.
 
 use serde_json::Value;
 use shim_tests::*;
@@ -51,6 +53,24 @@ fn assert_complete(log: &str, reports: &[Report], how: &str) {
     );
 }
 
+/// Sets `RLIMIT_NOFILE` (soft and hard) to `n` in `cmd`'s process before it execs.
+fn limit_descriptors(cmd: &mut std::process::Command, n: u64) {
+    let lim = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
 /// Runs `descriptors <mode> FILE` by hand with the log in a file; `limit`: RLIMIT_NOFILE.
 fn by_hand_run(prog: &Program, mode: &str, limit: Option<u64>) {
     let dir = tempfile::tempdir().unwrap();
@@ -58,20 +78,7 @@ fn by_hand_run(prog: &Program, mode: &str, limit: Option<u64>) {
     let mut cmd = by_hand(prog.path(), "0,1");
     cmd.arg(mode).arg(&own).env("GOSET_LOG", &log);
     if let Some(n) = limit {
-        let lim = libc::rlimit {
-            rlim_cur: n,
-            rlim_max: n,
-        };
-        // SAFETY: setrlimit is async-signal-safe and touches only the child.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
+        limit_descriptors(&mut cmd, n);
     }
     let outcome = run(cmd);
     outcome.expect_code(0);
@@ -123,6 +130,54 @@ fn under_goset_run_the_programs_file_stays_its_own() {
         let how = format!("{mode} under goset-run");
         assert_eq!(file_text(&own), OWN_TEXT, "{how}: the program's own file");
         assert_complete(&file_text(&log), &run.reports(), &how);
+    }
+}
+
+#[test]
+fn goset_run_places_and_reads_the_task_under_low_descriptor_limits() {
+    let Some(prog) = Program::c("pthreads.c") else {
+        return;
+    };
+    if !two_online_cpus() {
+        return;
+    }
+    // 12 is the lowest at which the report still reads every thread (at 9 the task still runs
+    // placed, its telemetry n/a and the reason in Errors; at 8 goset-run cannot start it).
+    for limit in [512, 64, 16, 12] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("report.json");
+        let mut cmd = goset_run(2, &json, &[], prog.path());
+        cmd.arg("1");
+        limit_descriptors(&mut cmd, limit);
+        let outcome = run(cmd);
+        let selection = Selection::read(&json, &outcome);
+        check_threads(&outcome, &selection.task_cpus, 1);
+        let report = std::fs::read_to_string(&json).unwrap();
+        assert!(
+            !report.contains("Too many open files"),
+            "ulimit -n {limit}: {report}"
+        );
+    }
+}
+
+#[test]
+fn too_low_a_descriptor_limit_is_one_line_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, marker) = (dir.path().join("report.json"), dir.path().join("ran"));
+    for limit in [4, 6, 8] {
+        let mut cmd = goset_run(1, &json, &[], "touch");
+        cmd.arg(&marker);
+        limit_descriptors(&mut cmd, limit);
+        let outcome = run(cmd);
+        outcome.expect_code(1);
+        let lines: Vec<&str> = outcome.stderr.lines().collect();
+        let named = format!("Too many open files (os error 24); the descriptor limit (ulimit -n) {limit} is too low");
+        assert!(
+            lines.len() == 1 && lines[0].contains(&named),
+            "{}",
+            outcome.dump()
+        );
+        assert!(!marker.exists(), "the task ran at ulimit -n {limit}");
     }
 }
 

@@ -202,6 +202,40 @@ fn a_log_appended_without_a_newline_keeps_the_records_before_it() {
 }
 
 #[test]
+fn a_forged_record_naming_another_process_is_left_out_of_the_report() {
+    let _serial = launcher_lock();
+    let dir = tempfile::tempdir().unwrap();
+    // This test process, outside the task: its main thread, and the thread running the test.
+    let me = std::process::id();
+    // SAFETY: gettid cannot fail.
+    let tid = unsafe { libc::gettid() };
+    let forged = |tid: i32| {
+        format!(
+            r#"{{"time":1,"pid":{me},"tid":{tid},"comm":"forged","event":"set","role":"worker","cpu":0,"slot":0}}"#
+        )
+    };
+    let script = format!(
+        "printf '%s\\n%s\\n' '{}' '{}' >> \"$1\"",
+        forged(me as i32),
+        forged(tid)
+    );
+    let report = logged_run(dir.path(), &script);
+    let threads = report["threads"].as_array().unwrap();
+    assert!(
+        threads
+            .iter()
+            .all(|t| t["pid"] != me && t["comm"] != "forged"),
+        "{threads:#?}"
+    );
+    the_shell(&report);
+    let errors = report["errors"].to_string();
+    assert!(
+        errors.contains("2 record(s) naming a thread outside the task's process tree"),
+        "{errors}"
+    );
+}
+
+#[test]
 fn an_escape_sequence_in_a_thread_name_reaches_stderr_escaped() {
     let _serial = launcher_lock();
     let build = Build::new();
