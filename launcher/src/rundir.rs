@@ -235,17 +235,18 @@ fn set_log(plan: &mut Plan, log: &Path) -> Result<()> {
 
 /// Checks the user's `--log` path, names it in `plan` and empties it, so that the report reads
 /// only this run's records; returns its absolute path. Only a regular file, opened by the rules
-/// of [`crate::userfile`], is a log.
+/// of [`goset_plan::rootfile`], is a log.
 fn kept_log(plan: &mut Plan, log: &Path) -> Result<PathBuf> {
     let usage =
         |e: std::io::Error| Error::Usage(format!("--log {}: cannot create: {e}", log.display()));
     let path = std::path::absolute(log).map_err(usage)?;
     set_log(plan, &path)?;
-    let file = crate::userfile::open(&path).map_err(|e| match e.raw_os_error() {
-        // A FIFO without a reader, or a socket.
-        Some(libc::ENXIO) => usage(crate::bounded::not_regular()),
-        _ => usage(e),
-    })?;
+    let file =
+        goset_plan::rootfile::os::open_output(&path).map_err(|e| match e.raw_os_error() {
+            // A FIFO without a reader, or a socket.
+            Some(libc::ENXIO) => usage(crate::bounded::not_regular()),
+            _ => usage(e),
+        })?;
     match file.metadata() {
         Ok(m) if m.is_file() => {}
         Ok(_) => return Err(usage(crate::bounded::not_regular())),

@@ -76,7 +76,7 @@ impl<'a> JsonReport<'a> {
     }
 }
 
-/// Where `--json` goes, opened before anything runs (by the rules of [`crate::userfile`]) so
+/// Where `--json` goes, opened before anything runs (by the rules of [`goset_plan::rootfile`]) so
 /// that a bad path is a usage error and not a lost report after the task ran.
 pub(super) enum JsonSink {
     None,
@@ -92,7 +92,7 @@ impl JsonSink {
             None => Ok(JsonSink::None),
             Some(p) if p == Path::new("-") => Ok(JsonSink::Stdout),
             // Not truncated yet: a run that fails before the report leaves the old file.
-            Some(p) => crate::userfile::open(p)
+            Some(p) => goset_plan::rootfile::os::open_output(p)
                 .map(|f| JsonSink::File(f, p.to_path_buf()))
                 .map_err(|e| Error::Usage(format!("--json {}: cannot create: {e}", p.display()))),
         }
