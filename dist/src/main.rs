@@ -9,8 +9,6 @@
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use goset::completions::{self, Shell};
 use goset::error::Error;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 mod deb;
@@ -166,30 +164,14 @@ fn items() -> Result<Vec<Item>, Error> {
     Ok(items)
 }
 
-/// Writes `bytes` to `path` through a temporary file renamed over it: a program being run
-/// from `path` keeps its old file (writing into it would fail with ETXTBSY), and a reader
-/// never sees half a file.
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir)?;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.goset-dist-{}", std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            // The umask must not take bits off an installed program.
-            f.set_permissions(std::fs::Permissions::from_mode(mode))
-        })
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+/// Writes `bytes` to `path` by [`goset_plan::rootfile::os::install`]: a temporary file of an
+/// unguessable name, made with `O_EXCL|O_NOFOLLOW` in a directory walked to by the root-file
+/// rule, renamed over `path`. A program being run from `path` keeps its old file (writing into
+/// it would fail with ETXTBSY), a reader never sees half a file, and no planted link is
+/// followed. Missing directories are made 0755, whatever the umask.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
+    goset_plan::rootfile::os::install(path, bytes, mode)
+        .map_err(|e| Error::System(format!("cannot write {}: {e}", path.display())))
 }
 
 fn install(place: &Place, from: Option<PathBuf>) -> Result<String, Error> {
@@ -222,8 +204,7 @@ fn install(place: &Place, from: Option<PathBuf>) -> Result<String, Error> {
         files.push((root.join(item.path), item.mode, bytes));
     }
     for (path, mode, bytes) in &files {
-        write_file(path, bytes, *mode)
-            .map_err(|e| Error::System(format!("cannot write {}: {e}", path.display())))?;
+        write_file(path, bytes, *mode)?;
     }
     Ok(format!(
         "installed {} files under {}",
@@ -237,7 +218,11 @@ fn uninstall(place: &Place) -> Result<String, Error> {
     let mut removed = 0;
     for item in items()? {
         let path = root.join(&item.path);
-        match std::fs::remove_file(&path) {
+        // Walked to by the root-file rule: a directory link planted in the prefix is not
+        // followed to remove a file elsewhere.
+        let gone =
+            goset_plan::rootfile::os::parent(&path, None).and_then(|(dir, name)| dir.remove(name));
+        match gone {
             Ok(()) => removed += 1,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
