@@ -134,7 +134,6 @@ impl DirFd {
         let written = file
             .write_all(bytes)
             .and_then(|_| file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode)))
-            .and_then(|_| file.sync_all())
             .and_then(|_| self.rename(&tmp_name, name));
         if written.is_err() {
             // SAFETY: tmp_name is NUL-terminated; removing our own temporary name only.
@@ -147,19 +146,39 @@ impl DirFd {
     fn new_temporary(&self, name: &[u8]) -> io::Result<(std::ffi::CString, File)> {
         let flags =
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        for _ in 0..16 {
-            let mut tmp = b".".to_vec();
-            tmp.extend_from_slice(&name[..name.len().min(200)]);
-            tmp.extend_from_slice(format!(".{:016x}", random()).as_bytes());
-            let c_tmp = std::ffi::CString::new(tmp).map_err(|_| io::ErrorKind::InvalidInput)?;
-            match Libc.open_at(self.fd.as_raw_fd(), c_tmp.as_bytes_with_nul(), flags, 0o600) {
-                // SAFETY: fd was just opened and nothing else owns it.
-                Ok(fd) => return Ok((c_tmp, unsafe { File::from_raw_fd(fd) })),
-                Err(libc::EEXIST) => continue,
-                Err(e) => return Err(io::Error::from_raw_os_error(e)),
-            }
+        let dir = self.fd.as_raw_fd();
+        let (name, fd) = unguessable(name, |c| {
+            Libc.open_at(dir, c.to_bytes_with_nul(), flags, 0o600)
+        })?;
+        // SAFETY: the descriptor was just opened and nothing else owns it.
+        Ok((name, unsafe { File::from_raw_fd(fd) }))
+    }
+
+    /// Makes a new directory `.<prefix>.<random>` in it, 0700, and returns its name: private
+    /// to its maker, and, where others cannot move things (see [`DirFd::others_can_move`]),
+    /// staying where it is.
+    pub fn make_private_dir(&self, prefix: &[u8]) -> io::Result<std::ffi::OsString> {
+        let dir = self.fd.as_raw_fd();
+        let (name, ()) = unguessable(prefix, |c| {
+            Libc.make_dir_at(dir, c.to_bytes_with_nul(), 0o700)
+        })?;
+        Ok(std::ffi::OsStr::from_bytes(name.as_bytes()).to_owned())
+    }
+
+    /// Whether others could rename or remove what root makes in it: they can write to it and
+    /// it is not sticky, or it is another user's.
+    pub fn others_can_move(&self) -> bool {
+        self.dir.guarded && (self.dir.owned.uid != 0 || self.dir.owned.mode & libc::S_ISVTX == 0)
+    }
+
+    /// Removes the file `name` in it (a link itself, never what it points to).
+    pub fn remove(&self, name: &[u8]) -> io::Result<()> {
+        let name = std::ffi::CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
+        // SAFETY: name is NUL-terminated.
+        match unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) } {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
         }
-        Err(io::Error::from_raw_os_error(libc::EEXIST))
     }
 
     fn rename(&self, from: &CStr, to: &[u8]) -> io::Result<()> {
@@ -171,6 +190,33 @@ impl DirFd {
             _ => Err(io::Error::last_os_error()),
         }
     }
+}
+
+/// Makes something (`make`) by a new name `.<base>.<random>`, trying again while the name is
+/// taken (`EEXIST`).
+fn unguessable<T>(
+    base: &[u8],
+    make: impl Fn(&std::ffi::CStr) -> Result<T, i32>,
+) -> io::Result<(std::ffi::CString, T)> {
+    for _ in 0..16 {
+        let mut name = b".".to_vec();
+        name.extend_from_slice(&base[..base.len().min(200)]);
+        name.extend_from_slice(format!(".{:016x}", random()).as_bytes());
+        let name = std::ffi::CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
+        match make(&name) {
+            Ok(made) => return Ok((name, made)),
+            Err(libc::EEXIST) => continue,
+            Err(e) => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EEXIST))
+}
+
+/// Writes `bytes` as the file `path` with `mode` by [`DirFd::replace`], its directory walked
+/// to by the rule and the missing ones made 0755 (not the umask's say), as install(1) does.
+pub fn install(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let (dir, name) = parent(path, Some(0o755))?;
+    dir.replace(name, bytes, mode)
 }
 
 /// 64 bits from the kernel's random source, for names no one can guess.
