@@ -7,4 +7,5 @@ mod descriptors;
 mod hostile_files;
 mod hostile_task;
 mod lifetimes;
+mod root_outputs;
 mod small_stacks;
