@@ -42,6 +42,8 @@ impl Calls for Libc {
         }
         // SAFETY: fstat succeeded, so st is filled.
         let st = unsafe { st.assume_init() };
+        // nlink_t is u64 on x86_64 but u32 on aarch64.
+        #[allow(clippy::unnecessary_cast)]
         Ok(Owned {
             uid: st.st_uid,
             mode: st.st_mode,
