@@ -283,3 +283,6 @@ pub fn write_into(mut file: File, bytes: &[u8]) -> io::Result<()> {
     file.write_all(bytes)?;
     file.flush()
 }
+
+#[cfg(test)]
+mod tests;

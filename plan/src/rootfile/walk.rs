@@ -231,6 +231,3 @@ fn c_name<'a>(buf: &'a mut [u8; NAME_MAX], part: &[u8]) -> Result<&'a [u8], Refu
     buf[part.len()] = 0;
     Ok(&buf[..=part.len()])
 }
-
-#[cfg(test)]
-mod tests;

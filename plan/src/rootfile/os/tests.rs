@@ -1,5 +1,6 @@
-use super::super::os::Libc;
-use super::*;
+use super::super::walk::{open_in, split, walk, Calls, Refusal};
+use super::super::Owned;
+use super::Libc;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
