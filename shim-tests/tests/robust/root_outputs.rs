@@ -177,14 +177,6 @@ impl Victim {
     }
 }
 
-/// Makes `path` (not following a link) another user's, as if that user had made it.
-fn give_away(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: c is a NUL-terminated path.
-    assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
-}
-
 /// A FIFO another user made at `path`.
 fn plant_fifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
