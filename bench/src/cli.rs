@@ -274,6 +274,40 @@ pub fn check_goset_args(
     Ok(fixed)
 }
 
+/// `text` as a regular expression; a bad one is one line naming `what` and the fault (the
+/// regex crate's message draws it over several lines).
+fn regex(text: &str, what: &str) -> Result<Regex, Error> {
+    Regex::new(text).map_err(|e| {
+        let e = e.to_string();
+        let fault = e
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default();
+        let fault = fault.trim().trim_start_matches("error: ");
+        Error::Usage(format!("{what}: bad regular expression: {fault}"))
+    })
+}
+
+/// Checks that the CPUs asked for are among `allowed` (this process's): `-n` of them, and the
+/// noise load's, so that no run is started that could only fail.
+pub fn check_cpus(n: usize, noise: Option<&NoiseSpec>, allowed: &[usize]) -> Result<(), Error> {
+    let set: goset_plan::CpuSet = allowed.iter().copied().collect();
+    if n > allowed.len() {
+        return Err(Error::Usage(format!(
+            "-n {n}: must be between 1 and {} (the CPUs this process may run on: {set})",
+            allowed.len()
+        )));
+    }
+    let outside = noise.and_then(|spec| spec.cpus.iter().find(|c| !allowed.contains(c)));
+    match outside {
+        Some(cpu) => Err(Error::Usage(format!(
+            "--noise: CPU {cpu} is not one this process may run on ({set})"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// `REGEX=VALUE` pairs of `option`.
 fn pairs<T>(
     items: &[String],
@@ -286,9 +320,7 @@ fn pairs<T>(
         .map(|item| {
             let bad = || Error::Usage(format!("{option} {item}: expected REGEX={accepted}"));
             let (re, v) = item.rsplit_once('=').ok_or_else(bad)?;
-            let re = Regex::new(re).map_err(|e| {
-                Error::Usage(format!("{option} {item}: bad regular expression: {e}"))
-            })?;
+            let re = regex(re, &format!("{option} {item}"))?;
             Ok((re, value(v).ok_or_else(bad)?))
         })
         .collect()
@@ -297,10 +329,7 @@ fn pairs<T>(
 /// The metric choices of the command line.
 pub fn choice(cli: &BenchCli, bootstrap_seed: u64) -> Result<Choice, Error> {
     let matching = match &cli.matching {
-        Some(m) => Some(
-            Regex::new(m)
-                .map_err(|e| Error::Usage(format!("--match {m}: bad regular expression: {e}")))?,
-        ),
+        Some(m) => Some(regex(m, &format!("--match {m}"))?),
         None => None,
     };
     if !(cli.confidence > 0.0 && cli.confidence < 1.0) {
@@ -496,8 +525,31 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("REGEX=lower|higher"));
-        let c = cli(&["goset-bench", "--match", "(", "--", "true"]);
-        assert!(choice(&c, 0).is_err());
+        for bad in [
+            &["--match", "("][..],
+            &["--unit", "a[=ms"],
+            &["--better", "(=lower"],
+        ] {
+            let c = cli(&[&["goset-bench"][..], bad, &["--", "true"]].concat());
+            let e = choice(&c, 0).unwrap_err().to_string();
+            assert_eq!(e.lines().count(), 1, "{e}");
+            assert!(e.contains("bad regular expression: unclosed"), "{e}");
+        }
         assert!(parse(["goset-bench", "--runs", "x"].map(OsString::from)).is_err());
+    }
+
+    #[test]
+    fn cpus_this_process_may_not_run_on_are_refused_before_any_run() {
+        assert!(check_cpus(2, None, &[0, 1]).is_ok());
+        let e = check_cpus(3, None, &[0, 1]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "-n 3: must be between 1 and 2 (the CPUs this process may run on: 0-1)"
+        );
+        let noise = crate::noise_load::parse("5").unwrap();
+        let e = check_cpus(1, Some(&noise), &[0, 1]).unwrap_err();
+        assert!(matches!(e, Error::Usage(m) if m.starts_with("--noise: CPU 5 ")));
+        let noise = crate::noise_load::parse("1").unwrap();
+        assert!(check_cpus(1, Some(&noise), &[0, 1]).is_ok());
     }
 }

@@ -11,6 +11,7 @@ pub mod builtin;
 pub mod cache;
 pub mod cli;
 pub mod experiment;
+pub mod files;
 pub mod metrics;
 pub mod noise_load;
 pub mod output;

@@ -5,6 +5,7 @@ use goset_bench::analysis::{self, Choice, MetricResult};
 use goset_bench::builtin::{self, Builtin, Sizes};
 use goset_bench::cli::{self, BenchCli, Target};
 use goset_bench::experiment::{self, Run, Setup};
+use goset_bench::files::Output;
 use goset_bench::metrics::{self, infer_better};
 use goset_bench::noise_load::{NoiseLoad, NoiseSpec};
 use goset_bench::output::{self, About};
@@ -75,9 +76,21 @@ impl Drop for ReportDir {
     }
 }
 
-fn write_file(path: &std::path::Path, text: &str, option: &str) -> Result<(), Error> {
-    std::fs::write(path, text)
-        .map_err(|e| Error::System(format!("{option} {}: {e}", path.display())))
+/// `--json`, `--csv` and `--plot`, opened before any run.
+struct Outputs {
+    json: Option<Output>,
+    csv: Option<Output>,
+    plot: Option<Output>,
+}
+
+impl Outputs {
+    fn open(cli: &BenchCli) -> Result<Outputs, Error> {
+        Ok(Outputs {
+            json: Output::open("--json", cli.json.as_deref())?,
+            csv: Output::open("--csv", cli.csv.as_deref())?,
+            plot: Output::open("--plot", cli.plot.as_deref())?,
+        })
+    }
 }
 
 fn run(cli: BenchCli) -> Result<i32, Error> {
@@ -91,6 +104,7 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
     if cli.dump {
         return dump(&setup);
     }
+    let outputs = Outputs::open(&cli)?;
     // The load for the whole experiment; with --noise-at it runs in each run, and this one
     // (never busy) only checks its CPUs before the first.
     let idle_until = if setup.noise_at.is_some() {
@@ -121,7 +135,7 @@ fn run(cli: BenchCli) -> Result<i32, Error> {
             .collect(),
         noise: cli.noise.clone(),
     };
-    write_results(&cli, &about, &results, &runs, &warnings)
+    write_results(outputs, &about, &results, &runs, &warnings)
 }
 
 /// `--worker`: the builtin benchmark itself, its numbers on stdout.
@@ -169,6 +183,7 @@ fn options(cli: &BenchCli) -> Result<Options, Error> {
     if cli.runs == 0 {
         return Err(Error::Usage("--runs 0: at least one run per mode".into()));
     }
+    cli::check_cpus(cli.n, noise_spec.as_ref(), &allowed_cpus())?;
     let seed = cli.seed.unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         t.map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
@@ -359,17 +374,17 @@ fn tell_about_runs(runs: &[Run]) -> Vec<String> {
 
 /// Writes `--json` and `--csv` (even with nothing to compare), then `--plot` and the table.
 fn write_results(
-    cli: &BenchCli,
+    outputs: Outputs,
     about: &About,
     results: &[MetricResult],
     runs: &[Run],
     warnings: &[String],
 ) -> Result<i32, Error> {
-    if let Some(p) = &cli.json {
-        write_file(p, &output::json(about, results, runs, warnings), "--json")?;
+    if let Some(out) = outputs.json {
+        out.write(&output::json(about, results, runs, warnings))?;
     }
-    if let Some(p) = &cli.csv {
-        write_file(p, &output::csv(results, runs), "--csv")?;
+    if let Some(out) = outputs.csv {
+        out.write(&output::csv(results, runs))?;
     }
     if results.is_empty() {
         return Err(Error::System(
@@ -378,8 +393,8 @@ fn write_results(
                 .into(),
         ));
     }
-    if let Some(p) = &cli.plot {
-        goset_bench::plot::write(p, results).map_err(Error::System)?;
+    if let Some(out) = outputs.plot {
+        out.write(&goset_bench::plot::render(results).map_err(Error::System)?)?;
     }
     print!("{}", output::table(about, results, runs));
     Ok(0)

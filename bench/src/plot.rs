@@ -7,7 +7,6 @@
 use crate::analysis::MetricResult;
 use crate::stats::Better;
 use plotters::prelude::*;
-use std::path::Path;
 
 /// The colour of each mode, in table order.
 const COLOURS: [RGBColor; 5] = [
@@ -18,18 +17,22 @@ const COLOURS: [RGBColor; 5] = [
     RGBColor(148, 103, 189),
 ];
 
-/// Writes the plot of `results` to `path`.
-pub fn write(path: &Path, results: &[MetricResult]) -> Result<(), String> {
+/// The plot of `results`, as SVG text (the caller writes it where `--plot` says).
+pub fn render(results: &[MetricResult]) -> Result<String, String> {
     let panel_height = 300u32;
     let height = panel_height * results.len().max(1) as u32;
-    let root = SVGBackend::new(path, (900, height)).into_drawing_area();
-    let failed = |e: &dyn std::fmt::Display| format!("--plot {}: {e}", path.display());
-    root.fill(&WHITE).map_err(|e| failed(&e))?;
-    let panels = root.split_evenly((results.len().max(1), 1));
-    for (panel, m) in panels.iter().zip(results) {
-        draw(panel, m).map_err(|e| failed(&e))?;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
+        let failed = |e: &dyn std::fmt::Display| format!("--plot: {e}");
+        root.fill(&WHITE).map_err(|e| failed(&e))?;
+        let panels = root.split_evenly((results.len().max(1), 1));
+        for (panel, m) in panels.iter().zip(results) {
+            draw(panel, m).map_err(|e| failed(&e))?;
+        }
+        root.present().map_err(|e| failed(&e))?;
     }
-    root.present().map_err(|e| failed(&e))
+    Ok(svg)
 }
 
 fn draw(

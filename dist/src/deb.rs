@@ -9,6 +9,7 @@
 
 use crate::{install, Content, Place};
 use goset::error::Error;
+use goset_plan::rootfile::os;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,8 +41,30 @@ const COPYRIGHT: &str = concat!(
     ".\n"
 );
 
-/// The staging directory, removed however the build ends.
+/// The staging directory, removed however the build ends: a private directory of an
+/// unguessable name in the temporary directory, which nobody else can rename or replace, since
+/// strip, gzip and dpkg work in it by its path.
 struct Stage(PathBuf);
+
+impl Stage {
+    fn make() -> Result<Stage, Error> {
+        let tmp = std::env::temp_dir();
+        let fail = |e: &dyn std::fmt::Display| {
+            Error::System(format!(
+                "cannot make a staging directory in {}: {e}",
+                tmp.display()
+            ))
+        };
+        let dir = os::open_dir(&tmp, None).map_err(|e| fail(&e))?;
+        if dir.others_can_move() {
+            return Err(fail(
+                &"other users could rename it (set TMPDIR to a sticky directory or one of root's)",
+            ));
+        }
+        let name = dir.make_private_dir(b"goset-deb").map_err(|e| fail(&e))?;
+        Ok(Stage(tmp.join(name)))
+    }
+}
 
 impl Drop for Stage {
     fn drop(&mut self) {
@@ -100,13 +123,10 @@ pub fn deb(opts: Deb) -> Result<String, Error> {
         .to_string();
     // Cargo's pre-release `1.0.0-rc.1` sorts before `1.0.0` as Debian's `1.0.0~rc.1` does.
     let version = env!("CARGO_PKG_VERSION").replace('-', "~");
-    std::fs::create_dir_all(&opts.out)
-        .map_err(|e| Error::System(format!("cannot create {}: {e}", opts.out.display())))?;
-    // Absolute: dpkg-shlibdeps runs in the stage, given the programs' paths.
-    let out = (opts.out.canonicalize())
-        .map_err(|e| Error::System(format!("cannot read {}: {e}", opts.out.display())))?;
-    let stage = Stage(out.join(format!(".goset-deb-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&stage.0);
+    // Opened by the root-file rule before anything is built; the package goes there last.
+    let out_dir = os::open_dir(&opts.out, Some(0o755))
+        .map_err(|e| Error::Usage(format!("--out {}: cannot create: {e}", opts.out.display())))?;
+    let stage = Stage::make()?;
     // dpkg-shlibdeps' layout: debian/control, and the package's tree in debian/PACKAGE.
     let root = stage.0.join("debian/goset");
     let place = Place {
@@ -127,8 +147,7 @@ pub fn deb(opts: Deb) -> Result<String, Error> {
         .map(|i| root.join("usr").join(&i.path));
     output(Command::new("gzip").arg("-9n").args(pages), "gzip")?;
     let copyright = root.join("usr/share/doc/goset/copyright");
-    crate::write_file(&copyright, COPYRIGHT.as_bytes(), 0o644)
-        .map_err(|e| Error::System(format!("cannot write {}: {e}", copyright.display())))?;
+    crate::write_file(&copyright, COPYRIGHT.as_bytes(), 0o644)?;
     let depends = if opts.no_shlibdeps {
         depends_from_elf(&built)?
     } else {
@@ -145,19 +164,25 @@ pub fn deb(opts: Deb) -> Result<String, Error> {
          Priority: optional\nDescription: {DESCRIPTION}\n"
     );
     let debian = root.join("DEBIAN");
-    crate::write_file(&debian.join("control"), control.as_bytes(), 0o644)
-        .map_err(|e| Error::System(format!("cannot write {}: {e}", debian.display())))?;
+    crate::write_file(&debian.join("control"), control.as_bytes(), 0o644)?;
     std::fs::set_permissions(&debian, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| Error::System(format!("cannot chmod {}: {e}", debian.display())))?;
 
-    let deb = opts.out.join(format!("goset_{version}_{arch}.deb"));
+    let name = format!("goset_{version}_{arch}.deb");
+    let built = stage.0.join(&name);
     output(
         Command::new("dpkg-deb")
             .args(["--root-owner-group", "--build"])
             .arg(&root)
-            .arg(&deb),
+            .arg(&built),
         "dpkg",
     )?;
+    let deb = opts.out.join(&name);
+    let fail = |e: std::io::Error| Error::System(format!("cannot write {}: {e}", deb.display()));
+    let bytes = std::fs::read(&built).map_err(fail)?;
+    out_dir
+        .replace(name.as_bytes(), &bytes, 0o644)
+        .map_err(fail)?;
     Ok(format!("built {} (Depends: {depends})", deb.display()))
 }
 

@@ -6,93 +6,13 @@
 //!
 //! A crate of its own: it needs goset-bench's command, and goset-bench depends on the launcher.
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, ValueEnum};
 use goset::completions::{self, Shell};
 use goset::error::Error;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use goset_dist::cli::{Action, Cli, Place};
 use std::path::{Path, PathBuf};
 
 mod deb;
-
-#[derive(Parser, Debug)]
-#[command(
-    name = "goset-dist",
-    version,
-    about = "Install the built goset into a prefix, with man pages and shell completions"
-)]
-struct Cli {
-    #[command(subcommand)]
-    action: Action,
-}
-
-#[derive(Subcommand, Debug)]
-enum Action {
-    /// Install goset, goset-run, goset-bench, libgoset.so, their man pages and their bash, zsh
-    /// and fish completions.
-    Install {
-        #[command(flatten)]
-        place: Place,
-        /// The built programs and libgoset.so (default: the directory of this program, the
-        /// cargo profile directory it was built in).
-        #[arg(long, value_name = "DIR")]
-        from: Option<PathBuf>,
-    },
-    /// Remove every file install puts under the prefix (directories stay).
-    Uninstall {
-        #[command(flatten)]
-        place: Place,
-    },
-    /// Build a Debian package of what install puts under /usr, with dpkg-deb:
-    /// OUT/goset_VERSION_ARCH.deb.
-    Deb {
-        /// The built programs and libgoset.so (default: the directory of this program).
-        #[arg(long, value_name = "DIR")]
-        from: Option<PathBuf>,
-        /// Where the package is written (created if missing).
-        #[arg(long, value_name = "DIR", default_value = ".")]
-        out: PathBuf,
-        /// The package's Maintainer field.
-        #[arg(
-            long,
-            value_name = "NAME <EMAIL>",
-            default_value = "goset maintainers <maintainers@goset.invalid>"
-        )]
-        maintainer: String,
-        /// Compute Depends from the programs' ELF files (their libraries and symbol versions)
-        /// even where dpkg-shlibdeps is installed; without it, that is what is done.
-        #[arg(long)]
-        no_shlibdeps: bool,
-    },
-}
-
-/// Where the files go.
-#[derive(Args, Debug)]
-struct Place {
-    /// The installation prefix, an absolute path: PREFIX/bin, PREFIX/lib, PREFIX/share.
-    #[arg(long, value_name = "DIR", default_value = "/usr/local")]
-    prefix: PathBuf,
-    /// Stage the files under DIR/PREFIX instead (for a package build); the installed programs
-    /// still find each other by PREFIX's layout.
-    #[arg(long, value_name = "DIR")]
-    destdir: Option<PathBuf>,
-}
-
-impl Place {
-    /// The directory files are written under: PREFIX, or DESTDIR/PREFIX.
-    fn root(&self) -> Result<PathBuf, Error> {
-        let Ok(relative) = self.prefix.strip_prefix("/") else {
-            return Err(Error::Usage(format!(
-                "--prefix {}: must be an absolute path",
-                self.prefix.display()
-            )));
-        };
-        Ok(match &self.destdir {
-            Some(dest) => dest.join(relative),
-            None => self.prefix.clone(),
-        })
-    }
-}
 
 /// The programs, each with its clap command (for its man page and completions).
 fn programs() -> [clap::Command; 3] {
@@ -166,30 +86,14 @@ fn items() -> Result<Vec<Item>, Error> {
     Ok(items)
 }
 
-/// Writes `bytes` to `path` through a temporary file renamed over it: a program being run
-/// from `path` keeps its old file (writing into it would fail with ETXTBSY), and a reader
-/// never sees half a file.
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir)?;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.goset-dist-{}", std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            // The umask must not take bits off an installed program.
-            f.set_permissions(std::fs::Permissions::from_mode(mode))
-        })
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+/// Writes `bytes` to `path` by [`goset_plan::rootfile::os::install`]: a temporary file of an
+/// unguessable name, made with `O_EXCL|O_NOFOLLOW` in a directory walked to by the root-file
+/// rule, renamed over `path`. A program being run from `path` keeps its old file (writing into
+/// it would fail with ETXTBSY), a reader never sees half a file, and no planted link is
+/// followed. Missing directories are made 0755, whatever the umask.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
+    goset_plan::rootfile::os::install(path, bytes, mode)
+        .map_err(|e| Error::System(format!("cannot write {}: {e}", path.display())))
 }
 
 fn install(place: &Place, from: Option<PathBuf>) -> Result<String, Error> {
@@ -222,8 +126,7 @@ fn install(place: &Place, from: Option<PathBuf>) -> Result<String, Error> {
         files.push((root.join(item.path), item.mode, bytes));
     }
     for (path, mode, bytes) in &files {
-        write_file(path, bytes, *mode)
-            .map_err(|e| Error::System(format!("cannot write {}: {e}", path.display())))?;
+        write_file(path, bytes, *mode)?;
     }
     Ok(format!(
         "installed {} files under {}",
@@ -237,7 +140,11 @@ fn uninstall(place: &Place) -> Result<String, Error> {
     let mut removed = 0;
     for item in items()? {
         let path = root.join(&item.path);
-        match std::fs::remove_file(&path) {
+        // Walked to by the root-file rule: a directory link planted in the prefix is not
+        // followed to remove a file elsewhere.
+        let gone =
+            goset_plan::rootfile::os::parent(&path, None).and_then(|(dir, name)| dir.remove(name));
+        match gone {
             Ok(()) => removed += 1,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {

@@ -27,4 +27,3 @@ pub mod summary;
 pub mod task;
 pub mod taskenv;
 pub mod topology;
-pub mod userfile;

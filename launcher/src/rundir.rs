@@ -173,42 +173,6 @@ fn own_libc() -> Option<PathBuf> {
         .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(name)))
 }
 
-/// Where run directories (and, for root, the journals) go: `/run/goset` for root, else the
-/// user's runtime directory.
-pub fn base_dir() -> PathBuf {
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    if uid == 0 {
-        return PathBuf::from("/run/goset");
-    }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if Path::new(&d).is_dir() => Path::new(&d).join("goset"),
-        _ => PathBuf::from(format!("/tmp/goset-{uid}")),
-    }
-}
-
-/// Makes sure `base` is a directory of ours that nobody else can write to: the plan in it tells
-/// the shim where to append its log, so another user must not be able to plant one (`/tmp` is
-/// shared). Created 0700, or 0755 for root's `/run/goset` as is usual under `/run`.
-fn private_base(base: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let mode = if uid == 0 { 0o755 } else { 0o700 };
-    if let Err(e) = std::fs::DirBuilder::new().mode(mode).create(base) {
-        if e.kind() != std::io::ErrorKind::AlreadyExists {
-            return Err(e);
-        }
-    }
-    let meta = std::fs::symlink_metadata(base)?;
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
-        return Err(std::io::Error::other(format!(
-            "not a directory owned by uid {uid} and writable only by it; remove it or set XDG_RUNTIME_DIR"
-        )));
-    }
-    Ok(())
-}
-
 /// Writes a new file `path` that only its owner may write (0644, whatever the umask).
 fn write_readable(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
@@ -235,17 +199,18 @@ fn set_log(plan: &mut Plan, log: &Path) -> Result<()> {
 
 /// Checks the user's `--log` path, names it in `plan` and empties it, so that the report reads
 /// only this run's records; returns its absolute path. Only a regular file, opened by the rules
-/// of [`crate::userfile`], is a log.
+/// of [`goset_plan::rootfile`], is a log.
 fn kept_log(plan: &mut Plan, log: &Path) -> Result<PathBuf> {
     let usage =
         |e: std::io::Error| Error::Usage(format!("--log {}: cannot create: {e}", log.display()));
     let path = std::path::absolute(log).map_err(usage)?;
     set_log(plan, &path)?;
-    let file = crate::userfile::open(&path).map_err(|e| match e.raw_os_error() {
-        // A FIFO without a reader, or a socket.
-        Some(libc::ENXIO) => usage(crate::bounded::not_regular()),
-        _ => usage(e),
-    })?;
+    let file =
+        goset_plan::rootfile::os::open_output(&path).map_err(|e| match e.raw_os_error() {
+            // A FIFO without a reader, or a socket.
+            Some(libc::ENXIO) => usage(crate::bounded::not_regular()),
+            _ => usage(e),
+        })?;
     match file.metadata() {
         Ok(m) if m.is_file() => {}
         Ok(_) => return Err(usage(crate::bounded::not_regular())),
@@ -487,6 +452,10 @@ pub fn find_shim_for(exe: Option<&Path>) -> Result<Option<PathBuf>> {
         .into_iter()
         .find(|p| p.is_file()))
 }
+
+mod base;
+pub use base::base_dir;
+use base::private_base;
 
 #[cfg(test)]
 mod tests;

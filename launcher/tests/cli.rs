@@ -325,6 +325,42 @@ fn a_reader_that_goes_away_is_not_a_crash() {
 }
 
 #[test]
+fn a_report_that_cannot_be_written_fails_the_run_but_keeps_the_tasks_status() {
+    let root = common::fixture_root("256ppc-8n8s4t");
+    let dry = Command::new(common::bin("goset-run"))
+        .args(["--dry-run", "-n", "2", "--json", "/dev/full", "--fsroot"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&dry.stderr);
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("--json")).collect();
+    assert_eq!(
+        said,
+        ["goset-run: cannot write --json /dev/full: No space left on device (os error 28)"]
+    );
+    assert_eq!(dry.status.code(), Some(1), "{err}");
+    for (task, code) in [("exit 0", 1), ("exit 5", 5)] {
+        let out = Command::new(common::bin("goset-run"))
+            .args([
+                "-q",
+                "--sample",
+                "0",
+                "--json",
+                "/dev/full",
+                "--",
+                "sh",
+                "-c",
+                task,
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{task}: {err}");
+        assert_eq!(err.lines().count(), 1, "{task}: {err}");
+    }
+}
+
+#[test]
 fn an_empty_goset_fsroot_is_unset_and_a_failed_run_keeps_the_old_json() {
     let out = Command::new(common::bin("goset-run"))
         .env("GOSET_FSROOT", "")

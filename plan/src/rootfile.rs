@@ -8,7 +8,14 @@
 //! existing file must be a regular file with one link, owned by root or by the directory's
 //! owner; and a group- or world-writable directory must be sticky, so that nobody else can
 //! rename or remove root's file later. In a directory only root can write to, links are
-//! followed as usual. Pure: the callers `fstat` and open.
+//! followed as usual. The same holds for every directory on the way ([`walk`]).
+//!
+//! Every file a goset program writes as root at a name a user gave goes through here: the
+//! shim's log by [`walk`] with its own system calls, goset-run's `--json` and `--log`,
+//! goset-bench's outputs and goset-dist's installed files by [`os`].
+
+pub mod os;
+pub mod walk;
 
 /// What the rule reads of a directory or a file: `st_uid`, `st_mode` and `st_nlink`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

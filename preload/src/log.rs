@@ -46,8 +46,8 @@ static REPLACING: AtomicBool = AtomicBool::new(false);
 /// The log path, NUL-terminated, and the escaped executable path: written at initialisation.
 static PATH: Exclusive<Buf<PATH_MAX>> = Exclusive::new(Buf::new());
 static EXE: Exclusive<Buf<EXE_JSON_MAX>> = Exclusive::new(Buf::new());
-/// The log's directory, NUL-terminated, and where the file's name starts in [`PATH`]: root
-/// opens the log in the directory it checked (see [`goset_plan::rootfile`]). Written at
+/// The log's directory and where the file's name starts in [`PATH`]: root opens the log in
+/// the directory it walked to (see [`goset_plan::rootfile`]). Written at
 /// initialisation.
 static DIR: Exclusive<Buf<PATH_MAX>> = Exclusive::new(Buf::new());
 static NAME_AT: AtomicUsize = AtomicUsize::new(0);
@@ -121,12 +121,12 @@ pub unsafe fn open(path: &[u8]) -> bool {
     let stored = unsafe { PATH.get_mut() };
     stored.truncate(0);
     stored.push(path);
-    let (dir, name_at) = split_dir(path);
+    let (dir, name) = goset_plan::rootfile::walk::split(path);
     // SAFETY: as PATH.
     let dir_stored = unsafe { DIR.get_mut() };
     dir_stored.truncate(0);
-    dir_stored.push(dir).push(b"\0");
-    NAME_AT.store(name_at, Ordering::Relaxed);
+    dir_stored.push(dir);
+    NAME_AT.store(path.len() - name.len(), Ordering::Relaxed);
     let opened = match stored.c_str() {
         Some(c_path) => open_file(c_path)
             .map(|(fd, id)| (fd, id, true))
@@ -201,15 +201,6 @@ fn inherited_copy(c_path: &[u8], e: i32) -> Result<(i32, Identity), i32> {
     sys::identity(high).map(|id| (high, id)).ok_or(e)
 }
 
-/// `path`'s directory and where its last component starts.
-fn split_dir(path: &[u8]) -> (&[u8], usize) {
-    match path.iter().rposition(|&b| b == b'/') {
-        None => (b".", 0),
-        Some(0) => (b"/", 1),
-        Some(at) => (&path[..at], at + 1),
-    }
-}
-
 /// Opens the log file (appending, never blocking) on a high descriptor; as root, by
 /// [`goset_plan::rootfile`]'s rule (EPERM when the rule refuses, ELOOP for a link).
 fn open_file(c_path: &[u8]) -> Result<(i32, Identity), i32> {
@@ -222,7 +213,8 @@ fn open_file(c_path: &[u8]) -> Result<(i32, Identity), i32> {
     let fd = if sys::geteuid() == 0 {
         // SAFETY: DIR was written at initialisation, before any open, and is read-only since.
         let dir = unsafe { DIR.get() }.as_bytes();
-        open_as_root(dir, &c_path[NAME_AT.load(Ordering::Relaxed)..], flags)?
+        let name = &c_path[NAME_AT.load(Ordering::Relaxed)..c_path.len() - 1];
+        open_as_root(dir, name, flags)?
     } else {
         sys::open(c_path, flags, 0o644)?
     };
@@ -236,37 +228,13 @@ fn open_file(c_path: &[u8]) -> Result<(i32, Identity), i32> {
     }
 }
 
-/// Opens `name` in `dir` (both NUL-terminated) through one descriptor of the directory, so
-/// that a directory renamed meanwhile cannot send the open elsewhere.
+/// Opens `name` in `dir` by [`goset_plan::rootfile`]'s rule, walking every component of
+/// `dir` (see [`goset_plan::rootfile::walk`]).
 fn open_as_root(dir: &[u8], name: &[u8], flags: i32) -> Result<i32, i32> {
-    use goset_plan::rootfile;
-    let dir_fd = sys::open(dir, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)?;
-    let opened = (|| {
-        let dir_st = sys::fstat(dir_fd).ok_or(libc::EBADF)?.owned;
-        let guarded = rootfile::others_can_write(dir_st);
-        if !guarded {
-            return sys::open_in(dir_fd, name, flags, 0o644);
-        }
-        if rootfile::others_can_swap(dir_st) {
-            return Err(libc::EPERM);
-        }
-        let fd = sys::open_in(dir_fd, name, flags | libc::O_NOFOLLOW, 0o644).map_err(|e| {
-            // Some kernels check O_CREAT's permission (EACCES) before the link (ELOOP).
-            if sys::is_link_in(dir_fd, name) {
-                libc::ELOOP
-            } else {
-                e
-            }
-        })?;
-        match sys::fstat(fd) {
-            Some(st) if rootfile::is_safe_in(st.owned, dir_st) => Ok(fd),
-            _ => {
-                sys::close(fd);
-                Err(libc::EPERM)
-            }
-        }
-    })();
-    sys::close(dir_fd);
+    use goset_plan::rootfile::walk;
+    let at = walk::walk(&sys::Raw, dir, true, None).map_err(|r| r.errno())?;
+    let opened = walk::open_in(&sys::Raw, &at, name, flags, 0o644).map_err(|r| r.errno());
+    sys::close(at.fd);
     opened
 }
 
@@ -396,14 +364,6 @@ mod tests {
         let mut out = String::new();
         escape(&mut out, s).unwrap();
         out
-    }
-
-    #[test]
-    fn a_log_path_splits_into_its_directory_and_its_name() {
-        assert_eq!(split_dir(b"log"), (&b"."[..], 0));
-        assert_eq!(split_dir(b"/log"), (&b"/"[..], 1));
-        assert_eq!(split_dir(b"/tmp/x/log"), (&b"/tmp/x"[..], 7));
-        assert_eq!(split_dir(b"a/log"), (&b"a"[..], 2));
     }
 
     #[test]

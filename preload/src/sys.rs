@@ -182,30 +182,6 @@ pub fn open_in(dir: i32, name: &[u8], flags: i32, mode: u32) -> Result<i32, i32>
     }
 }
 
-/// Whether `name` (NUL-terminated) in the directory `dir` is a symbolic link.
-pub fn is_link_in(dir: i32, name: &[u8]) -> bool {
-    if name.last() != Some(&0) {
-        return false;
-    }
-    let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: name is NUL-terminated; the kernel writes one stat struct into st.
-    let ret = unsafe {
-        syscall6(
-            libc::SYS_newfstatat,
-            [
-                dir as i64,
-                name.as_ptr() as i64,
-                st.as_mut_ptr() as i64,
-                libc::AT_SYMLINK_NOFOLLOW as i64,
-                0,
-                0,
-            ],
-        )
-    };
-    // SAFETY: newfstatat succeeded, so st is initialised.
-    ret == 0 && unsafe { st.assume_init_ref() }.st_mode & libc::S_IFMT == libc::S_IFLNK
-}
-
 /// The effective user id.
 pub fn geteuid() -> u32 {
     // SAFETY: geteuid has no arguments and cannot fail.
@@ -510,6 +486,9 @@ pub fn now() -> f64 {
 pub fn thread_cpu_us() -> u64 {
     goset_plan::clock::micros(libc::CLOCK_THREAD_CPUTIME_ID)
 }
+
+mod walk;
+pub use walk::Raw;
 
 #[cfg(test)]
 mod tests;

@@ -373,6 +373,15 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Makes `path` (not following a link) belong to nobody (65534), as if another user had made
+/// it: root's rules for files other users could have planted are tested with these.
+pub fn give_away(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: c is a NUL-terminated path.
+    assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
+}
+
 /// Whether this machine has two online CPUs; prints why a test skips when it has not.
 pub fn two_online_cpus() -> bool {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();

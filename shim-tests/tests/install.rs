@@ -35,6 +35,38 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// Directories 755, programs 755, the rest 644, whatever the umask goset-dist ran under.
+fn check_modes(prefix: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let mut todo = vec![prefix.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        assert_eq!(
+            std::fs::metadata(&d).unwrap().mode() & 0o7777,
+            0o755,
+            "{}",
+            d.display()
+        );
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+                continue;
+            }
+            let want = if path.parent().unwrap().ends_with("bin") {
+                0o755
+            } else {
+                0o644
+            };
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().mode() & 0o7777,
+                want,
+                "{}",
+                path.display()
+            );
+        }
+    }
+}
+
 /// Runs the installed goset-run on `args` (`-n 1 --sample 0` and the task after `--`).
 fn installed_goset_run(prefix: &Path, extra: &[&str], task: &[&str]) -> Outcome {
     let mut cmd = clean_command(prefix.join("bin/goset-run"));
@@ -159,7 +191,16 @@ fn installs_into_a_prefix_that_runs_renders_and_completes() {
     let prefix = dir.path().canonicalize().unwrap().join("prefix");
     let mut cmd = clean_command(goset_dist_bin());
     cmd.args(["install", "--prefix"]).arg(&prefix);
+    // umask 000 must not make the prefix's directories writable by all (install(1) sets modes).
+    // SAFETY: umask is async-signal-safe and cannot fail.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::umask(0);
+            Ok(())
+        });
+    }
     run(cmd).expect_code(0);
+    check_modes(&prefix);
     let mut want: Vec<PathBuf> = vec!["lib/libgoset.so".into()];
     for p in PROGRAMS {
         want.extend(

@@ -24,12 +24,19 @@ fn root_of(fsroot: &Option<PathBuf>) -> Result<FsRoot> {
     crate::cli::fsroot(fsroot.as_deref())
 }
 
-/// Writes `value` as pretty JSON to `dest`; `-` or none is stdout, so `--json -` pipes.
+/// Writes `value` as pretty JSON to `dest`; `-` or none is stdout, so `--json -` pipes. A
+/// file is opened by [`goset_plan::rootfile`]'s rule: one that cannot be is a usage error.
 fn print_json(value: &impl Serialize, dest: Option<&Path>) -> Result<()> {
+    use goset_plan::rootfile::os;
     let text = serde_json::to_string_pretty(value).expect("report serialises") + "\n";
     match dest {
-        Some(path) if path.as_os_str() != "-" => std::fs::write(path, text)
-            .map_err(|e| Error::System(format!("cannot write {}: {e}", path.display()))),
+        Some(path) if path.as_os_str() != "-" => {
+            let file = os::open_output(path).map_err(|e| {
+                Error::Usage(format!("--json {}: cannot create: {e}", path.display()))
+            })?;
+            os::write_into(file, text.as_bytes())
+                .map_err(|e| Error::System(format!("cannot write {}: {e}", path.display())))
+        }
         _ => crate::output::to_stdout(&text)
             .map_err(|e| Error::System(format!("cannot write to stdout: {e}"))),
     }

@@ -76,7 +76,7 @@ impl<'a> JsonReport<'a> {
     }
 }
 
-/// Where `--json` goes, opened before anything runs (by the rules of [`crate::userfile`]) so
+/// Where `--json` goes, opened before anything runs (by the rules of [`goset_plan::rootfile`]) so
 /// that a bad path is a usage error and not a lost report after the task ran.
 pub(super) enum JsonSink {
     None,
@@ -92,18 +92,18 @@ impl JsonSink {
             None => Ok(JsonSink::None),
             Some(p) if p == Path::new("-") => Ok(JsonSink::Stdout),
             // Not truncated yet: a run that fails before the report leaves the old file.
-            Some(p) => crate::userfile::open(p)
+            Some(p) => goset_plan::rootfile::os::open_output(p)
                 .map(|f| JsonSink::File(f, p.to_path_buf()))
                 .map_err(|e| Error::Usage(format!("--json {}: cannot create: {e}", p.display()))),
         }
     }
 
-    /// Writes the report; a failure is reported on stderr and does not change the exit code.
-    pub(super) fn write(self, program: &str, report: &JsonReport) {
+    /// Writes the report; a failure is one line on stderr, and `false` (see [`with_report`]).
+    pub(super) fn write(self, program: &str, report: &JsonReport) -> bool {
         use std::io::Write;
         let text = serde_json::to_string_pretty(report).expect("report serialises") + "\n";
         let (result, name) = match self {
-            JsonSink::None => return,
+            JsonSink::None => return true,
             JsonSink::Stdout => (output::to_stdout(&text), "-".into()),
             // Only a regular file is emptied: a pipe or a terminal (`/dev/stdout`) cannot be.
             JsonSink::File(mut f, path) => (
@@ -115,6 +115,30 @@ impl JsonSink {
         };
         if let Err(e) = result {
             output::to_stderr(&format!("{program}: cannot write --json {name}: {e}\n"));
+            return false;
         }
+        true
+    }
+}
+
+/// goset-run's exit status once the report was written (`written`) or not: the task's own
+/// status when it failed (it must not be lost), else 1 for a report that could not be written.
+pub(super) fn with_report(task_status: i32, written: bool) -> i32 {
+    match (task_status, written) {
+        (0, false) => 1,
+        (status, _) => status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_report;
+
+    #[test]
+    fn a_report_not_written_fails_the_run_but_never_hides_the_tasks_own_failure() {
+        assert_eq!(with_report(0, true), 0);
+        assert_eq!(with_report(0, false), 1);
+        assert_eq!(with_report(3, false), 3);
+        assert_eq!(with_report(3, true), 3);
     }
 }

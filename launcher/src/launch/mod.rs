@@ -79,8 +79,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     if opts.dry_run {
         output::to_stderr(&head.dry_run(&errors));
         let report = JsonReport::dry_run(&sel_report, opts.placement, bookings, errors);
-        json.write("goset-run", &report);
-        return Ok(0);
+        return Ok(json::with_report(0, json.write("goset-run", &report)));
     }
 
     let prepared = prepare::prepare(opts, &topo, &selection, user.as_ref())?;
@@ -114,9 +113,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         bookings,
         errors,
     };
-    json.write("goset-run", &report);
+    let written = json.write("goset-run", &report);
     drop(prepared);
-    Ok(run.exit_code)
+    Ok(json::with_report(run.exit_code, written))
 }
 
 /// The whole of `goset-run`: parse, validate, run; returns the process exit code.

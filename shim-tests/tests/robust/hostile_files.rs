@@ -229,14 +229,6 @@ fn a_setuid_program_opens_no_path_from_the_environment() {
     assert!(!plan.exists(), "GOSET_PLAN was created by a setuid program");
 }
 
-/// Makes `path` belong to nobody (65534), as if another user had made it.
-fn give_away(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: c is a NUL-terminated path.
-    assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
-}
-
 #[test]
 fn as_root_goset_log_does_not_follow_a_link_planted_where_others_can_write() {
     if !is_root() {

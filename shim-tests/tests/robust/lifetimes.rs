@@ -3,7 +3,7 @@
 //! `--die-with-launcher` ends the task with it; the run directory is private; as root, `--json`
 //! and `--log` do not follow a link planted in a directory others can write to.
 
-use shim_tests::{goset_run_bin, is_root, launcher_lock};
+use shim_tests::{give_away, goset_run_bin, is_root, launcher_lock};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -301,14 +301,6 @@ fn kill_9_leaves_the_task_running_unless_die_with_launcher_and_the_next_run_swee
         libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
         "status {status:#x}"
     );
-}
-
-/// Makes `path` belong to nobody (65534), as if another user had made it.
-fn give_away(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: c is a NUL-terminated path.
-    assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
 }
 
 /// A file of root's in the sticky directory `shared`, and a link in a directory of root's,

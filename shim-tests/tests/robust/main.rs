@@ -7,4 +7,6 @@ mod descriptors;
 mod hostile_files;
 mod hostile_task;
 mod lifetimes;
+mod private_base;
+mod root_outputs;
 mod small_stacks;
