@@ -419,10 +419,19 @@ impl SlotTable {
                 });
             }
         }
-        // A newborn that ends no longer runs where it was born.
-        if let (Some(born), Some(r)) = (self.born.get(claim.slot), claim.record) {
+        if let Some(r) = claim.record {
+            self.forget_birth(claim.slot, r);
+        }
+    }
+
+    /// A newborn that ends (or whose record is freed for it: an exec, a reap) no longer runs
+    /// where it was born: `slot`'s birth stamp is cleared when it names `record`. Left, a
+    /// launcher's claim for the task's main thread, freed by the launcher program it execs
+    /// (`taskset`), made the next image take slot 1 for a newborn on slot 0.
+    fn forget_birth(&self, slot: usize, record: usize) {
+        if let Some(born) = self.born.get(slot) {
             let _ = born.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                (v != 0 && v & 0xffff == r as u64 + 1).then_some(0)
+                (v != 0 && v & 0xffff == record as u64 + 1).then_some(0)
             });
         }
     }
@@ -535,6 +544,7 @@ impl SlotTable {
                 .is_ok()
             {
                 self.first_free.fetch_min(index as u32, Ordering::Relaxed);
+                self.forget_birth(slot, index);
                 if let Some(live) = self.live.get(slot) {
                     let _ = live
                         .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |l| l.checked_sub(1));

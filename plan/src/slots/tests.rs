@@ -456,3 +456,18 @@ fn by_hand_a_process_seen_running_keeps_its_slot_to_itself() {
         .unwrap();
     assert_eq!(blind.claim.slot, 0);
 }
+
+#[test]
+fn a_record_freed_for_its_label_leaves_no_newborn_behind() {
+    let t = table(2);
+    // The launcher's claim for the task's main thread, freed when the image it execs is a
+    // launcher program (taskset) that holds no slot.
+    let first = t.claim_birth(42, None, 2).unwrap();
+    assert_eq!(first.claim.slot, 0);
+    assert_eq!(t.release_all(42), 1);
+    let next = t.claim_birth(42, None, 2).unwrap();
+    assert_eq!(
+        next.claim.slot, 0,
+        "slot 0 holds no newborn once its record is freed"
+    );
+}

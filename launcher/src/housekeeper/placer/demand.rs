@@ -210,8 +210,11 @@ impl Placer {
                     && (roams || rested(self.moved_at.get(&t.tid).copied(), now_s)),
                 ran_on,
                 // A roaming thread that computes needs no second poll: it holds no CPU, and
-                // a move costs it nothing it had.
-                steady: roams || steady(self.busy_before.get(&t.tid).copied(), slot),
+                // a move costs it nothing it had. A launcher does: it is seated on a slot of
+                // the task's only when it computes at two polls (firejail's or a shell's
+                // moment of work at start is no job).
+                steady: (roams && !t.shim_launcher)
+                    || steady(self.busy_before.get(&t.tid).copied(), slot),
             });
         }
         self.busy_before = now_busy;
@@ -442,7 +445,10 @@ mod tests {
         // Parked and waiting: it stays.
         p.step(&[computing, idle], &[], &policy, &|_| "sh".into());
         assert_eq!(fake.get(shell), Mask::Cpus(vec![2]), "{:?}", p.failures);
-        // Computing: it takes the slot no busy thread holds, record and thread, at once.
+        // Computing at one poll (a moment of work at start): it stays.
+        p.step(&[computing, launcher], &[], &policy, &|_| "sh".into());
+        assert_eq!(fake.get(shell), Mask::Cpus(vec![2]), "{:?}", p.failures);
+        // Computing at the next too: it takes the slot no busy thread holds, record and thread.
         p.step(&[computing, launcher], &[], &policy, &|_| "sh".into());
         assert_eq!(fake.get(shell), Mask::Cpus(vec![1]), "{:?}", p.failures);
         assert_eq!(fake.get(worker), Mask::Cpus(vec![0]));
