@@ -5,6 +5,7 @@
 mod bad_input;
 mod descriptors;
 mod hostile_files;
+mod heap;
 mod hostile_task;
 mod lifetimes;
 mod private_base;
