@@ -105,18 +105,12 @@ if __name__ == "__main__":
 PY
 
 cat >"$dir/joblib_pool.py" <<PY
-"""joblib Parallel(n_jobs=2) (loky worker processes) over JOBS (argv[1], default 8) jobs."""
+"""joblib Parallel(n_jobs=2) (loky worker processes) over JOBS (argv[1], default 8) of pool.py's jobs."""
 import sys
 
 from joblib import Parallel, delayed
 
-
-def work(n):
-    s = 0
-    for i in range(n):
-        s += i * i % 7
-    return s
-
+from pool import work
 
 if __name__ == "__main__":
     jobs = int(sys.argv[1]) if len(sys.argv) > 1 else 8
