@@ -18,9 +18,9 @@
 #   make ccache_mold ninja xargs pool_fork pool_forkserver pool_spawn joblib hyperfine
 #   xz_pipe unxz_pipe faketime
 # goset binaries: $GOSET_BIN (default target/release: goset-run and libgoset.so). Inputs are
-# generated (bench/programs/inputs.sh and a 24 MB text), nothing is downloaded. About 6 minutes
-# on an idle 2-CPU machine at the defaults. Every run has a timeout (`timeout -k`); a run that
-# fails or times out is recorded and left out of the medians.
+# generated (bench/programs/inputs.sh and a 24 MB text), nothing is downloaded. 13 minutes on a
+# 2-CPU machine under a load of 11 at the defaults. Every run has a timeout (`timeout -k`); a run
+# that fails or times out is recorded and left out of the medians.
 set -u
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
