@@ -120,17 +120,28 @@ prefix() {
         hand) echo "env LD_PRELOAD=$bin/libgoset.so GOSET_CPUS=$cpus" ;;
     esac
 }
-# One run: prints its wall seconds, or "fail RC". Placement variables of the caller are dropped.
+# One run: sets `result` to its wall seconds, or "fail RC". Placement variables of the caller
+# are dropped. The run is waited for in the background, so that a signal to this script ends it
+# (timeout passes SIGTERM on to the command; it runs in a process group of its own).
+run_pid=
+trap '[ -n "$run_pid" ] && kill -TERM "$run_pid" 2>/dev/null; echo "run.sh: interrupted" >&2; exit 130' INT TERM HUP
 one_run() {
     local mode=$1 name=$2 cmd=$3 t0 t1 rc
     local -a words
     eval "words=($(prefix "$mode") $cmd)"
     t0=$EPOCHREALTIME
     env -u LD_PRELOAD -u GOSET_CPUS -u GOSET_PLAN -u GOSET_LOG timeout -k 5 300 "${words[@]}" \
-        </dev/null >/dev/null 2>>"$out/$name.err"
+        </dev/null >/dev/null 2>>"$out/$name.err" &
+    run_pid=$!
+    wait "$run_pid"
     rc=$?
+    run_pid=
     t1=$EPOCHREALTIME
-    if [ "$rc" -eq 0 ]; then awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'; else echo "fail $rc"; fi
+    if [ "$rc" -eq 0 ]; then
+        result=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+    else
+        result="fail $rc"
+    fi
 }
 
 : >"$out/times.tsv"
@@ -144,12 +155,13 @@ for p in "${programs[@]}"; do
         continue
     fi
     echo "run.sh: [$(($(date +%s) - start)) s] $name" >&2
-    warm=$(one_run taskset "$name" "$cmd")
-    case $warm in fail*) echo "run.sh: $name: the warm-up run failed ($warm; see $out/$name.err)" >&2 ;; esac
+    one_run taskset "$name" "$cmd"
+    case $result in fail*) echo "run.sh: $name: the warm-up run failed ($result; see $out/$name.err)" >&2 ;; esac
     for r in $(seq "$runs"); do
         for k in 0 1 2; do
             mode=${modes[$(((r + k) % 3))]}
-            printf '%s\t%s\t%s\t%s\n' "$name" "$mode" "$r" "$(one_run "$mode" "$name" "$cmd")" >>"$out/times.tsv"
+            one_run "$mode" "$name" "$cmd"
+            printf '%s\t%s\t%s\t%s\n' "$name" "$mode" "$r" "$result" >>"$out/times.tsv"
         done
     done
 done
