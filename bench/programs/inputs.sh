@@ -10,7 +10,8 @@
 #
 #   c/f01.c .. c/f16.c, c/main.c, c/Makefile   `make -j2` (CC, CFLAGS and LDFLAGS from the caller)
 #   c/CMakeLists.txt                            the same sources for `cmake -G Ninja` + `ninja -j2`
-#   burn.sh                                     a shell busy loop, the job of `xargs -P2`
+#   burn.sh                                     a shell busy loop, the job of `xargs -P2`;
+#                                               prints its CPUs and when it ran
 #   pool.py METHOD [JOBS]                       multiprocessing Pool(2) with that start method
 #   joblib_pool.py [JOBS]                       joblib Parallel(n_jobs=2), loky workers
 #   spin2.c                                     a main thread and one worker, both computing
@@ -79,9 +80,17 @@ add_executable(prog ${SOURCES})
 CM
 
 cat >"$dir/burn.sh" <<SH
-# A shell that computes: a busy loop of $((scale * 30)) thousand iterations.
+# A shell that computes: a busy loop of $((scale * 30)) thousand iterations. Then, with builtins
+# only, one line: its pid, its Cpus_allowed_list, its start (clock ticks since boot, stat field
+# 22) and its end (seconds since boot).
 i=0
 while [ "\$i" -lt $((scale * 30000)) ]; do i=\$((i + 1)); done
+while read -r key value; do [ "\$key" = Cpus_allowed_list: ] && allowed=\$value; done </proc/\$\$/status
+read -r up _ </proc/uptime
+read -r stat </proc/\$\$/stat
+set -- \$stat
+shift 21
+echo "burn pid=\$\$ allowed=\$allowed start=\$1 end=\$up"
 SH
 
 cat >"$dir/pool.py" <<PY

@@ -15,6 +15,9 @@
 //!   another CPU of the task was left idle (the observer's rule: a CPU another program keeps
 //!   busy is not idle, so a loaded machine excuses what a plain mask would do too).
 //!
+//! The jobs of `xargs -P2` also say, from inside, which CPUs they were allowed and when they ran:
+//! two that ran together must not both be bound to the same one CPU, however loaded the machine.
+//!
 //! libfaketime fakes `clock_gettime` for every library of the process: the two workers, reported
 //! from inside (`Cpus_allowed_list`), must be on distinct CPUs or roam, as without it.
 //!
@@ -230,8 +233,63 @@ fn xargs(under: Under) {
     let dir = inputs();
     let burn = dir.path().join("burn.sh");
     let script = format!("seq 4 | xargs -P2 -I{{}} sh {}", path(&burn));
-    let (_, plan, watch) = watched(under, &cpus, "sh", &["-c", &script], &[]);
-    check_spread(&format!("{script} under {under:?}"), &plan, &watch);
+    let (outcome, plan, watch) = watched(under, &cpus, "sh", &["-c", &script], &[]);
+    let what = format!("{script} under {under:?}");
+    check_spread(&what, &plan, &watch);
+    let jobs = burn_lines(&outcome);
+    assert_eq!(
+        jobs.len(),
+        4,
+        "{what}: four jobs report\n{}",
+        outcome.dump()
+    );
+    for (i, a) in jobs.iter().enumerate() {
+        for b in &jobs[i + 1..] {
+            let overlap = a.end.min(b.end) - a.start.max(b.start);
+            assert!(
+                overlap < OVERLAP_S || a.allowed.len() > 1 || a.allowed != b.allowed,
+                "{what}: two jobs that ran together for {overlap:.2} s were both bound to CPU \
+                 {:?}\n{}",
+                a.allowed,
+                outcome.stdout
+            );
+        }
+    }
+}
+
+/// Time two jobs must have run together for their masks to be compared, seconds: more than the
+/// clock ticks (10 ms) the start is counted in.
+const OVERLAP_S: f64 = 0.1;
+
+/// A job of `burn.sh` as it reported itself: its CPUs and when it ran (seconds since boot).
+struct Job {
+    allowed: Vec<usize>,
+    start: f64,
+    end: f64,
+}
+
+/// The `burn pid=P allowed=L start=TICKS end=SECONDS` lines of `outcome`.
+fn burn_lines(outcome: &Outcome) -> Vec<Job> {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let lines = outcome.stdout.lines().filter(|l| l.starts_with("burn "));
+    lines
+        .map(|line| {
+            let field = |key: &str| {
+                (line.split_whitespace())
+                    .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+                    .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+            };
+            let number = |key: &str| -> f64 {
+                (field(key).parse()).unwrap_or_else(|e| panic!("{key} in {line:?}: {e}"))
+            };
+            Job {
+                allowed: cpulist(field("allowed")),
+                start: number("start") / ticks,
+                end: number("end"),
+            }
+        })
+        .collect()
 }
 
 #[test]
