@@ -14,7 +14,8 @@
 #                                               prints its CPUs and when it ran
 #   pool.py METHOD [JOBS]                       multiprocessing Pool(2) with that start method
 #   joblib_pool.py [JOBS]                       joblib Parallel(n_jobs=2), loky workers
-#   spin2.c                                     a main thread and one worker, both computing
+#   spin2.c [wait]                              a main thread and one worker, both computing
+#                                               (wait: two workers, the main thread waits)
 #   stacked.sh CMD...                           CMD with libfaketime ahead of any LD_PRELOAD
 set -eu
 
@@ -127,10 +128,12 @@ if __name__ == "__main__":
 PY
 
 cat >"$dir/spin2.c" <<C
-/* spin2: the main thread and one worker each compute the same fixed work, then it prints the
- * sum (the same in every run). */
+/* spin2 [wait]: the main thread and one worker each compute the same fixed work, then it prints
+ * the sum (the same in every run). With "wait", two workers compute and the main thread waits
+ * for them in join. */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 static void *work(void *arg) {
     volatile double x = 1.0;
@@ -140,14 +143,17 @@ static void *work(void *arg) {
     return NULL;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     double a = 0, b = 0;
-    pthread_t t;
-    if (pthread_create(&t, NULL, work, &a) != 0)
+    pthread_t t[2];
+    int waits = argc > 1 && strcmp(argv[1], "wait") == 0;
+    if (pthread_create(&t[0], NULL, work, &a) != 0)
         return 1;
-    work(&b);
-    pthread_join(t, NULL);
-    printf("%.6f\n", a + b);
+    if (waits ? pthread_create(&t[1], NULL, work, &b) != 0 : work(&b) != NULL)
+        return 1;
+    for (int i = 0; i < 1 + waits; i++)
+        pthread_join(t[i], NULL);
+    printf("%.6f\\n", a + b);
     return 0;
 }
 C

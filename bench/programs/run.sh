@@ -89,7 +89,7 @@ programs=(
     "hyperfine|$(has hyperfine || echo 'hyperfine (apt-get install hyperfine)')|hyperfine -N --runs 3 --warmup 0 --style none $work/spin2"
     "xz_pipe|$(has xz || echo 'xz (apt-get install xz-utils)')|sh -c 'head -c 24M $work/text | xz -T2 -1 -c >/dev/null'"
     "unxz_pipe|$([ -s "$work/text.xz" ] || echo 'xz (apt-get install xz-utils)')|sh -c 'xz -dc $work/text.xz | md5sum >/dev/null'"
-    "faketime|$([ -n "$faketime_lib" ] || echo 'libfaketime (apt-get install libfaketime)')|env FAKETIME=-1d FAKETIME_LIB=$faketime_lib sh $work/stacked.sh $work/spin2"
+    "faketime|$([ -n "$faketime_lib" ] || echo 'libfaketime (apt-get install libfaketime)')|env FAKETIME=-1d FAKETIME_LIB=$faketime_lib sh $work/stacked.sh $work/spin2 wait"
 )
 labels=(
     "make|\`make -j2\` of 16 C files"
@@ -103,7 +103,7 @@ labels=(
     "hyperfine|hyperfine -N (Rust \`Command\`, posix_spawn) of a 2-thread program"
     "xz_pipe|\`head -c 24M \\| xz -T2\`"
     "unxz_pipe|\`xz -dc \\| md5sum\`"
-    "faketime|a 2-thread program under libfaketime (\`FAKETIME=-1d\`)"
+    "faketime|two busy workers of a waiting main thread under libfaketime (\`FAKETIME=-1d\`)"
 )
 if has cmake && has ninja; then
     cmake -S "$work/c" -B "$work/ninja" -G Ninja >"$work/cmake.log" 2>&1 || die "cmake failed (see $work/cmake.log)"
