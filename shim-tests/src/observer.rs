@@ -31,7 +31,7 @@
 use goset::noise::{CpuTimes, USER_HZ};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -46,6 +46,13 @@ pub const WINDOWS: usize = 3;
 /// The environment variable [`Root::Tagged`] looks for in the environment of a child of this
 /// test process, to find a process that another function (such as `run()`) starts.
 pub const TAG_VAR: &str = "SHIM_TESTS_OBSERVE";
+
+/// A tag no other run of this test process carries, for [`Root::Tagged`].
+pub fn tag() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    format!("{}-{n}", std::process::id())
+}
 
 /// Where the task's tree starts.
 #[derive(Debug, Clone)]

@@ -34,6 +34,17 @@ pub fn own_allowed() -> Vec<usize> {
     cpulist(line)
 }
 
+/// The first two CPUs this process may use, as a cpulist (`GOSET_CPUS` of a test by hand);
+/// `None` (skipped, with a note) with fewer.
+pub fn first_two_allowed() -> Option<String> {
+    let cpus = own_allowed();
+    if cpus.len() < 2 {
+        super::skip_note(&format!("two CPUs needed, this process has {cpus:?}"));
+        return None;
+    }
+    Some(format!("{},{}", cpus[0], cpus[1]))
+}
+
 /// The selection goset-run wrote with `--json FILE`.
 #[derive(Debug, Clone)]
 pub struct Selection {

@@ -4,6 +4,11 @@
 //!
 //! Fork + exec is checked under goset-run and plain fork by hand; by hand across exec (the table
 //! handed on in `GOSET_SLOTS`) see `multi/by_hand_tree.rs`.
+//!
+//! A child started by `posix_spawn` or by `vfork` + exec runs no atfork handler, and starts
+//! with the mask of its parent's thread, one CPU. It is a process like any other: its two
+//! busy threads (`pthreads 1`) are on planned CPUs, distinct or roaming, not both left on the
+//! parent's CPU; by hand and under goset-run.
 
 use shim_tests::*;
 
@@ -75,4 +80,48 @@ fn exec_child_takes_the_free_slot_under_goset_run() {
         how: "exec'd",
     };
     check(&run, 3, child);
+}
+
+/// `fork_exec HOW pthreads 1 3`: the child's main thread and its worker, both computing, on
+/// distinct planned CPUs (or roaming), whatever CPU the parent holds.
+fn spawned(how: &str, mode: Mode) {
+    let (Some(prog), Some(pthreads)) = (Program::c("fork_exec.c"), Program::c("pthreads.c")) else {
+        return;
+    };
+    let args = [how, pthreads.path_str(), "1", "3"];
+    let run = prog.run(mode, &args, &[]);
+    run.outcome.expect_code(3);
+    let reports = run.reports();
+    let parent = one(&reports, "parent", 0);
+    let child = [one(&reports, "main", 0), one(&reports, "worker", 0)];
+    assert!(
+        child.iter().all(|r| r.pid != parent.pid),
+        "the child is another process\n{}",
+        run.outcome.dump()
+    );
+    assert_distinct(child, &run.plan);
+}
+
+#[test]
+fn posix_spawn_child_spreads_its_threads_by_hand() {
+    if let Some(cpus) = first_two_allowed() {
+        spawned("spawn", Mode::ByHand(&cpus));
+    }
+}
+
+#[test]
+fn vfork_exec_child_spreads_its_threads_by_hand() {
+    if let Some(cpus) = first_two_allowed() {
+        spawned("vfork", Mode::ByHand(&cpus));
+    }
+}
+
+#[test]
+fn posix_spawn_child_spreads_its_threads_under_goset_run() {
+    spawned("spawn", Mode::goset_run(2));
+}
+
+#[test]
+fn vfork_exec_child_spreads_its_threads_under_goset_run() {
+    spawned("vfork", Mode::goset_run(2));
 }

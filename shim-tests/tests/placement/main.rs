@@ -15,6 +15,7 @@ mod nested_tools;
 mod openmp_gcc;
 mod openmp_llvm;
 mod pool;
+mod programs;
 mod pthreads;
 mod real_runtimes;
 mod roaming_start;

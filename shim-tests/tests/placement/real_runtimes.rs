@@ -12,7 +12,7 @@
 //! One task at a time in this file: on 2 CPUs a second task would take CPU time from the
 //! first, and two of its threads sharing a CPU would each get less than 40%, unseen.
 
-use shim_tests::observer::{Observer, Root, Watch, TAG_VAR};
+use shim_tests::observer::{tag, Observer, Root, Watch, TAG_VAR};
 use shim_tests::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -20,33 +20,12 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Fewest windows the observer must have seen the task in (0.2 s): fewer means it watched
 /// nothing.
 const MIN_WINDOWS: usize = 10;
-
-/// The first two CPUs this process may use, as a cpulist; `None` (skipped) with fewer.
-fn two_cpus() -> Option<String> {
-    let cpus = own_allowed();
-    if cpus.len() < 2 {
-        skip_note(&format!("two CPUs needed, this process has {cpus:?}"));
-        return None;
-    }
-    Some(format!("{},{}", cpus[0], cpus[1]))
-}
-
-/// A tag no other run of this test process carries, for [`Root::Tagged`].
-fn tag() -> String {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::SeqCst)
-    )
-}
 
 /// How the task runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -137,7 +116,7 @@ fn runtime(name: &str, under: Under) {
     let Some(python) = pyvenv_python() else {
         return;
     };
-    let Some(cpus) = two_cpus() else {
+    let Some(cpus) = first_two_allowed() else {
         return;
     };
     let _alone = launcher_lock();
@@ -366,7 +345,7 @@ fn redis(under: Under) {
     if !have_redis() {
         return;
     }
-    let Some(cpus) = two_cpus() else {
+    let Some(cpus) = first_two_allowed() else {
         return;
     };
     let _alone = launcher_lock();
