@@ -18,8 +18,8 @@
 #   make ccache_mold ninja xargs pool_fork pool_forkserver pool_spawn joblib hyperfine
 #   xz_pipe unxz_pipe faketime
 # goset binaries: $GOSET_BIN (default target/release: goset-run and libgoset.so). Inputs are
-# generated (bench/programs/inputs.sh and a 24 MB text), nothing is downloaded. 13 minutes on a
-# 2-CPU machine under a load of 11 at the defaults. Every run has a timeout (`timeout -k`); a run
+# generated (bench/programs/inputs.sh and a 24 MB text), nothing is downloaded. At the defaults,
+# 4 minutes on a 2-CPU machine under a load of 5, 13 under a load of 11. Every run has a timeout (`timeout -k`); a run
 # that fails or times out is recorded and left out of the medians.
 set -u
 
