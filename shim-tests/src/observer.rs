@@ -261,9 +261,21 @@ struct Streak {
 
 /// Every online CPU's times now, from the launcher's own `/proc/stat` parser (empty when it
 /// cannot be read: no CPU is then known idle or not).
-fn cpu_times() -> BTreeMap<usize, CpuTimes> {
+pub fn cpu_times() -> BTreeMap<usize, CpuTimes> {
     let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     goset::noise::parse_proc_stat(&text).map_or_else(|_| BTreeMap::new(), |stat| stat.cpus)
+}
+
+/// The share of CPU `cpu`'s accounted time between two [`cpu_times`] readings that it was
+/// idle (idle and iowait); `None` when either reading lacks it or no tick passed.
+pub fn idle_share(
+    cpu: usize,
+    from: &BTreeMap<usize, CpuTimes>,
+    to: &BTreeMap<usize, CpuTimes>,
+) -> Option<f64> {
+    let d = to.get(&cpu)?.since(from.get(&cpu)?);
+    let total = d.total();
+    (total > 0).then(|| (d.idle + d.iowait) as f64 / total as f64)
 }
 
 struct Sampler {

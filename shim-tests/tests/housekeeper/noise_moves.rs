@@ -2,7 +2,9 @@
 //! for the spare once a busy loop of another process shares it, and its per-second figures
 //! come back; with `--spare 0`, in the same test, they stay halved.
 
+use shim_tests::observer::{cpu_times, idle_share};
 use shim_tests::*;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -84,37 +86,64 @@ fn median(mut v: Vec<u64>) -> u64 {
     v[v.len() / 2]
 }
 
+/// A run of [`under_noise`]: the outcome, the selection, the placement log's records.
+type NoisyRun = (Outcome, Selection, Vec<serde_json::Value>);
+
+/// The CPU a move goes to left idle for at least this share of a run: quieter than the task
+/// CPU, which the busy loop shares with the task.
+const LEFT_IDLE: f64 = 0.6;
+
 /// `seconds_loop 10` under `goset-run -n 1 FLAGS`, with a busy loop on the task's CPU from
-/// 2 s on: the outcome, the selection, the placement log's records.
-fn under_noise(program: &Program, flags: &[&str]) -> (Outcome, Selection, Vec<serde_json::Value>) {
+/// 2 s on: the run, and each CPU's idle share over it (`/proc/stat`).
+fn under_noise(program: &Program, flags: &[&str]) -> (NoisyRun, BTreeMap<usize, f64>) {
     let task_cpu = dry_run_selection(1).task_cpus[0];
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("place.log");
     let noise = LateSpinner::start(task_cpu, Duration::from_secs(2));
     let mut args = flags.to_vec();
     args.extend(["--log", log.to_str().unwrap()]);
+    let before = cpu_times();
     let (out, selection) = run_under_goset(1, &args, program.path(), &["10"], &[]);
+    let after = cpu_times();
     drop(noise);
     assert_eq!(selection.task_cpus, [task_cpu], "{}", out.dump());
     let records = (std::fs::read_to_string(&log).unwrap().lines())
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    (out, selection, records)
+    let idle = (after.keys())
+        .filter_map(|&cpu| Some((cpu, idle_share(cpu, &before, &after)?)))
+        .collect();
+    ((out, selection, records), idle)
 }
 
-/// [`under_noise`], again (at most 3 runs) while no move happened: this machine is a shared VM,
-/// and when the host steals half of the spare's time too (seen: 36-60% steal over several
-/// polls) the spare is no quieter than the loaded CPU, and staying is right.
-fn until_moved(program: &Program, flags: &[&str]) -> (Outcome, Selection, Vec<serde_json::Value>) {
-    let mut attempt = 1;
-    loop {
-        let run = under_noise(program, flags);
-        if attempt == 3 || run.2.iter().any(|r| r["event"] == "move") {
-            return run;
+/// [`under_noise`], again (at most 3 runs) while no move happened and the CPU it would go to
+/// (`to` of the selection) was not left idle: another program held it, or the host stole half
+/// of its time (seen on this shared VM: 36-60% steal over several polls), and then it is no
+/// quieter than the loaded CPU, and staying is right. The first run that moved, or that did not
+/// though that CPU was left idle (which fails the caller's check); `None` when that CPU was
+/// never left idle: beside a program that keeps one of two CPUs busy it never is, as that
+/// program runs on the CPU the task and the loop leave.
+fn until_moved(
+    program: &Program,
+    flags: &[&str],
+    to: impl Fn(&Selection) -> usize,
+) -> Option<NoisyRun> {
+    let mut seen = Vec::new();
+    for attempt in 1..=3 {
+        let (run, idle) = under_noise(program, flags);
+        let cpu = to(&run.1);
+        let left_idle = idle.get(&cpu).copied().unwrap_or(1.0);
+        if run.2.iter().any(|r| r["event"] == "move") || left_idle >= LEFT_IDLE {
+            return Some(run);
         }
-        eprintln!("{flags:?}: no move in run {attempt} (the spare stolen from?); again");
-        attempt += 1;
+        eprintln!("{flags:?}: no move in run {attempt}, cpu {cpu} idle {left_idle:.2}; again");
+        seen.push(format!("{left_idle:.2}"));
     }
+    eprintln!(
+        "skipped: {flags:?}: the CPU to move to was never left idle (idle shares {seen:?}): \
+         another program held it"
+    );
+    None
 }
 
 /// Checks a run in which the loop's thread moved once from the task CPU to `to`, with its
@@ -164,21 +193,26 @@ fn a_thread_leaves_a_cpu_that_turns_noisy_for_the_spare() {
     };
     // For the whole test: its busy loop outlives each run and is noise to the other test's.
     let _alone = launcher_lock();
-    let (out, selection, records) = until_moved(&program, &["--spare", "1"]);
-    let [spare] = selection.spares[..] else {
-        panic!("one spare: {selection:?}");
+    let spare = |selection: &Selection| match selection.spares[..] {
+        [spare] => spare,
+        _ => panic!("one spare: {selection:?}"),
     };
-    let with_spare = moved_once(&out, &selection, &records, spare);
+    let Some((out, selection, records)) = until_moved(&program, &["--spare", "1"], spare) else {
+        return;
+    };
+    let with_spare = moved_once(&out, &selection, &records, spare(&selection));
     let task = selection.task_cpus[0];
 
     // --adapt books nothing and takes a CPU the run does not use (here the housekeeper's).
-    let (out, selection, records) = until_moved(&program, &["--adapt"]);
+    let unused = |selection: &Selection| selection.housekeeper.expect("a housekeeper");
+    let Some((out, selection, records)) = until_moved(&program, &["--adapt"], unused) else {
+        return;
+    };
     assert!(selection.spares.is_empty(), "{selection:?}");
-    let unused = selection.housekeeper.expect("a housekeeper");
-    assert_ne!(unused, task);
-    moved_once(&out, &selection, &records, unused);
+    assert_ne!(unused(&selection), task);
+    moved_once(&out, &selection, &records, unused(&selection));
 
-    let (out0, _, records0) = under_noise(&program, &["--spare", "0"]);
+    let ((out0, _, records0), _) = under_noise(&program, &["--spare", "0"]);
     out0.expect_code(0);
     assert!(
         !records0.iter().any(|r| r["event"] == "move"),

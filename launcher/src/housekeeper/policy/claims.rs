@@ -64,6 +64,7 @@ pub fn pending_claims(
 ///   thread accounts for, on any slot: the shim let it roam (born while every slot had a
 ///   running thread), its record is yet to come;
 /// - every thread of a [`Kin::Fork`] process: the shim's fork handler places it;
+/// - every thread of a [`Kin::Goset`] process (a nested goset-run): it places itself;
 /// - a thread allowed the park CPU only, in a [`Kin::Shim`] process: a helper or launcher
 ///   thread the shim put there;
 /// - a thread allowed a single planned CPU that is not the park CPU and that no other
@@ -105,7 +106,7 @@ pub fn leave_alone(
         let t = &unclaimed[i];
         left[i] = match (t.kin, &t.mask, single(t)) {
             (_, Mask::Unknown, _) => true,
-            (Kin::Fork, _, _) => true,
+            (Kin::Fork | Kin::Goset, _, _) => true,
             (_, _, Some(cpu)) => {
                 let claim = pending.get_mut(&(t.pid, cpu)).filter(|n| **n > 0);
                 let claimed = claim.map(|n| *n -= 1).is_some();
@@ -249,6 +250,21 @@ mod tests {
         assert_eq!(
             leave_alone(&threads, NONE, &[1, 1], &[1, 0], 0),
             [true, true, true, false]
+        );
+    }
+
+    #[test]
+    fn a_nested_goset_run_is_left_to_place_itself() {
+        // It writes no record and holds no claim: the same masks in another program are
+        // placed.
+        let threads = [
+            un(60, 60, Mask::Cpus(vec![0, 1]), Kin::Goset),
+            un(61, 60, one(1), Kin::Goset),
+            un(70, 70, Mask::Cpus(vec![0, 1]), Kin::Other),
+        ];
+        assert_eq!(
+            leave_alone(&threads, NONE, &[1], &[1, 0], 0),
+            [true, true, false]
         );
     }
 }

@@ -13,7 +13,11 @@ pub enum Kin {
     /// A fork of such a process that still runs its parent's executable: the shim's fork
     /// handler places it when it first runs.
     Fork,
-    /// Neither: a static program, or one that dropped the shim.
+    /// One of goset's own programs (a goset-run inside the task): the shim stays out of it and
+    /// it pins itself, so it writes no record; placed, a nested goset-run would read one CPU
+    /// as all it may use.
+    Goset,
+    /// None of these: a static program, or one that dropped the shim.
     Other,
 }
 
@@ -25,10 +29,13 @@ pub struct Lineage<'a> {
     pub parents: &'a BTreeMap<i32, i32>,
 }
 
-/// How process `pid` stands with the shim: the shim's as long as it runs the executable the
-/// shim logged for it; a fork of one (or of a fork of one) while it runs its parent's
+/// How process `pid` stands with the shim: goset's own while it runs one of goset's programs;
+/// the shim's as long as it runs the executable the shim logged for it; a fork of one (or of a fork of one) while it runs its parent's
 /// executable and has logged nothing itself. `exe` reads the executable a process runs now.
 pub fn kin_of(pid: i32, lineage: &Lineage, exe: &mut dyn FnMut(i32) -> Option<String>) -> Kin {
+    if exe(pid).is_some_and(|e| goset_plan::plan::is_goset_program(e.as_bytes())) {
+        return Kin::Goset;
+    }
     let is_shims = |p: i32, exe: &mut dyn FnMut(i32) -> Option<String>| {
         lineage
             .logged
@@ -99,5 +106,11 @@ mod tests {
         let mut exec = |p: i32| (p == 10).then(|| "/bin/new".to_string());
         assert_eq!(kin_of(10, &lineage, &mut exec), Kin::Other);
         assert_eq!(kin_of(11, &lineage, &mut exec), Kin::Other);
+        // A goset-run the task started, logged or not: goset's own.
+        let mut near = |_: i32| Some("/usr/bin/goset-runner".to_string());
+        assert_eq!(kin_of(13, &lineage, &mut near), Kin::Other);
+        let mut nested = |_: i32| Some("/opt/goset/bin/goset-run".to_string());
+        assert_eq!(kin_of(13, &lineage, &mut nested), Kin::Goset);
+        assert_eq!(kin_of(10, &lineage, &mut nested), Kin::Goset);
     }
 }
