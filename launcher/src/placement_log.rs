@@ -430,9 +430,10 @@ impl Log {
                 t.asked = Some(asked.clone());
             }
             t.pid = r.pid;
-            // A move changes where a thread runs, not what it is or who placed it.
+            // A move changes where a thread runs, not what it is or who placed it; a move to
+            // the housekeeper CPU (a launcher that waits again) leaves it no slot.
             if r.is(Event::Move) && !t.role.is_empty() {
-                t.slot = r.slot.or(t.slot);
+                t.slot = r.slot;
                 t.roams = r.roams;
                 t.cpu = if r.roams { None } else { r.cpu.or(t.cpu) };
                 continue;

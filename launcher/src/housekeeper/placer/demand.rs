@@ -257,11 +257,9 @@ impl Placer {
                     && (roams || rested(self.moved_at.get(&t.tid).copied(), now_s)),
                 ran_on,
                 // A roaming thread that computes needs no second poll: it holds no CPU, and
-                // a move costs it nothing it had. A launcher does: it is seated on a slot of
-                // the task's only when it computes at two polls (firejail's or a shell's
-                // moment of work at start is no job).
-                steady: (roams && !t.shim_launcher)
-                    || steady(self.busy_before.get(&t.tid).copied(), slot),
+                // a move costs it nothing it had (a launcher seated for a moment of work at
+                // its start goes back to park once it waits: `unseat_waiting_launchers`).
+                steady: roams || steady(self.busy_before.get(&t.tid).copied(), slot),
             });
         }
         self.busy_before = now_busy;
