@@ -81,20 +81,9 @@ pub fn put(entry: &'static [u8]) {
         n += 1;
     }
     let size = (n + 2) * core::mem::size_of::<*const c_char>();
-    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-    let addr = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if addr == libc::MAP_FAILED {
+    let Some(addr) = crate::sys::map_zeroed(size) else {
         return;
-    }
+    };
     let new = addr as *mut *const c_char;
     let mut len = 0;
     for i in 0..n {

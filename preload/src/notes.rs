@@ -96,18 +96,7 @@ fn index_of(p: *mut u8) -> Option<usize> {
 }
 
 fn mapped<T>() -> Option<*mut T> {
-    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-    let addr = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            size_of::<T>(),
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    (addr != libc::MAP_FAILED).then_some(addr.cast())
+    crate::sys::map_zeroed(size_of::<T>()).map(|p| p.cast())
 }
 
 #[cfg(test)]

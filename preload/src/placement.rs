@@ -415,20 +415,7 @@ struct MappedPidSet(&'static mut PidSet);
 
 impl MappedPidSet {
     fn new() -> Option<MappedPidSet> {
-        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-        let addr = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                core::mem::size_of::<PidSet>(),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return None;
-        }
+        let addr = sys::map_zeroed(core::mem::size_of::<PidSet>())?;
         // SAFETY: the mapping is page-aligned, large enough, zero-filled (an empty set: all
         // cells free, len 0) and ours alone until drop unmaps it.
         Some(MappedPidSet(unsafe { &mut *(addr as *mut PidSet) }))

@@ -477,6 +477,23 @@ pub fn thread_name() -> [u8; 16] {
     name
 }
 
+/// A fresh private anonymous mapping of `bytes` (zero-filled, page-aligned, outside the
+/// program's heap); `None` when the kernel refuses one.
+pub fn map_zeroed(bytes: usize) -> Option<*mut u8> {
+    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+    let addr = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (addr != libc::MAP_FAILED).then_some(addr.cast())
+}
+
 /// Unix time in seconds.
 pub fn now() -> f64 {
     goset_plan::clock::seconds(libc::CLOCK_REALTIME)

@@ -141,20 +141,7 @@ fn chunk(i: usize) -> Option<&'static [Entry]> {
 #[inline(never)]
 fn map_chunk(i: usize) -> Option<&'static [Entry]> {
     let bytes = CHUNK * core::mem::size_of::<Entry>();
-    // SAFETY: a fresh private anonymous mapping; nothing else refers to it yet.
-    let ptr = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return None;
-    }
+    let ptr = crate::sys::map_zeroed(bytes)?;
     let installed = CHUNKS_MAPPED[i].compare_exchange(
         core::ptr::null_mut(),
         ptr.cast(),
@@ -163,7 +150,7 @@ fn map_chunk(i: usize) -> Option<&'static [Entry]> {
     );
     if installed.is_err() {
         // SAFETY: our own mapping of `bytes` bytes, which no one else has seen.
-        unsafe { libc::munmap(ptr, bytes) };
+        unsafe { libc::munmap(ptr.cast(), bytes) };
     }
     chunk(i)
 }
