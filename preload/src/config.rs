@@ -80,6 +80,19 @@ impl Config {
         }
     }
 
+    /// Where a launcher process's main thread waits: on the housekeeper CPU when that CPU is
+    /// the housekeeper's own, else (it is one of the slots' CPUs, or there is none) on every
+    /// slot's CPU, as under a plain mask. Parked on a CPU the task computes on, a shell that
+    /// runs a job's loop, started beside the last one, shared that CPU with it while the other
+    /// stayed idle until the housekeeper's next poll.
+    pub fn launcher_set(&self) -> Option<CpuSet> {
+        let slots = self.slot_set();
+        match self.plan.housekeeper {
+            Some(hk) if !slots.contains(hk) => None,
+            _ => Some(slots),
+        }
+    }
+
     /// A request of a helper or launcher: `mask ∩ reservation`, or [`Config::helper_set`]
     /// when that is empty.
     pub fn clamp(&self, mask: &CpuSet) -> CpuSet {

@@ -124,7 +124,14 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
     MAIN_THREAD.store(unsafe { libc::pthread_self() } as usize, Ordering::Relaxed);
     let plan = &cfg.plan;
     let unslotted = if cfg.launcher {
-        Some(Placement::unslotted(Role::Launcher, plan.housekeeper))
+        Some(match cfg.launcher_set() {
+            // Roaming the slots' CPUs: no CPU of its own, the kernel balances it.
+            Some(_) => Placement {
+                roams: true,
+                ..Placement::unslotted(Role::Launcher, None)
+            },
+            None => Placement::unslotted(Role::Launcher, plan.housekeeper),
+        })
     } else if ROOT.load(Ordering::Relaxed) && plan.main_on_housekeeper && plan.housekeeper.is_some()
     {
         Some(Placement::unslotted(Role::Main, plan.housekeeper))

@@ -10,6 +10,7 @@ use crate::housekeeper::policy::demand::{
 use crate::housekeeper::policy::placement::Spot;
 use crate::housekeeper::policy::thresholds::Policy;
 use goset_plan::log::Event;
+use goset_plan::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Placer {
@@ -53,14 +54,22 @@ impl Placer {
             .iter()
             .filter(|t| t.shim_launcher && t.shim_slot.is_none())
         {
-            let Some(cpu) = self.relocated(t.tid, t.shim_cpu) else {
+            let Some(cpu) = self.seated_on(t.tid) else {
                 continue;
             };
             if t.busy(policy) {
                 continue;
             }
+            // Back where the shim put it: the housekeeper CPU when that is not the task's,
+            // else every slot's CPU (see the shim's `Config::launcher_set`).
             let park = self.park_cpu;
-            if let Err(why) = self.pin(t.tid, park) {
+            let shared = self.task_cpus.contains(&park);
+            let home: CpuSet = if shared {
+                self.task_cpus.iter().copied().collect()
+            } else {
+                CpuSet::single(park)
+            };
+            if let Err(why) = self.pin_set(t.tid, &home) {
                 self.failures.extend(why);
                 continue;
             }
@@ -72,16 +81,13 @@ impl Placer {
                 spot: Spot::Parked,
                 ..Owned::moved(t.pid, comm_of(t.tid), slot, park)
             };
-            let why = format!(
-                "demand: a launcher waits again on cpu {cpu}: back to the housekeeper cpu {park}"
-            );
-            self.write(
-                t.tid,
-                &parked,
-                Event::Move,
-                Some(park),
-                Some((Some(cpu), why)),
-            );
+            let (to, back) = if shared {
+                (None, "the slots' cpus".to_string())
+            } else {
+                (Some(park), format!("the housekeeper cpu {park}"))
+            };
+            let why = format!("demand: a launcher waits again on cpu {cpu}: back to {back}");
+            self.write(t.tid, &parked, Event::Move, to, Some((Some(cpu), why)));
         }
     }
 
@@ -243,8 +249,11 @@ impl Placer {
                 continue;
             };
             now_busy.insert(t.tid, slot);
-            let ran_on =
-                (t.activity.ran_on).and_then(|c| self.task_cpus.iter().position(|&x| x == c));
+            // Where it runs now, to stay there; not for a parked launcher, which runs on the
+            // housekeeper CPU, where the next launcher is parked too.
+            let ran_on = (t.activity.ran_on)
+                .filter(|_| !(roams && t.shim_launcher))
+                .and_then(|c| self.task_cpus.iter().position(|&x| x == c));
             busy.push(Busy {
                 tid: t.tid,
                 slot,
@@ -256,6 +265,9 @@ impl Placer {
                 movable: t.shim_placed
                     && (roams || rested(self.moved_at.get(&t.tid).copied(), now_s)),
                 ran_on,
+                last: (roams && t.shim_launcher)
+                    .then(|| self.task_cpus.iter().position(|&c| c == self.park_cpu))
+                    .flatten(),
                 // A roaming thread that computes needs no second poll: it holds no CPU, and
                 // a move costs it nothing it had (a launcher seated for a moment of work at
                 // its start goes back to park once it waits: `unseat_waiting_launchers`).
@@ -298,11 +310,18 @@ impl Placer {
         }
     }
 
+    /// The CPU the housekeeper seated launcher `tid` on, if it did. Not
+    /// [`Placer::relocated`]: the tree walk already reports a moved thread's CPU as the shim's
+    /// (`shim_cpu`), and a launcher's record never changes (the shim does not place it again).
+    fn seated_on(&self, tid: i32) -> Option<usize> {
+        self.relocated.get(&tid).map(|r| r.0)
+    }
+
     /// The slot a busy launcher counts on: the one the housekeeper moved it to, else, while it
     /// computes parked on the housekeeper CPU, as a thread that roams (it holds no CPU of the
     /// task's, and gets a free slot before a doubled thread does).
     fn busy_launcher_slot(&self, t: &Live) -> Option<(usize, bool)> {
-        if let Some(cpu) = self.relocated(t.tid, t.shim_cpu) {
+        if let Some(cpu) = self.seated_on(t.tid) {
             return Some((self.task_cpus.iter().position(|&c| c == cpu)?, false));
         }
         if !computes(true, &t.activity) {

@@ -162,7 +162,8 @@ pub struct Live {
     pub shim_slot: Option<usize>,
     /// The shim has it on the whole reservation (born while every slot had a running thread).
     pub shim_roams: bool,
-    /// The shim parked it as a launcher (see [`crate::housekeeper::logtail::ShimThread`]).
+    /// It is the main thread of a process the shim parked as a launcher (see
+    /// [`crate::housekeeper::logtail::ShimThread`]); a launcher's other threads stay parked.
     pub shim_launcher: bool,
     /// Its process's standing with the shim (only asked of threads the shim did not log).
     pub kin: Kin,

@@ -160,6 +160,9 @@ pub struct Busy {
     /// The slot whose CPU it last ran on, if any: where a move keeps it when that slot is a
     /// target (a move that swaps two threads' CPUs costs both their caches for nothing).
     pub ran_on: Option<usize>,
+    /// A slot it goes to last: a parked launcher's, whose CPU the housekeeper shares, where
+    /// the next launcher is parked too.
+    pub last: Option<usize>,
 }
 
 /// One move of a busy thread to a slot with no busy thread.
@@ -235,8 +238,8 @@ pub fn rebalance(
                 .filter(|&s| free(s, m))
                 .filter(|&s| m.roams || count[m.slot] >= 2 || speed_of(s) > speed_of(m.slot))
                 .min_by_key(|&s| {
-                    let elsewhere = m.ran_on != Some(s);
-                    (std::cmp::Reverse(speed_of(s)), elsewhere, live[s], s)
+                    let (last, elsewhere) = (m.last == Some(s), m.ran_on != Some(s));
+                    (std::cmp::Reverse(speed_of(s)), last, elsewhere, live[s], s)
                 })?;
             Some((to, m))
         });
@@ -273,6 +276,7 @@ mod tests {
             movable: true,
             steady: true,
             ran_on: None,
+            last: None,
         }
     }
 

@@ -67,7 +67,9 @@ fn live_view(
         shim_cpu: shim.and_then(|s| s.cpu),
         shim_slot: shim.and_then(|s| s.slot),
         shim_roams: shim.is_some_and(|s| s.roams),
-        shim_launcher: shim.is_some_and(|s| s.launcher),
+        // A launcher's main thread only: its other threads (mpirun's event and progress
+        // threads) stay parked like helpers.
+        shim_launcher: tid == pid && shim.is_some_and(|s| s.launcher),
         kin: Kin::Other,
         read: true,
     }

@@ -106,7 +106,26 @@ fn a_launcher_that_computes_leaves_the_housekeeper_cpu_for_a_free_slot() {
         .and_then(|r| r.reason.clone())
         .unwrap_or_default();
     assert!(why.contains("launcher computes"), "{why}");
+    // Computing on: it stays where it was seated, with no further move (the tree walk reports
+    // a moved thread's CPU as the shim's).
+    let moves = p.records.len();
+    let seated = Live {
+        shim_cpu: Some(1),
+        ..launcher
+    };
+    p.step(&[computing, seated], &[], &policy, &|_| "sh".into());
+    assert_eq!(
+        p.records.len(),
+        moves,
+        "seated once: {:?}",
+        p.records.last()
+    );
+    assert_eq!(fake.get(shell), Mask::Cpus(vec![1]), "{:?}", p.failures);
     // Waiting again: back to the housekeeper CPU, its record given back.
+    let idle = Live {
+        shim_cpu: Some(1),
+        ..idle
+    };
     p.step(&[computing, idle], &[], &policy, &|_| "sh".into());
     assert_eq!(fake.get(shell), Mask::Cpus(vec![2]), "{:?}", p.failures);
     assert_eq!(
