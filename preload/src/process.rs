@@ -124,14 +124,7 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
     MAIN_THREAD.store(unsafe { libc::pthread_self() } as usize, Ordering::Relaxed);
     let plan = &cfg.plan;
     let unslotted = if cfg.launcher {
-        Some(match cfg.launcher_set() {
-            // Roaming the slots' CPUs: no CPU of its own, the kernel balances it.
-            Some(_) => Placement {
-                roams: true,
-                ..Placement::unslotted(Role::Launcher, None)
-            },
-            None => Placement::unslotted(Role::Launcher, plan.housekeeper),
-        })
+        Some(Placement::unslotted(Role::Launcher, plan.housekeeper))
     } else if ROOT.load(Ordering::Relaxed) && plan.main_on_housekeeper && plan.housekeeper.is_some()
     {
         Some(Placement::unslotted(Role::Main, plan.housekeeper))
@@ -185,6 +178,9 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
     // hand, inside the binding it was started with).
     let set = if cfg.wrapper {
         cfg.bound.unwrap_or(cfg.plan.reservation)
+    } else if cfg.launcher {
+        // Its threads are still born on the housekeeper CPU, as helpers are.
+        cfg.launcher_set().unwrap_or_else(|| p.birth_set(cfg))
     } else {
         p.birth_set(cfg)
     };

@@ -146,9 +146,18 @@ fn a_copy_writing_without_newlines_is_relayed_in_bounded_memory() {
         .args(["--instances", "2", "--", "sh", "-c", copy]);
     let outcome = run(cmd);
     outcome.expect_code(0);
-    let mut lines: Vec<&str> = outcome.stdout.lines().collect();
-    lines.sort();
-    assert_eq!(lines, ["[0] ", "[1] short"], "{}", outcome.dump());
+    // Copy 0's prefix once, at a line's start; copy 1's line whole. Copy 1's line may fall
+    // between two 64 KiB pieces of copy 0's endless one (docs/multi-process.md): when, is the
+    // scheduler's choice.
+    let out = &outcome.stdout;
+    assert_eq!(out.matches("[0] ").count(), 1, "{}", outcome.dump());
+    assert!(
+        out.starts_with("[0] ") || out.contains("\n[0] "),
+        "{}",
+        outcome.dump()
+    );
+    assert_eq!(out.matches("[1] short\n").count(), 1, "{}", outcome.dump());
+    assert_eq!(out.lines().count(), 2, "{}", outcome.dump());
 }
 
 #[test]

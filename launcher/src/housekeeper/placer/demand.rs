@@ -269,9 +269,11 @@ impl Placer {
                     .then(|| self.task_cpus.iter().position(|&c| c == self.park_cpu))
                     .flatten(),
                 // A roaming thread that computes needs no second poll: it holds no CPU, and
-                // a move costs it nothing it had (a launcher seated for a moment of work at
-                // its start goes back to park once it waits: `unseat_waiting_launchers`).
-                steady: roams || steady(self.busy_before.get(&t.tid).copied(), slot),
+                // a move costs it nothing it had. A launcher does: seated, its record takes a
+                // slot from the task's next process, so a moment of work (a shell's start, mpirun's
+                // topology discovery) does not seat it.
+                steady: (roams && !t.shim_launcher)
+                    || steady(self.busy_before.get(&t.tid).copied(), slot),
             });
         }
         self.busy_before = now_busy;

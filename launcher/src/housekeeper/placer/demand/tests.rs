@@ -90,7 +90,10 @@ fn a_launcher_that_computes_leaves_the_housekeeper_cpu_for_a_free_slot() {
     // Parked and waiting: it stays.
     p.step(&[computing, idle], &[], &policy, &|_| "sh".into());
     assert_eq!(fake.get(shell), Mask::Cpus(vec![2]), "{:?}", p.failures);
-    // Computing: it takes the slot no busy thread holds, record and thread, at once.
+    // Computing at one poll (a moment of work at start): it stays.
+    p.step(&[computing, launcher], &[], &policy, &|_| "sh".into());
+    assert_eq!(fake.get(shell), Mask::Cpus(vec![2]), "{:?}", p.failures);
+    // Computing at the next too: it takes the slot no busy thread holds, record and thread.
     p.step(&[computing, launcher], &[], &policy, &|_| "sh".into());
     assert_eq!(fake.get(shell), Mask::Cpus(vec![1]), "{:?}", p.failures);
     assert_eq!(fake.get(worker), Mask::Cpus(vec![0]));
