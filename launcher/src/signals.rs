@@ -343,8 +343,8 @@ mod tests {
         let caught: Vec<libc::c_int> = terminating().collect();
         let reserved = libc::SIGSYS + 1..libc::SIGRTMIN();
         // Each signal to a process of its own, all at once. One the rule leaves out is
-        // followed by SIGTERM: a signal that would have ended the process has done so at the
-        // send, so SIGTERM ends it only when this one did not.
+        // followed by SIGTERM (and SIGCONT): a signal that would have ended the process has
+        // done so at the send, so SIGTERM ends it only when this one did not.
         let sent: Vec<(libc::c_int, bool, std::process::Child)> = (1..=libc::SIGRTMAX())
             .filter(|s| *s != libc::SIGKILL && !reserved.contains(s))
             .map(|sig| {
@@ -355,6 +355,10 @@ mod tests {
                     libc::kill(child.id() as i32, sig);
                     if !ends {
                         libc::kill(child.id() as i32, libc::SIGTERM);
+                        // A stop signal delivered before SIGTERM (the child ran between the
+                        // two sends, as on a loaded machine) holds SIGTERM pending until the
+                        // process continues.
+                        libc::kill(child.id() as i32, libc::SIGCONT);
                     }
                 }
                 (sig, ends, child)
