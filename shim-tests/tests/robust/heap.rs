@@ -15,7 +15,11 @@ use std::process::Command;
 /// The "allocs N" line the counting preload writes at exit.
 fn allocs(output: &std::process::Output, how: &str) -> u64 {
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{how}: {:?}\n{stderr}", output.status);
+    assert!(
+        output.status.success(),
+        "{how}: {:?}\n{stderr}",
+        output.status
+    );
     stderr
         .lines()
         .find_map(|l| l.strip_prefix("allocs ")?.trim().parse().ok())
@@ -55,5 +59,9 @@ fn the_shim_makes_no_heap_call_in_the_program() {
         let _serial = launcher_lock();
         run.output().expect("goset-run runs")
     };
-    assert_eq!(allocs(&output, "goset-run"), bare, "heap calls under goset-run");
+    assert_eq!(
+        allocs(&output, "goset-run"),
+        bare,
+        "heap calls under goset-run"
+    );
 }

@@ -4,8 +4,8 @@
 
 mod bad_input;
 mod descriptors;
-mod hostile_files;
 mod heap;
+mod hostile_files;
 mod hostile_task;
 mod lifetimes;
 mod private_base;
