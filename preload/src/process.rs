@@ -131,21 +131,17 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
     } else {
         None
     };
+    if fresh_image {
+        // Threads of this pid's previous image died at exec without releasing their slots; a
+        // record the housekeeper made for it, a launcher that computed, is labelled the same.
+        cfg.table.release_all(slots::label(pid, false));
+    }
     let p = if let Some(p) = unslotted {
         // A slot claimed for this pid (by goset-run before exec, or by the image before an
         // exec) is not this image's to hold.
         cfg.table.release_all(slots::label(pid, true));
-        if fresh_image {
-            // A record the housekeeper made for this pid's previous image, a launcher that
-            // computed (labelled as a non-main thread's, so that no image adopts it).
-            cfg.table.release_all(slots::label(pid, false));
-        }
         p
     } else {
-        if fresh_image {
-            // Threads of this pid's previous image died at exec without releasing their slots.
-            cfg.table.release_all(slots::label(pid, false));
-        }
         // A slot claimed before exec outside the block this process keeps to is given back.
         let adopted = placement::adopt(cfg, slots::label(pid, true)).filter(|p| {
             let inside = p.slot.is_some_and(|s| cfg.may_take(s));
