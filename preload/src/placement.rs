@@ -172,17 +172,23 @@ impl Placement {
 /// another process's block comes after every other; then, for a process that keeps its
 /// threads near ([`Config::near`]), the slots nearest its main thread
 /// ([`locality::near_key`]), or for a main thread the slots where its node, package and cache
-/// have the most room ([`first_key`]).
-fn nearness(cfg: &Config, me: u32, s: usize, anchor: Option<usize>, main: bool) -> Option<u32> {
+/// have the most room ([`first_key`]; `unsettled`: see [`Unsettled`]).
+fn nearness(
+    cfg: &Config,
+    me: u32,
+    s: usize,
+    anchor: Option<usize>,
+    unsettled: Option<&Unsettled>,
+) -> Option<u32> {
     if !cfg.may_take(s) {
         return None;
     }
     let table = cfg.table;
     let foreign = cfg.bound.is_none() && table.owner(s).is_some_and(|o| o != me);
-    let near = match (cfg.near, main) {
+    let near = match (cfg.near, unsettled) {
         (false, _) => 0,
-        (true, true) => first_key(cfg, me, s),
-        (true, false) => {
+        (true, Some(unsettled)) => first_key(cfg, me, s, unsettled),
+        (true, None) => {
             let core_free = cfg.plan.siblings(s).all(|t| table.live(t) == 0);
             locality::near_key(cfg.plan, s, anchor, core_free)
         }
@@ -190,10 +196,30 @@ fn nearness(cfg: &Config, me: u32, s: usize, anchor: Option<usize>, main: bool) 
     Some(near | (foreign as u32) << 31)
 }
 
-/// A main thread's order: its node with the most free slots first, then its package, then its
-/// cache (a free slot: no live thread, in no other process's block). O(slots²): once a
-/// process.
-fn first_key(cfg: &Config, me: u32, s: usize) -> u32 {
+/// Other processes, at most [`LOOKS`], whose main thread holds a slot (the slot is kept here)
+/// while they hold no block yet: each will take more of the room around its slot as soon as
+/// its shim starts, or the housekeeper placed it before its shim ran. Two processes starting
+/// together must not both count that room as theirs.
+type Unsettled = [Option<usize>; LOOKS];
+
+/// [`Unsettled`] as the table stands, for process `me`'s first claim.
+fn unsettled(cfg: &Config, me: u32) -> Unsettled {
+    let table = cfg.table;
+    let slots = table.slot_count();
+    let mut out = [None; LOOKS];
+    let others = (table.records())
+        .filter(|&(label, _)| label > 0 && label as u32 != me)
+        .filter(|&(label, _)| !(0..slots).any(|t| table.owner(t) == Some(label as u32)));
+    for (cell, (_, slot)) in out.iter_mut().zip(others) {
+        *cell = Some(slot);
+    }
+    out
+}
+
+/// A main thread's order: its node with the most room first, then its package, then its
+/// cache. Room is the free slots (no live thread, in no other process's block), less one for
+/// each [`Unsettled`] process there. O(slots²): once a process.
+fn first_key(cfg: &Config, me: u32, s: usize, unsettled: &Unsettled) -> u32 {
     let (plan, table) = (cfg.plan, cfg.table);
     let here = plan.place(s);
     let mut room = [0u32; 3];
@@ -207,6 +233,14 @@ fn first_key(cfg: &Config, me: u32, s: usize) -> u32 {
             .zip(&mut room)
         {
             *r += u32::from(there[*l as usize] == here[*l as usize]);
+        }
+    }
+    for there in unsettled.iter().flatten().map(|&u| plan.place(u)) {
+        for (l, r) in [Level::Node, Level::Package, Level::Llc]
+            .iter()
+            .zip(&mut room)
+        {
+            *r = r.saturating_sub(u32::from(there[*l as usize] == here[*l as usize]));
         }
     }
     // 10 bits a level (at most MAX_SLOTS free), most room first.
@@ -231,11 +265,12 @@ pub fn claim(
     let main = role == Role::Main;
     // A label is the pid or its negative (goset_plan::slots::label): no system call here.
     let me = label.unsigned_abs();
+    let unsettled = (main && cfg.near).then(|| unsettled(cfg, me));
     let born = cfg.table.claim_birth_within(
         label,
         creator,
         cfg.table.slot_count(),
-        |s| nearness(cfg, me, s, anchor, main),
+        |s| nearness(cfg, me, s, anchor, unsettled.as_ref()),
         |s| main && runs_there(cfg, s, me),
     );
     match born {

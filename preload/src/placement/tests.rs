@@ -96,3 +96,26 @@ fn a_live_process_is_alive() {
     assert!(alive(sys::getpid()));
     assert!(!alive(i32::MAX - 1));
 }
+
+#[test]
+fn a_process_starts_in_the_node_no_other_starting_process_needs() {
+    use goset_plan::Plan;
+    // The uneven guest of the VM tests: nodes of 3, 2 and 1 CPUs (slots 0-2, 3-4 and 5).
+    let nodes = [2, 2, 2, 1, 1, 0];
+    let mut plan = Plan::new(&[3, 4, 5, 1, 2, 0], None, (0..6).collect()).unwrap();
+    let places: Vec<_> = (0..6)
+        .map(|s| [nodes[s], 0, nodes[s], s as u16, s as u16])
+        .collect();
+    plan.set_places(&places);
+    let cfg = crate::config::test_config(plan, Some((0..6).collect()));
+    // Another process of two threads whose main thread the housekeeper placed on slot 0
+    // before its shim took a block: node 2 has room for one more process of two, not two.
+    cfg.table.claim_at(684, 0).unwrap();
+    let main = claim(&cfg, Role::Main, 683, None, None);
+    assert_eq!(main.slot.map(|s| nodes[s]), Some(1), "{main:?}");
+    // Once that process holds its block, the room it takes is counted as taken, no more.
+    cfg.table.release_all(683);
+    assert!(cfg.table.take_block(684, 6, |s| s < 2, |_| false));
+    let main = claim(&cfg, Role::Main, 683, None, None);
+    assert_eq!(main.slot.map(|s| nodes[s]), Some(1), "{main:?}");
+}
