@@ -235,7 +235,8 @@ impl Housekeeper {
             all_children,
             churning,
             log: self.log.as_ref(),
-            placer: &self.placer,
+            deferring: table.deferring() as usize,
+            placed: self.placer.placed(),
         };
         let mut walk = self.tree.walk(&self.root, &seen);
         self.set_kin(&mut walk.live);
@@ -361,6 +362,7 @@ impl Housekeeper {
         self.tree.close(&self.root);
         self.placer.release_all();
         let brief = self.placer.table().brief();
+        let records = self.placer.take_records();
         let (cpus, all, mut errors) = self.cpus.finish();
         errors.extend(self.tree.errors);
         errors.extend(self.log.iter().flat_map(LogTail::errors));
@@ -381,7 +383,7 @@ impl Housekeeper {
             threads: self.tree.threads,
             order: self.tree.order,
             owned: self.placer.owned,
-            records: std::mem::take(&mut self.placer.records),
+            records,
             errors,
             brief,
         }

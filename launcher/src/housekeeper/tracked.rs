@@ -6,8 +6,8 @@
 //! demand). Must not: place threads, or decide that a thread ended for any reason but its own
 //! files: a thread that sleeps is read less often, never forgotten.
 
+use super::policy::activity::Activity;
 use super::policy::cadence::{idle_skip, RESTS_AFTER};
-use super::policy::demand::Activity;
 use super::threads::{self, Read, SchedStat, Switches, ThreadFiles};
 use crate::fsroot::FsRoot;
 use crate::noise::USER_HZ;

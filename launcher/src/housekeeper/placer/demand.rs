@@ -3,15 +3,38 @@
 //! a slot with no busy thread.
 
 use super::{Live, Owned, Placer};
+use crate::housekeeper::policy::activity::ran_there;
 use crate::housekeeper::policy::claims::Mask;
-use crate::housekeeper::policy::demand::{
-    computes, ran_there, rebalance, rested, steady, takes_turns, turn_reservation, Busy, Move,
-};
+use crate::housekeeper::policy::demand::{rebalance, rested, steady, Busy, Move};
 use crate::housekeeper::policy::placement::Spot;
 use crate::housekeeper::policy::thresholds::Policy;
+use crate::housekeeper::policy::turns::{computes, takes_turns, turn_reservation};
 use goset_plan::log::Event;
 use goset_plan::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The demand rule's state.
+#[derive(Default)]
+pub(super) struct Demand {
+    /// When each thread the demand rule moved last moved, in seconds of the run's clock.
+    moved_at: BTreeMap<i32, f64>,
+    /// Threads the shim placed on a slot that the housekeeper let run on the whole reservation
+    /// (they take turns): the slot their record holds, and the CPU of the shim's record they
+    /// stand for.
+    widened: BTreeMap<i32, (usize, Option<usize>)>,
+    /// Threads found taking turns at the previous poll.
+    turns_before: BTreeSet<i32>,
+    /// The slot of each thread found busy at the previous poll.
+    busy_before: BTreeMap<i32, usize>,
+}
+
+impl Demand {
+    /// Forgets a thread that ended.
+    pub(super) fn forget(&mut self, tid: i32) {
+        self.widened.remove(&tid);
+        self.moved_at.remove(&tid);
+    }
+}
 
 impl Placer {
     /// The demand rule ([`crate::housekeeper::policy::demand`]) on the task's threads, at every poll: each
@@ -74,8 +97,7 @@ impl Placer {
                 continue;
             }
             self.table.release_all(t.label_as_other());
-            self.relocated.remove(&t.tid);
-            self.moves += 1;
+            self.follow.forget(t.tid);
             let slot = self.task_cpus.iter().position(|&c| c == cpu).unwrap_or(0);
             let parked = Owned {
                 spot: Spot::Parked,
@@ -96,7 +118,7 @@ impl Placer {
     fn slot_of(&self, t: &Live) -> Option<usize> {
         let cpu = if t.shim_placed {
             let slotless = t.shim_slot.is_none() && !t.shim_launcher;
-            if slotless || self.widened.contains_key(&t.tid) {
+            if slotless || self.demand.widened.contains_key(&t.tid) {
                 return None;
             }
             self.relocated(t.tid, t.shim_cpu).or(t.shim_cpu)?
@@ -131,12 +153,12 @@ impl Placer {
                 continue;
             }
             turns.insert(t.tid);
-            if let Some(&(slot, _)) = self.widened.get(&t.tid) {
+            if let Some(&(slot, _)) = self.demand.widened.get(&t.tid) {
                 self.rewiden(t.tid, slot, &computing);
                 continue;
             }
-            if !self.turns_before.contains(&t.tid)
-                || !rested(self.moved_at.get(&t.tid).copied(), now_s)
+            if !self.demand.turns_before.contains(&t.tid)
+                || !rested(self.demand.moved_at.get(&t.tid).copied(), now_s)
             {
                 continue;
             }
@@ -144,7 +166,7 @@ impl Placer {
                 self.widen(t, slot, &computing, now_s, comm_of);
             }
         }
-        self.turns_before = turns;
+        self.demand.turns_before = turns;
     }
 
     /// Keeps a widened thread's CPUs those of the slots where no thread computes now: a set
@@ -178,10 +200,9 @@ impl Placer {
             self.failures.extend(why);
             return;
         }
-        self.widened.insert(t.tid, (slot, t.shim_cpu));
-        self.relocated.remove(&t.tid);
-        self.moved_at.insert(t.tid, now_s);
-        self.moves += 1;
+        self.demand.widened.insert(t.tid, (slot, t.shim_cpu));
+        self.follow.forget(t.tid);
+        self.demand.moved_at.insert(t.tid, now_s);
         let a = &t.activity;
         let switches = (a.voluntary + a.involuntary).max(1);
         let mut cpus = String::new();
@@ -263,7 +284,7 @@ impl Placer {
                 // widened while it waited in MPI_Init computed a whole second unpinned beside
                 // its own worker).
                 movable: t.shim_placed
-                    && (roams || rested(self.moved_at.get(&t.tid).copied(), now_s)),
+                    && (roams || rested(self.demand.moved_at.get(&t.tid).copied(), now_s)),
                 ran_on,
                 last: (roams && t.shim_launcher)
                     .then(|| self.task_cpus.iter().position(|&c| c == self.park_cpu))
@@ -273,10 +294,10 @@ impl Placer {
                 // slot from the task's next process, so a moment of work (a shell's start, mpirun's
                 // topology discovery) does not seat it.
                 steady: (roams && !t.shim_launcher)
-                    || steady(self.busy_before.get(&t.tid).copied(), slot),
+                    || steady(self.demand.busy_before.get(&t.tid).copied(), slot),
             });
         }
-        self.busy_before = now_busy;
+        self.demand.busy_before = now_busy;
         busy
     }
 
@@ -302,13 +323,16 @@ impl Placer {
             [cpu] => {
                 let s = self.task_cpus.iter().position(|&c| c == cpu)?;
                 // Back on one CPU (the program asked again): no longer widened.
-                self.widened.remove(&t.tid);
+                self.demand.widened.remove(&t.tid);
                 Some((s, false))
             }
             // On the reservation: it holds its record's slot, and gets a CPU of its own only
             // when it computes.
             _ if !computes(true, &t.activity) => None,
-            _ => Some((self.widened.get(&t.tid).map_or(record_slot, |w| w.0), true)),
+            _ => Some((
+                self.demand.widened.get(&t.tid).map_or(record_slot, |w| w.0),
+                true,
+            )),
         }
     }
 
@@ -316,7 +340,7 @@ impl Placer {
     /// [`Placer::relocated`]: the tree walk already reports a moved thread's CPU as the shim's
     /// (`shim_cpu`), and a launcher's record never changes (the shim does not place it again).
     fn seated_on(&self, tid: i32) -> Option<usize> {
-        self.relocated.get(&tid).map(|r| r.0)
+        self.follow.moved_to(tid)
     }
 
     /// The slot a busy launcher counts on: the one the housekeeper moved it to, else, while it
@@ -380,10 +404,9 @@ impl Placer {
             self.failures.extend(why);
             return;
         }
-        self.widened.remove(&t.tid);
-        self.moved_at.insert(t.tid, now_s);
-        self.relocate(t, cpu);
-        self.moves += 1;
+        self.demand.widened.remove(&t.tid);
+        self.demand.moved_at.insert(t.tid, now_s);
+        self.follow.relocate(t, cpu);
         let moved = Owned::moved(t.pid, comm_of(t.tid), m.to, cpu);
         let (left, reason) = if m.roamed && t.shim_launcher {
             let why = format!(

@@ -2,16 +2,28 @@
 //! that CPU go with it, and the placer remembers where it moved threads the shim placed.
 //!
 //! Owns: [`Placer::move_slot`] and what follows from it at later polls (a thread found on a CPU
-//! a slot left), and [`Placer::relocated`]. Must not: decide which slot moves (the noise rule
-//! does, [`crate::housekeeper::policy::noise`]).
+//! a slot left), and where the housekeeper moved threads the shim placed ([`Follow`]). Must
+//! not: decide which slot moves (the noise rule does, [`crate::housekeeper::policy::noise`]).
 
 use super::{Live, Owned, Placer};
 use crate::housekeeper::policy::claims::Mask;
 use crate::housekeeper::policy::noise::NoiseMove;
 use crate::housekeeper::policy::placement::holds_slot;
 use goset_plan::log::Event;
+use std::collections::BTreeMap;
 
-impl Placer {
+/// The follow rule's state.
+#[derive(Default)]
+pub struct Follow {
+    /// CPUs a slot moved off when they turned noisy, with the slot: a thread found there
+    /// later (placed as the slot moved) follows it.
+    retired: BTreeMap<usize, usize>,
+    /// Threads the shim placed that the housekeeper moved since: their CPU now, and the CPU
+    /// of the shim's record it stands for (a later record of the shim's is newer).
+    relocated: BTreeMap<i32, (usize, Option<usize>)>,
+}
+
+impl Follow {
     /// Notes that the housekeeper moved `t`, which the shim placed, to `cpu`.
     pub(super) fn relocate(&mut self, t: &Live, cpu: usize) {
         // Moved before: `t.shim_cpu` already is where it moved; the record's CPU is kept.
@@ -23,6 +35,23 @@ impl Placer {
     /// `record_cpu`; `None` if it did not, or the shim placed it again since.
     pub fn relocated(&self, tid: i32, record_cpu: Option<usize>) -> Option<usize> {
         (self.relocated.get(&tid)).and_then(|&(cpu, record)| (record == record_cpu).then_some(cpu))
+    }
+
+    /// The CPU the housekeeper last moved `tid` to, whatever the shim's record says.
+    pub(super) fn moved_to(&self, tid: i32) -> Option<usize> {
+        self.relocated.get(&tid).map(|r| r.0)
+    }
+
+    /// Forgets where `tid` was moved: it ended, or the shim's record stands for it again.
+    pub(super) fn forget(&mut self, tid: i32) {
+        self.relocated.remove(&tid);
+    }
+}
+
+impl Placer {
+    /// See [`Follow::relocated`].
+    pub(super) fn relocated(&self, tid: i32, record_cpu: Option<usize>) -> Option<usize> {
+        self.follow.relocated(tid, record_cpu)
     }
 
     /// Each slot's CPU now, in slot order (a slot moves off a CPU that turns noisy).
@@ -49,15 +78,17 @@ impl Placer {
         if let Some(c) = self.task_cpus.get_mut(m.slot) {
             *c = m.to;
         }
-        self.retired.retain(|&cpu, _| cpu != m.to);
-        self.retired.insert(m.from, m.slot);
+        self.follow.retired.retain(|&cpu, _| cpu != m.to);
+        self.follow.retired.insert(m.from, m.slot);
         self.follow_slot(m.from, m.slot, live.iter(), reason, comm_of);
     }
 
     /// Threads that ran on a CPU a slot left follow the slot: the shim may have placed one
     /// from the table as it changed.
     pub(super) fn follow_retired(&mut self, live: &[Live], comm_of: &dyn Fn(i32) -> String) {
-        let retired: Vec<(usize, usize)> = self.retired.iter().map(|(&c, &s)| (c, s)).collect();
+        let retired: Vec<(usize, usize)> = (self.follow.retired.iter())
+            .map(|(&c, &s)| (c, s))
+            .collect();
         for (cpu, slot) in retired {
             let to = self.task_cpus.get(slot).copied().unwrap_or(cpu);
             let reason = format!("slot {slot} moved from cpu {cpu} to cpu {to}");
@@ -93,11 +124,10 @@ impl Placer {
                     o.clone()
                 }
                 None => {
-                    self.relocate(t, to);
+                    self.follow.relocate(t, to);
                     Owned::moved(t.pid, comm_of(t.tid), slot, to)
                 }
             };
-            self.moves += 1;
             self.write(
                 t.tid,
                 &moved,

@@ -3,16 +3,98 @@
 //! between the housekeeper's read and its pin).
 //!
 //! Owns: handing a thread over to the shim ([`Placer::hand_over`]), giving up a thread someone
-//! else moved ([`Placer::moved_by_someone_else`]), and not placing a thread whose mask changed
-//! since the poll read it ([`Placer::changed_since_read`]). Must not: decide where a thread
-//! goes (the policy does).
+//! else moved ([`Placer::moved_by_someone_else`]), choosing which threads nobody claims are
+//! placed this poll ([`Placer::placeable`]: not while their masks settle), and not placing a
+//! thread whose mask changed since the poll read it ([`Placer::changed_since_read`]), with the
+//! state of all that ([`HandOver`]). Must not: decide where a thread goes (the policy does).
 
-use super::{Live, Owned, Placer};
-use crate::housekeeper::policy::claims::Mask;
-use crate::housekeeper::policy::placement::Spot;
+use super::{Groups, Live, Owned, Placer};
+use crate::housekeeper::policy::claims::{leave_alone, pending_claims, Mask, Unclaimed};
+use crate::housekeeper::policy::placement::{settled, Spot, View};
+use crate::housekeeper::policy::thresholds::Policy;
 use goset_plan::log::Event;
+use std::collections::BTreeMap;
+
+/// The hand-over rule's state.
+#[derive(Default)]
+pub(super) struct HandOver {
+    /// Threads seen unplaced at the previous poll, with the mask and the name they had.
+    pending: BTreeMap<i32, (Mask, String)>,
+    /// The mask of each thread nobody claims that this poll may place, as read for the
+    /// decision (see [`Placer::changed_since_read`]).
+    read_masks: BTreeMap<i32, Mask>,
+}
+
+impl HandOver {
+    /// Forgets a thread that ended.
+    pub(super) fn forget(&mut self, tid: i32) {
+        self.pending.remove(&tid);
+        self.read_masks.remove(&tid);
+    }
+}
 
 impl Placer {
+    /// The threads nobody claims that are to be placed now, as [`View`]s: not those someone
+    /// else placed ([`leave_alone`]), nor one whose mask changed since the last poll (kept
+    /// pending until it holds still, see [`settled`]). `assigned`: as [`Answered::assigned`].
+    pub(super) fn placeable(
+        &mut self,
+        unclaimed: Vec<&Live>,
+        live: &[Live],
+        assigned: &[usize],
+        policy: &Policy,
+        groups: &mut Groups,
+        comm_of: &dyn Fn(i32) -> String,
+    ) -> Vec<View> {
+        let masks: Vec<Unclaimed> = unclaimed
+            .iter()
+            .map(|t| Unclaimed {
+                tid: t.tid,
+                pid: t.pid,
+                mask: self.affinity.get(t.tid),
+                kin: t.kin,
+            })
+            .collect();
+        let pending = if masks.is_empty() {
+            BTreeMap::new()
+        } else {
+            let own: Vec<(i32, usize)> = (self.owned.iter())
+                .filter_map(|(&tid, o)| Some((tid, o.claim?.slot)))
+                .collect();
+            let logged = logged_claims(live, &self.task_cpus);
+            pending_claims(self.table.records(), &own, &logged, &self.task_cpus)
+        };
+        let left = leave_alone(&masks, &pending, assigned, &self.task_cpus, self.park_cpu);
+        self.handover.read_masks.clear();
+        let mut views = Vec::new();
+        let mut pending = BTreeMap::new();
+        for ((t, left), seen) in unclaimed.into_iter().zip(left).zip(masks) {
+            if left {
+                continue;
+            }
+            // A mask that changed since the last poll is being set now: by the shim, whose
+            // record may lag a poll (a thread it sends to the housekeeper CPU waits there
+            // until the housekeeper sleeps), or by the program. Placed once it holds still.
+            let comm = comm_of(t.tid);
+            let before = (self.handover.pending.get(&t.tid)).map(|(m, c)| (m, c.as_str()));
+            if settled(before, (&seen.mask, &comm), t.age_s) {
+                self.handover.read_masks.insert(t.tid, seen.mask);
+                views.push(View {
+                    tid: t.tid,
+                    demand: t.wanted(policy),
+                    spot: None,
+                    idle_polls: 0,
+                    busy_polls: 0,
+                    group: self.group_of(t.pid, groups),
+                });
+            } else {
+                pending.insert(t.tid, (seen.mask, comm));
+            }
+        }
+        self.handover.pending = pending;
+        views
+    }
+
     /// Whether a live thread the housekeeper placed is no longer allowed just the CPU it was
     /// given (the program, another tool or the kernel changed its mask): it is then given up,
     /// its claim released and an [`Event::Moved`] record written, and looked at afresh as any
@@ -94,16 +176,33 @@ impl Placer {
     /// it for its decision: the shim or the program is placing it, and its record may lag. It
     /// is then not placed this poll; the next one looks at it afresh.
     pub(super) fn changed_since_read(&mut self, tid: i32, comm_of: &dyn Fn(i32) -> String) -> bool {
-        let Some(read) = self.read_masks.get(&tid) else {
+        let Some(read) = self.handover.read_masks.get(&tid) else {
             return false;
         };
         let now = self.affinity.get(tid);
         if now == *read {
             return false;
         }
-        self.pending.insert(tid, (now, comm_of(tid)));
+        self.handover.pending.insert(tid, (now, comm_of(tid)));
         true
     }
+}
+
+/// The claims the shim's records account for, as [`pending_claims`] keys them: each logged
+/// thread's pid and the CPU of its record's slot: where it runs, or, for a thread that roams
+/// the slots' CPUs (and the housekeeper has not moved), its record's slot's CPU. Left out, a
+/// roaming thread's claim stayed pending for good, and a thread without a record on that CPU
+/// (one created behind the shim's back: jemalloc finds `pthread_create` with
+/// `dlsym(RTLD_NEXT)`) was left alone beside a busy one, as if the shim had placed it.
+pub(super) fn logged_claims(live: &[Live], task_cpus: &[usize]) -> Vec<(i32, usize)> {
+    (live.iter())
+        .filter(|t| t.shim_placed)
+        .filter_map(|t| {
+            let roaming = t.shim_slot.filter(|_| t.shim_roams);
+            let cpu = t.shim_cpu.or_else(|| task_cpus.get(roaming?).copied())?;
+            Some((t.pid, cpu))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -131,11 +230,11 @@ mod tests {
         fake.put_after_read(t.tid, &[3]);
         table.claim_at(t.tid, 1).unwrap();
         p.step(&[t], &[], &Policy::default(), &|_| "m".into());
-        assert_eq!(fake.get(t.tid), Mask::Cpus(vec![3]), "{:?}", p.records);
+        assert_eq!(fake.get(t.tid), Mask::Cpus(vec![3]), "{:?}", p.records());
         assert!(
-            p.records.is_empty() && p.owned.is_empty(),
+            p.records().is_empty() && p.owned.is_empty(),
             "{:?}",
-            p.records
+            p.records()
         );
         assert_eq!((table.live(0), table.live(1)), (0, 1));
     }
@@ -158,7 +257,7 @@ mod tests {
             (0, 1),
             "the housekeeper's claim is given back"
         );
-        let last = p.records.last().unwrap();
+        let last = p.records().last().unwrap();
         assert_eq!(
             (last.event.as_str(), last.cpu),
             ("move", Some(3)),
@@ -178,6 +277,6 @@ mod tests {
         p.step(&[t], &[], &Policy::default(), &|_| "m".into());
         assert_eq!(fake.get(t.tid), Mask::Cpus(vec![2]));
         assert_eq!((table.live(0), table.live(1)), (1, 0));
-        assert_eq!(p.records.len(), 1, "{:?}", p.records);
+        assert_eq!(p.records().len(), 1, "{:?}", p.records());
     }
 }

@@ -17,11 +17,10 @@ use crate::placement_log::Record;
 use goset_plan::log::Event;
 use goset_plan::slots::{self, Claim};
 use goset_plan::{CpuSet, SlotTable};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::policy::claims::{leave_alone, pending_claims, Mask, Unclaimed};
-use super::policy::demand::{is_busy, settled, wanted, Activity};
+use super::policy::activity::{is_busy, wanted, Activity};
 use super::policy::kinship::Kin;
 use super::policy::placement::{decide, streaks_after_read, Action, Spot, View};
 use super::policy::thresholds::Policy;
@@ -31,6 +30,10 @@ mod demand;
 mod follow;
 mod handover;
 mod records;
+use demand::Demand;
+use follow::Follow;
+use handover::HandOver;
+use records::Records;
 #[cfg(test)]
 pub(in crate::housekeeper) mod testing;
 pub use affinity::{Affinity, Kernel};
@@ -84,42 +87,43 @@ pub struct Placer {
     speed: BTreeMap<usize, u32>,
     /// The slot whose CPU is the park CPU, when no CPU was left outside the plan.
     parked_slot: Option<usize>,
-    log: Option<std::fs::File>,
     /// Its kernel calls.
     affinity: Box<dyn Affinity>,
-    /// Every record written (the report's source when there is no log file).
-    pub records: Vec<Record>,
+    /// The records it wrote.
+    records: Records,
     /// Threads the housekeeper placed, live or ended, by tid.
     pub owned: BTreeMap<i32, Owned>,
-    /// Threads seen unplaced at the previous poll, with the mask and the name they had.
-    pending: BTreeMap<i32, (Mask, String)>,
-    /// The mask of each thread nobody claims that this poll may place, as read for the
-    /// decision (see [`Placer::changed_since_read`]).
-    read_masks: BTreeMap<i32, Mask>,
     /// `sched_setaffinity` failures (the reason, once each).
     pub failures: Vec<String>,
     /// Polls so far.
     polls: u64,
     /// When the run's clock started (moves are timed from it).
     clock: Instant,
-    /// When each thread the demand rule moved last moved, in seconds of the run's clock.
-    moved_at: BTreeMap<i32, f64>,
-    /// Moves of busy threads off crowded slots.
-    pub moves: usize,
-    /// Threads the shim placed on a slot that the housekeeper let run on the whole reservation
-    /// (they take turns): the slot their record holds, and the CPU of the shim's record they
-    /// stand for.
-    widened: BTreeMap<i32, (usize, Option<usize>)>,
-    /// Threads found taking turns at the previous poll.
-    turns_before: BTreeSet<i32>,
-    /// The slot of each thread found busy at the previous poll.
-    busy_before: BTreeMap<i32, usize>,
-    /// CPUs a slot moved off when they turned noisy, with the slot: a thread found there
-    /// later (placed as the slot moved) follows it.
-    retired: BTreeMap<usize, usize>,
-    /// Threads the shim placed that the housekeeper moved since: their CPU now, and the CPU
-    /// of the shim's record it stands for (a later record of the shim's is newer).
-    relocated: BTreeMap<i32, (usize, Option<usize>)>,
+    /// The hand-over rule's state: threads whose masks are settling.
+    handover: HandOver,
+    /// The demand rule's state: threads it moved or widened, and what it saw last poll.
+    demand: Demand,
+    /// The follow rule's state: CPUs slots left, and threads moved off their shim records.
+    follow: Follow,
+}
+
+/// What the tree walk reads of the placer at one poll: where it put threads.
+#[derive(Clone, Copy)]
+pub struct Placed<'a> {
+    owned: &'a BTreeMap<i32, Owned>,
+    follow: &'a Follow,
+}
+
+impl Placed<'_> {
+    /// The CPU the housekeeper gave thread `tid`, one it placed.
+    pub fn cpu_of(&self, tid: i32) -> Option<usize> {
+        self.owned.get(&tid).map(|o| o.cpu)
+    }
+
+    /// See [`Follow::relocated`].
+    pub fn relocated(&self, tid: i32, record_cpu: Option<usize>) -> Option<usize> {
+        self.follow.relocated(tid, record_cpu)
+    }
 }
 
 /// The blocks of one poll (see [`View::group`]): each slot's, and each process's as it is
@@ -211,22 +215,15 @@ impl Placer {
             task_cpus,
             park_cpu,
             speed,
-            log,
             affinity,
-            records: Vec::new(),
+            records: Records::new(log),
             owned: BTreeMap::new(),
-            pending: BTreeMap::new(),
-            read_masks: BTreeMap::new(),
             failures: Vec::new(),
             polls: 0,
             clock: Instant::now(),
-            moved_at: BTreeMap::new(),
-            moves: 0,
-            widened: BTreeMap::new(),
-            turns_before: BTreeSet::new(),
-            busy_before: BTreeMap::new(),
-            retired: BTreeMap::new(),
-            relocated: BTreeMap::new(),
+            handover: HandOver::default(),
+            demand: Demand::default(),
+            follow: Follow::default(),
         }
     }
 
@@ -267,9 +264,7 @@ impl Placer {
         );
         self.carry_out(actions, live, comm_of);
         self.polls += 1;
-        if !self.retired.is_empty() {
-            self.follow_retired(live, comm_of);
-        }
+        self.follow_retired(live, comm_of);
         self.follow_demand(live, policy, comm_of);
     }
 
@@ -277,10 +272,9 @@ impl Placer {
     /// an exit record.
     fn forget(&mut self, ended: &[i32]) {
         for &tid in ended {
-            self.pending.remove(&tid);
-            self.relocated.remove(&tid);
-            self.widened.remove(&tid);
-            self.moved_at.remove(&tid);
+            self.handover.forget(tid);
+            self.follow.forget(tid);
+            self.demand.forget(tid);
             if let Some(o) = self.owned.get_mut(&tid) {
                 if let Some(c) = o.claim.take() {
                     self.table.release(&c);
@@ -337,67 +331,6 @@ impl Placer {
             out.assigned.push(o.cpu);
         }
         out
-    }
-
-    /// The threads nobody claims that are to be placed now, as [`View`]s: not those someone
-    /// else placed ([`leave_alone`]), nor one whose mask changed since the last poll (kept
-    /// pending until it holds still, see [`settled`]). `assigned`: as [`Answered::assigned`].
-    fn placeable(
-        &mut self,
-        unclaimed: Vec<&Live>,
-        live: &[Live],
-        assigned: &[usize],
-        policy: &Policy,
-        groups: &mut Groups,
-        comm_of: &dyn Fn(i32) -> String,
-    ) -> Vec<View> {
-        let masks: Vec<Unclaimed> = unclaimed
-            .iter()
-            .map(|t| Unclaimed {
-                tid: t.tid,
-                pid: t.pid,
-                mask: self.affinity.get(t.tid),
-                kin: t.kin,
-            })
-            .collect();
-        let pending = if masks.is_empty() {
-            BTreeMap::new()
-        } else {
-            let own: Vec<(i32, usize)> = (self.owned.iter())
-                .filter_map(|(&tid, o)| Some((tid, o.claim?.slot)))
-                .collect();
-            let logged = logged_claims(live, &self.task_cpus);
-            pending_claims(self.table.records(), &own, &logged, &self.task_cpus)
-        };
-        let left = leave_alone(&masks, &pending, assigned, &self.task_cpus, self.park_cpu);
-        self.read_masks.clear();
-        let mut views = Vec::new();
-        let mut pending = BTreeMap::new();
-        for ((t, left), seen) in unclaimed.into_iter().zip(left).zip(masks) {
-            if left {
-                continue;
-            }
-            // A mask that changed since the last poll is being set now: by the shim, whose
-            // record may lag a poll (a thread it sends to the housekeeper CPU waits there
-            // until the housekeeper sleeps), or by the program. Placed once it holds still.
-            let comm = comm_of(t.tid);
-            let before = (self.pending.get(&t.tid)).map(|(m, c)| (m, c.as_str()));
-            if settled(before, (&seen.mask, &comm), t.age_s) {
-                self.read_masks.insert(t.tid, seen.mask);
-                views.push(View {
-                    tid: t.tid,
-                    demand: t.wanted(policy),
-                    spot: None,
-                    idle_polls: 0,
-                    busy_polls: 0,
-                    group: self.group_of(t.pid, groups),
-                });
-            } else {
-                pending.insert(t.tid, (seen.mask, comm));
-            }
-        }
-        self.pending = pending;
-        views
     }
 
     /// Carries out [`decide`]'s actions on `live` threads.
@@ -518,6 +451,24 @@ impl Placer {
         self.owned.insert(tid, owned);
     }
 
+    /// Where it put threads, for the tree walk.
+    pub fn placed(&self) -> Placed<'_> {
+        Placed {
+            owned: &self.owned,
+            follow: &self.follow,
+        }
+    }
+
+    /// Every record written (the report's source when there is no log file).
+    pub fn records(&self) -> &[Record] {
+        self.records.written()
+    }
+
+    /// Takes the records written so far (the run ended).
+    pub fn take_records(&mut self) -> Vec<Record> {
+        self.records.take()
+    }
+
     /// Gives back every claim still held (the task ended).
     pub fn release_all(&mut self) {
         for o in self.owned.values_mut() {
@@ -526,23 +477,6 @@ impl Placer {
             }
         }
     }
-}
-
-/// The claims the shim's records account for, as [`pending_claims`] keys them: each logged
-/// thread's pid and the CPU of its record's slot: where it runs, or, for a thread that roams
-/// the slots' CPUs (and the housekeeper has not moved), its record's slot's CPU. Left out, a
-/// roaming thread's claim stayed pending for good, and a thread without a record on that CPU
-/// (one created behind the shim's back: jemalloc finds `pthread_create` with
-/// `dlsym(RTLD_NEXT)`) was left alone beside a busy one, as if the shim had placed it.
-fn logged_claims(live: &[Live], task_cpus: &[usize]) -> Vec<(i32, usize)> {
-    (live.iter())
-        .filter(|t| t.shim_placed)
-        .filter_map(|t| {
-            let roaming = t.shim_slot.filter(|_| t.shim_roams);
-            let cpu = t.shim_cpu.or_else(|| task_cpus.get(roaming?).copied())?;
-            Some((t.pid, cpu))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -1,17 +1,55 @@
 //! Writing the housekeeper's records to the placement log.
 //!
-//! Owns: the shape of a record with `placed_by: "housekeeper"` ([`Placer::write`]) and the role
-//! the report shows for a thread the housekeeper placed. Must not: place or move anything.
+//! Owns: the shape of a record with `placed_by: "housekeeper"` ([`Placer::write`]), the records
+//! written ([`Records`]), and the role the report shows for a thread the housekeeper placed.
+//! Must not: place or move anything.
 
 use super::{Owned, Placer};
 use crate::housekeeper::policy::placement::Spot;
 use crate::placement_log::Record;
 use goset_plan::log::{Event, PlacedBy, Role};
+use std::fs::File;
 use std::io::Write;
 
-impl Placer {
+/// Where records go: the placement log, and memory (the report's source when there is no log
+/// file).
+pub(super) struct Records {
+    log: Option<File>,
+    written: Vec<Record>,
+}
+
+impl Records {
+    /// Records to `log` (opened `O_APPEND`), if any, and to memory.
+    pub(super) fn new(log: Option<File>) -> Records {
+        Records {
+            log,
+            written: Vec::new(),
+        }
+    }
+
+    /// Every record written.
+    pub(super) fn written(&self) -> &[Record] {
+        &self.written
+    }
+
+    /// Takes the records written so far.
+    pub(super) fn take(&mut self) -> Vec<Record> {
+        std::mem::take(&mut self.written)
+    }
+
     /// Appends one record; one `write` on an `O_APPEND` file, so lines of the shim's processes
     /// and the housekeeper's never interleave.
+    fn push(&mut self, record: Record) {
+        if let Some(f) = &mut self.log {
+            let line = serde_json::to_string(&record).expect("record serialises") + "\n";
+            let _ = f.write(line.as_bytes());
+        }
+        self.written.push(record);
+    }
+}
+
+impl Placer {
+    /// Writes one record of thread `tid`, which `o` describes.
     /// `moved`: for an [`Event::Move`] record, the CPU the thread left and why.
     pub(super) fn write(
         &mut self,
@@ -50,10 +88,6 @@ impl Placer {
             from_cpu,
             reason,
         };
-        if let Some(f) = &mut self.log {
-            let line = serde_json::to_string(&record).expect("record serialises") + "\n";
-            let _ = f.write(line.as_bytes());
-        }
         self.records.push(record);
     }
 }

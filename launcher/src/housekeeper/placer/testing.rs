@@ -2,7 +2,7 @@
 
 pub use super::affinity::Fake;
 use super::{Live, Placer};
-use crate::housekeeper::policy::demand::Activity;
+use crate::housekeeper::policy::activity::Activity;
 use crate::housekeeper::policy::kinship::Kin;
 use goset_plan::SlotTable;
 

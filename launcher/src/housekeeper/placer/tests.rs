@@ -1,8 +1,10 @@
 //! The placer on a fake kernel: placing, giving up, demoting, and reading a scribbled table.
 
 use super::affinity::Fake;
+use super::handover::logged_claims;
 use super::testing::{placer, table, unplaced, WIDE};
 use super::*;
+use crate::housekeeper::policy::claims::{pending_claims, Mask};
 
 /// The tid of the one thread of [`one_thread_placer`].
 const TID: i32 = 101;
@@ -27,12 +29,12 @@ fn places_an_unplaced_thread_and_releases_its_slot_when_it_ends() {
     assert_eq!(p.owned[&TID].spot, Spot::Slot(0));
     assert_eq!(fake.get(TID), Mask::Cpus(vec![cpu]));
     assert_eq!(
-        p.records[0].placed_by,
+        p.records()[0].placed_by,
         Some(goset_plan::log::PlacedBy::Housekeeper)
     );
     p.step(&[], &[TID], &Policy::default(), &|_| "w".into());
     assert_eq!(t.live(0), 0);
-    assert_eq!(p.records.last().unwrap().event, Event::Exit);
+    assert_eq!(p.records().last().unwrap().event, Event::Exit);
 }
 
 #[test]
@@ -53,7 +55,7 @@ fn a_thread_someone_else_moved_is_given_up_and_placed_afresh() {
     fake.put(TID, &[elsewhere]);
     // Asleep, so left unread this poll: its mask is checked all the same.
     step(&mut p, false);
-    let events: Vec<(&str, Option<usize>)> = (p.records.iter())
+    let events: Vec<(&str, Option<usize>)> = (p.records().iter())
         .map(|r| (r.event.as_str(), r.cpu))
         .collect();
     assert_eq!(
@@ -82,15 +84,15 @@ fn a_thread_whose_mask_is_changing_is_placed_once_it_holds_still() {
     };
     // Newborn: given a poll.
     step(&mut p, 0.0);
-    assert!(p.records.is_empty());
+    assert!(p.records().is_empty());
     // Then sent to the park CPU, its record not yet written (as the shim does with
     // --main-on-housekeeper while the housekeeper holds that CPU).
     fake.put(TID, &[cpu]);
     step(&mut p, 1.0);
-    assert!(p.records.is_empty(), "placed while its mask changed");
+    assert!(p.records().is_empty(), "placed while its mask changed");
     // Still unlogged a poll later, with the same mask: nobody's placement, placed.
     step(&mut p, 1.1);
-    let events: Vec<&str> = p.records.iter().map(|r| r.event.as_str()).collect();
+    let events: Vec<&str> = p.records().iter().map(|r| r.event.as_str()).collect();
     assert_eq!(events, ["place"], "{:?}", p.failures);
     p.release_all();
 }

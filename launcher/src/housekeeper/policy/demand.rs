@@ -1,85 +1,17 @@
-//! The demand rule: which threads count as running or busy on a slot, which take turns, and
-//! which busy thread moves where. Pure functions of what the housekeeper read; the placer
-//! observes and carries the answers out.
+//! The demand rule: busy threads the shim placed never double up while a slot has none, and
+//! move to faster CPUs. A pure function of what the housekeeper read ([`rebalance`]); the
+//! placer observes and carries the answers out. What counts as busy is [`super::activity`]'s.
 //!
-//! - A thread *ran* on its slot when it ran at all since the last poll ([`ran_there`]): each
-//!   slot's count of such threads is published in the slot table, and the shim gives a new
-//!   thread a slot where none ran (a pool thread that lives a few milliseconds runs all the
-//!   same, and one that woke briefly may wake again).
-//! - A thread is *busy* when it wanted at least [`Policy::burn`] of a CPU and ran
-//!   ([`is_busy`]: a thread that did not run is never counted, runnable or not), and *steady*
-//!   when it was busy on the same slot at the poll before ([`steady`]).
 //! - Busy threads never double up while a slot has none ([`rebalance`]), within two polls of
-//!   both being busy (a roaming thread that computes at its first busy poll), and a thread
-//!   moves at most once a [`DWELL_S`] ([`rested`]).
+//!   both being busy (*steady*: busy on the same slot at the poll before, [`steady`]; a
+//!   roaming thread that computes counts at its first busy poll), and a thread moves at most
+//!   once a [`DWELL_S`] ([`rested`]).
 //! - A busy thread alone on a slot of a slower CPU kind moves to a free slot of a faster one
 //!   ([`rebalance`]), under the same limits: steady, movable, one move a [`DWELL_S`].
-//! - A thread that *takes turns* (many short runs, nearly all ended by sleeping:
-//!   [`takes_turns`]) gains nothing from a CPU of its own and loses a cross-CPU wakeup at each
-//!   turn: it runs on the whole reservation, where the kernel keeps a waker and its wakee
-//!   together, until it computes again.
-//! - The housekeeper places a thread nobody placed only once its mask holds still and it is
-//!   older than [`GRACE_S`] ([`settled`]).
-
-use super::claims::Mask;
-use super::thresholds::Policy;
-use goset_plan::CpuSet;
-use std::collections::BTreeSet;
-
-/// A thread younger than this at first sight is given until the next poll: the shim places its
-/// threads within microseconds of their birth, and must not find a slot claimed twice.
-pub const GRACE_S: f64 = 0.02;
 
 /// Seconds after a move during which the thread is not moved again: a thread follows a change
 /// of demand, never the noise of one reading.
 pub const DWELL_S: f64 = 1.0;
-
-/// Runs between two reads from which a thread's runs tell whether it takes turns.
-pub const TURN_RUNS: u64 = 20;
-/// The longest average run of a thread that takes turns.
-pub const TURN_RUN_NS: u64 = 200_000;
-/// The share of a thread's switches it must have made itself (it slept) to take turns.
-pub const TURN_VOLUNTARY: f64 = 0.9;
-/// The most of a CPU a thread that takes turns uses: one that runs more overlaps its partner.
-pub const TURN_RAN: f64 = 0.75;
-
-/// What a thread did between its last two reads.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Activity {
-    /// Share of a CPU it ran (run time over wall time).
-    pub ran: f64,
-    /// Times it was scheduled in.
-    pub runs: u64,
-    /// Its run time, in nanoseconds.
-    pub run_ns: u64,
-    /// Switches it made by sleeping.
-    pub voluntary: u64,
-    /// Switches it was made to make (preempted).
-    pub involuntary: u64,
-    /// The CPU it last ran on, when it ran since the last read (`stat` field 39).
-    pub ran_on: Option<usize>,
-}
-
-/// The demand the rules see: a runnable thread wants at least [`Policy::burn`], whatever share
-/// of its CPU it got (several threads on one CPU, or a starved vCPU, each get a small share
-/// and would never look busy enough to be given a CPU of their own).
-pub fn wanted(demand: f64, runnable: bool, policy: &Policy) -> f64 {
-    if runnable {
-        demand.max(policy.burn)
-    } else {
-        demand
-    }
-}
-
-/// Busy: it wanted at least [`Policy::burn`] of a CPU, and it ran since the last read.
-pub fn is_busy(demand: f64, runnable: bool, a: &Activity, policy: &Policy) -> bool {
-    a.run_ns > 0 && wanted(demand, runnable, policy) >= policy.burn
-}
-
-/// It ran on its CPU since the last poll: it counts as running there for a new thread.
-pub fn ran_there(a: &Activity) -> bool {
-    a.run_ns > 0
-}
 
 /// Busy on `slot` now, and on the same slot at the poll before (`before`).
 pub fn steady(before: Option<usize>, slot: usize) -> bool {
@@ -89,55 +21,6 @@ pub fn steady(before: Option<usize>, slot: usize) -> bool {
 /// Whether a thread last moved at `moved_at_s` (seconds into the run) may move at `now_s`.
 pub fn rested(moved_at_s: Option<f64>, now_s: f64) -> bool {
     moved_at_s.is_none_or(|at| now_s - at >= DWELL_S)
-}
-
-/// Whether the housekeeper may place a thread nobody claims: its mask and its name are the
-/// ones seen at the poll before (`before`; a mask being set is the shim's or the program's
-/// doing, and a name that changed may be an `execve` whose new image's shim is about to place
-/// the thread: a static shell's child between its exec and the new image's constructor), or,
-/// at first sight, it is older than [`GRACE_S`].
-pub fn settled(before: Option<(&Mask, &str)>, now: (&Mask, &str), age_s: f64) -> bool {
-    match before {
-        Some(b) => b == now,
-        None => age_s >= GRACE_S,
-    }
-}
-
-/// A thread that takes turns with another: many short runs, nearly every one ended by going
-/// to sleep, and less than [`TURN_RAN`] of a CPU in all. A pipe's two ends, a request and its
-/// reply: the two never run at the same time, and one CPU serves both better than two.
-pub fn takes_turns(a: &Activity) -> bool {
-    let switches = a.voluntary + a.involuntary;
-    a.runs >= TURN_RUNS
-        && a.run_ns / a.runs < TURN_RUN_NS
-        && switches > 0
-        && a.voluntary as f64 >= TURN_VOLUNTARY * switches as f64
-        && a.ran < TURN_RAN
-}
-
-/// The CPUs a thread that takes turns ([`takes_turns`]) on slot `slot` runs on from then on:
-/// its slot's CPU and those of the slots where no thread computes (`computing`: compute threads
-/// keep their CPUs to themselves); `None` when that is its own CPU alone (it stays where it is).
-pub fn turn_reservation(
-    slot: usize,
-    task_cpus: &[usize],
-    computing: &BTreeSet<usize>,
-) -> Option<CpuSet> {
-    let mut reservation = CpuSet::single(*task_cpus.get(slot)?);
-    for (s, &cpu) in task_cpus.iter().enumerate() {
-        if !computing.contains(&s) {
-            reservation.insert(cpu);
-        }
-    }
-    (reservation.count() >= 2).then_some(reservation)
-}
-
-/// A thread that computes: busy, in runs longer than a turn's ([`TURN_RUN_NS`] on average; a
-/// thread that ran throughout was scheduled in once or not at all). A thread on the reservation
-/// gets a CPU of its own only when it computes: two that take turns on one CPU preempt each
-/// other at each wakeup and no longer look like they take turns, but their runs stay short.
-pub fn computes(busy: bool, a: &Activity) -> bool {
-    busy && a.run_ns / a.runs.max(1) >= TURN_RUN_NS
 }
 
 /// A busy thread as [`rebalance`] sees it.
@@ -438,82 +321,6 @@ mod tests {
         // A poll later the newborn sleeps: its slot is a target again.
         let moves = rebalance(&[b(10, 0), roam(12, 0)], &[2, 1], &[], &[false, false], &[]);
         assert_eq!(moved(&moves), [(12, 1)]);
-    }
-
-    #[test]
-    fn a_thread_that_did_not_run_is_never_busy() {
-        let policy = Policy::default();
-        let ran = Activity {
-            run_ns: 1,
-            ..Activity::default()
-        };
-        assert!(is_busy(0.9, false, &ran, &policy));
-        assert!(
-            is_busy(0.0, true, &ran, &policy),
-            "runnable: starved, wants"
-        );
-        assert!(!is_busy(0.9, true, &Activity::default(), &policy));
-        assert!(!is_busy(0.1, false, &ran, &policy));
-        assert!(ran_there(&ran));
-        assert!(!ran_there(&Activity::default()));
-    }
-
-    #[test]
-    fn a_thread_of_many_short_sleeps_takes_turns_and_a_compute_thread_does_not() {
-        // perf bench sched pipe: 7441 runs of 15 us in 0.3 s, all but 2 switches voluntary.
-        let pipe = Activity {
-            ran: 0.38,
-            runs: 7441,
-            run_ns: 115_753_259,
-            voluntary: 7488,
-            involuntary: 2,
-            ran_on: None,
-        };
-        assert!(takes_turns(&pipe));
-        assert!(!computes(true, &pipe));
-        // A compute thread: long runs, preempted now and then.
-        let compute = Activity {
-            ran: 0.98,
-            runs: 30,
-            run_ns: 98_000_000,
-            voluntary: 2,
-            involuntary: 28,
-            ran_on: None,
-        };
-        assert!(!takes_turns(&compute));
-        assert!(computes(true, &compute));
-        // Short runs but preempted: it competes, it does not take turns. Nor does it compute:
-        // two that take turns on one CPU preempt each other at each wakeup.
-        let shared = Activity {
-            involuntary: 3000,
-            ..pipe
-        };
-        assert!(!takes_turns(&shared));
-        assert!(!computes(true, &shared));
-        // A thread that ran throughout: never scheduled in again.
-        let throughout = Activity { runs: 0, ..compute };
-        assert!(computes(true, &throughout) && !computes(false, &throughout));
-        // Short voluntary runs that fill a CPU: overlapping, not taking turns.
-        assert!(!takes_turns(&Activity { ran: 0.9, ..pipe }));
-        // Too few runs to tell.
-        assert!(!takes_turns(&Activity {
-            runs: 5,
-            voluntary: 5,
-            involuntary: 0,
-            ..pipe
-        }));
-    }
-
-    #[test]
-    fn a_thread_is_placed_once_its_mask_holds_still() {
-        let one = Mask::Cpus(vec![1]);
-        let two = Mask::Cpus(vec![0, 1]);
-        assert!(!settled(None, (&one, "sh"), GRACE_S / 2.0));
-        assert!(settled(None, (&one, "sh"), GRACE_S));
-        assert!(!settled(Some((&two, "sh")), (&one, "sh"), 5.0));
-        assert!(settled(Some((&one, "sh")), (&one, "sh"), 0.0));
-        // The same mask under a new name: an exec, whose shim may be placing the thread now.
-        assert!(!settled(Some((&one, "sh")), (&one, "omp_gomp"), 5.0));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! tree walk carry the decisions out.
 //!
 //! - [`placement`]: threads nobody placed get a slot or are parked, by demand and slot load.
+//! - [`activity`]: what a thread did, and whether it ran or was busy.
 //! - [`demand`]: busy threads the shim placed spread out, and move to faster CPUs.
+//! - [`turns`]: threads that take turns run on the whole reservation.
 //! - [`claims`]: which threads someone else already placed are left alone.
 //! - [`kinship`]: how a thread's process stands with the shim.
 //! - [`noise`]: a slot moves off a task CPU that turns noisy.
@@ -11,6 +13,7 @@
 //!
 //! [`thresholds`] holds the [`thresholds::Policy`] they share.
 
+pub mod activity;
 pub mod cadence;
 pub mod claims;
 pub mod demand;
@@ -18,3 +21,4 @@ pub mod kinship;
 pub mod noise;
 pub mod placement;
 pub mod thresholds;
+pub mod turns;

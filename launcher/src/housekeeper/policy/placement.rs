@@ -10,7 +10,8 @@
 //! `--cgroup`), the sleepers parked there sit on that slot's CPU: a burner goes beside them
 //! only when no slot is empty, and one there moves to an empty slot.
 
-use super::demand::wanted;
+use super::activity::wanted;
+use super::claims::Mask;
 use super::thresholds::Policy;
 
 /// Where a thread the housekeeper placed is.
@@ -255,9 +256,37 @@ fn place_burners(threads: &[&View], loads: &mut Loads, policy: &Policy, actions:
     }
 }
 
+/// A thread younger than this at first sight is given until the next poll: the shim places its
+/// threads within microseconds of their birth, and must not find a slot claimed twice.
+pub const GRACE_S: f64 = 0.02;
+
+/// Whether the housekeeper may place a thread nobody claims: its mask and its name are the
+/// ones seen at the poll before (`before`; a mask being set is the shim's or the program's
+/// doing, and a name that changed may be an `execve` whose new image's shim is about to place
+/// the thread: a static shell's child between its exec and the new image's constructor), or,
+/// at first sight, it is older than [`GRACE_S`].
+pub fn settled(before: Option<(&Mask, &str)>, now: (&Mask, &str), age_s: f64) -> bool {
+    match before {
+        Some(b) => b == now,
+        None => age_s >= GRACE_S,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_is_placed_once_its_mask_holds_still() {
+        let one = Mask::Cpus(vec![1]);
+        let two = Mask::Cpus(vec![0, 1]);
+        assert!(!settled(None, (&one, "sh"), GRACE_S / 2.0));
+        assert!(settled(None, (&one, "sh"), GRACE_S));
+        assert!(!settled(Some((&two, "sh")), (&one, "sh"), 5.0));
+        assert!(settled(Some((&one, "sh")), (&one, "sh"), 0.0));
+        // The same mask under a new name: an exec, whose shim may be placing the thread now.
+        assert!(!settled(Some((&one, "sh")), (&one, "omp_gomp"), 5.0));
+    }
 
     /// A thread whose demand held for the polls the policy waits for.
     fn v(tid: i32, demand: f64, spot: Option<Spot>, idle_polls: u32) -> View {

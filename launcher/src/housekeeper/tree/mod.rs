@@ -16,7 +16,7 @@ mod read;
 mod tests;
 
 use super::logtail::LogTail;
-use super::placer::{Live, Placer};
+use super::placer::{Live, Placed};
 use super::policy::cadence::{self, rest_cap, ALL_CHILDREN_EVERY};
 use super::threads;
 use super::tracked::{Mode, Tracked};
@@ -68,8 +68,10 @@ pub struct Seen<'a> {
     pub churning: bool,
     /// The placement log as followed so far, when there is one.
     pub log: Option<&'a LogTail>,
-    /// The placer: the slot table, and the threads it placed or moved.
-    pub placer: &'a Placer,
+    /// Live threads whose slot-table records are deferred ([`goset_plan::SlotTable::deferring`]).
+    pub deferring: usize,
+    /// Where the placer put threads.
+    pub placed: Placed<'a>,
 }
 
 /// What one poll found as it walked the tree.
@@ -237,7 +239,7 @@ impl Tree {
             self.forget_process(pid, &known, &mut p.out.ended);
             return;
         }
-        let deferring = p.seen.placer.table().deferring() as usize;
+        let deferring = p.seen.deferring;
         // The threads the log named since the last poll are looked up by their tids.
         let logged = fresh_logged(p.seen, pid, &known);
         let unchanged = self.count_holds(pid, &known, count, logged.len(), deferring, p);
@@ -343,7 +345,7 @@ impl Tree {
     fn reconcile_count(&mut self, v: &mut Visit, count: usize, p: &mut Pass) {
         let wait = cadence::listing_wait(p.seen.churning, v.known.len());
         let listed_lately = self.listed_within(v.pid, p.seen.now, wait);
-        let deferring = p.seen.placer.table().deferring() as usize;
+        let deferring = p.seen.deferring;
         if cadence::adds_up(count, v.alive.len(), deferring) || listed_lately {
             return;
         }

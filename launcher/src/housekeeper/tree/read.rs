@@ -6,7 +6,7 @@ use super::{Pass, Seen, Tree, Visit};
 use crate::fsroot::ReadError;
 use crate::housekeeper::logtail::ShimThread;
 use crate::housekeeper::placer::Live;
-use crate::housekeeper::policy::demand::Activity;
+use crate::housekeeper::policy::activity::Activity;
 use crate::housekeeper::policy::kinship::Kin;
 use crate::housekeeper::threads;
 use crate::housekeeper::tracked::{Polled, Tracked};
@@ -156,7 +156,7 @@ impl Tree {
         // housekeeper gave it.
         let assigned = match shim {
             Some(s) => s.cpu,
-            None => p.seen.placer.owned.get(&tid).map(|o| o.cpu),
+            None => p.seen.placed.cpu_of(tid),
         };
         let t = match self.threads.entry(tid) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -222,7 +222,7 @@ impl Tree {
 /// What the shim's records say of `tid`, with the CPU the housekeeper moved it to since.
 fn shim_of(seen: &Seen, tid: i32) -> Option<ShimThread> {
     let mut shim = seen.log.and_then(|l| l.shim.get(&tid)).copied()?;
-    if let Some(cpu) = seen.placer.relocated(tid, shim.cpu) {
+    if let Some(cpu) = seen.placed.relocated(tid, shim.cpu) {
         shim.cpu = Some(cpu);
     }
     Some(shim)

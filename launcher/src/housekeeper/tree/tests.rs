@@ -27,7 +27,8 @@ fn walk(tree: &mut Tree, fake: &FakeProc, placer: &Placer, all_children: bool) -
         all_children,
         churning: false,
         log: None,
-        placer,
+        deferring: 0,
+        placed: placer.placed(),
     };
     tree.walk(&fake.root(), &seen)
 }

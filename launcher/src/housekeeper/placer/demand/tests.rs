@@ -3,8 +3,8 @@
 use super::super::affinity::{Affinity, Fake};
 use super::super::testing::{ran, table, unplaced};
 use super::*;
+use crate::housekeeper::policy::activity::Activity;
 use crate::housekeeper::policy::claims::Mask;
-use crate::housekeeper::policy::demand::Activity;
 
 #[test]
 fn a_compute_thread_on_a_slower_kind_takes_a_free_slot_of_a_faster_one() {
@@ -35,7 +35,7 @@ fn a_compute_thread_on_a_slower_kind_takes_a_free_slot_of_a_faster_one() {
     p.step(&[worker], &[], &policy, &|_| "w".into());
     assert_eq!(fake.get(tid), Mask::Cpus(vec![0]), "{:?}", p.failures);
     let why = p
-        .records
+        .records()
         .last()
         .and_then(|r| r.reason.clone())
         .unwrap_or_default();
@@ -104,24 +104,24 @@ fn a_launcher_that_computes_leaves_the_housekeeper_cpu_for_a_free_slot() {
         "the record moved to slot 1: {slots:?} (was {record:?})"
     );
     let why = p
-        .records
+        .records()
         .last()
         .and_then(|r| r.reason.clone())
         .unwrap_or_default();
     assert!(why.contains("launcher computes"), "{why}");
     // Computing on: it stays where it was seated, with no further move (the tree walk reports
     // a moved thread's CPU as the shim's).
-    let moves = p.records.len();
+    let moves = p.records().len();
     let seated = Live {
         shim_cpu: Some(1),
         ..launcher
     };
     p.step(&[computing, seated], &[], &policy, &|_| "sh".into());
     assert_eq!(
-        p.records.len(),
+        p.records().len(),
         moves,
         "seated once: {:?}",
-        p.records.last()
+        p.records().last()
     );
     assert_eq!(fake.get(shell), Mask::Cpus(vec![1]), "{:?}", p.failures);
     // Waiting again: back to the housekeeper CPU, its record given back.
