@@ -94,7 +94,7 @@ pub fn preload_entry(dir: &Path, shim: &Path, have_links: bool) -> std::ffi::OsS
 /// The run directory's folder of shim links.
 const LIB_DIR: &str = "lib";
 /// The shim's file name.
-const SHIM: &str = "libgoset.so";
+const SHIM: &str = goset_plan::vars::SHIM_FILE;
 
 /// Makes `dir/lib/<name>/libgoset.so` a link to `shim` for every platform name; returns
 /// whether glibc's loader finds the shim through them (see [`loader_expands`]).

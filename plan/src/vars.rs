@@ -23,3 +23,6 @@ pub const LOG: &str = "GOSET_LOG";
 /// A descriptor of the placement log, open for appending, that goset-run's task inherits: a
 /// process that may not open the log itself (it switched to another user) writes there.
 pub const LOG_FD: &str = "GOSET_LOG_FD";
+
+/// The shim's file name, as `LD_PRELOAD` names it (in the run directory, or where installed).
+pub const SHIM_FILE: &str = "libgoset.so";

@@ -303,8 +303,8 @@ impl Housekeeper {
     }
 
     /// How the process of each thread that nobody answers for stands with the shim (see
-    /// [`Kin`]): from the executable the shim logged for it, the one it runs now, and its
-    /// parent's. Only those processes' executables are looked up, once a poll.
+    /// [`Kin`]): from the executable the shim logged for it, the one it runs now, its parent's,
+    /// and whether it preloads the shim. Only those processes are looked up, once a poll.
     fn set_kin(&self, live: &mut [Live]) {
         let open = |t: &Live| !t.shim_placed && !self.placer.owned.contains_key(&t.tid);
         if !live.iter().any(open) {
@@ -334,11 +334,16 @@ impl Housekeeper {
                 })
                 .clone()
         };
+        let root = &self.root;
+        let mut preloads = |pid: i32| {
+            let exe = crate::elf::read_file(&root.path(&format!("/proc/{pid}/exe")));
+            exe.loads_shim() && crate::procfs::environ::preloads_shim(root, pid)
+        };
         let mut kins: BTreeMap<i32, Kin> = BTreeMap::new();
         for t in live.iter_mut().filter(|t| open(t)) {
             let kin = *kins
                 .entry(t.pid)
-                .or_insert_with(|| kinship::kin_of(t.pid, &lineage, &mut exe));
+                .or_insert_with(|| kinship::kin_of(t.pid, &lineage, &mut exe, &mut preloads));
             // A thread never read has run no time that counts.
             let ran_ns = (self.tree.threads.get(&t.tid)).map_or(0, |x| x.cpu_ns());
             t.kin = kinship::kin_after_run(kin, ran_ns);

@@ -63,7 +63,8 @@ pub fn pending_claims(
 /// - a thread allowed every planned CPU (more than one) whose process holds a claim no logged
 ///   thread accounts for, on any slot: the shim let it roam (born while every slot had a
 ///   running thread), its record is yet to come;
-/// - every thread of a [`Kin::Fork`] process: the shim's fork handler places it;
+/// - every thread of a [`Kin::Fork`] process: the shim's fork handler places it; and of a
+///   [`Kin::Loading`] one: its shim places it once the loader is done;
 /// - every thread of a [`Kin::Goset`] process (a nested goset-run): it places itself;
 /// - a thread allowed the park CPU only, in a [`Kin::Shim`] process: a helper or launcher
 ///   thread the shim put there;
@@ -106,7 +107,7 @@ pub fn leave_alone(
         let t = &unclaimed[i];
         left[i] = match (t.kin, &t.mask, single(t)) {
             (_, Mask::Unknown, _) => true,
-            (Kin::Fork | Kin::Goset, _, _) => true,
+            (Kin::Fork | Kin::Loading | Kin::Goset, _, _) => true,
             (_, _, Some(cpu)) => {
                 let claim = pending.get_mut(&(t.pid, cpu)).filter(|n| **n > 0);
                 let claimed = claim.map(|n| *n -= 1).is_some();
