@@ -14,10 +14,9 @@
 //! The tree: every process found is followed until its `/proc/<pid>/task` is gone, and every
 //! thread until its own files are gone or it is a zombie, whether its parent runs or not (a
 //! shell or `mpirun` waits in `wait4` for the whole run). New processes are found in
-//! `/proc/<pid>/task/<tid>/children` (`CONFIG_PROC_CHILDREN`) of each thread that ran since the
-//! last poll (only a running thread forks), of every thread of a process that lost one (its
-//! children move to a sibling), and of every thread once a second (a `CLONE_PARENT` child);
-//! where that file does not exist, by scanning the ppid of every `/proc/<pid>/stat`. What
+//! `/proc/<pid>/task/<tid>/children` (`CONFIG_PROC_CHILDREN`); whose are read at which poll is
+//! the tree walk's rule (`tree`; described in docs/housekeeper.md, `children`); where that
+//! file does not exist, by scanning the ppid of every `/proc/<pid>/stat`. What
 //! cannot be counted: a thread or process that is born and ends between two polls; what a
 //! thread did after the last poll before it ended; a process whose parent ended before the
 //! poll that would have seen it (it is re-parented out of the tree). The `wait4` rusage in the
@@ -209,10 +208,9 @@ impl Housekeeper {
     /// the tids born since the last poll are looked up if they are few next to its threads; a
     /// thread that keeps sleeping is read less and less often (at least every 250 ms), a main
     /// thread every poll. A thread ends when its own files are gone or it is a zombie, a
-    /// process when its `/proc/<pid>/task` is gone. New processes are found in the `children`
-    /// of the threads that ran (only a running thread forks), of the leader of a process that
-    /// lost a thread (its children move there), and of every thread once a second, when every
-    /// thread is also read and every process listed.
+    /// process when its `/proc/<pid>/task` is gone. New processes are found in `children`
+    /// files as the tree walk's rule says (see the module's doc); once a second every thread is
+    /// also read and every process listed.
     pub fn poll(&mut self) {
         self.polls += 1;
         if let Some(log) = &mut self.log {
