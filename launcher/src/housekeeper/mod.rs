@@ -283,17 +283,16 @@ impl Housekeeper {
         let comm = |tid: i32| comm_of(threads, tid);
         for m in moves {
             let figures = noise.get(&m.from).copied().flatten().unwrap_or_default();
-            let reason = format!(
-                "noise: cpu {} at {:.0}% (other load {:.0}%, steal {:.0}%, {:.0} irq/s) for {} polls, spare cpu {} at {:.0}%",
-                m.from,
-                m.from_pct,
-                figures.other_pct,
-                figures.steal_pct,
-                figures.irq_per_s,
-                m.polls,
-                m.to,
-                m.to_pct
-            );
+            let reason = placer::MoveReason::Noise {
+                from: m.from,
+                from_pct: m.from_pct,
+                other_pct: figures.other_pct,
+                steal_pct: figures.steal_pct,
+                irq_per_s: figures.irq_per_s,
+                polls: m.polls,
+                to: m.to,
+                to_pct: m.to_pct,
+            };
             self.placer.move_slot(&m, live, &reason, &comm);
             self.spares.retain(|&c| c != m.to);
             self.spares.push(m.from);

@@ -2,7 +2,7 @@
 //! count published for the shim's births, threads that take turns widened, busy threads moved to
 //! a slot with no busy thread.
 
-use super::{Live, Owned, Placer};
+use super::{Live, MoveReason, Owned, Placer};
 use crate::housekeeper::policy::activity::ran_there;
 use crate::housekeeper::policy::claims::Mask;
 use crate::housekeeper::policy::demand::{rebalance, rested, steady, Busy, Move};
@@ -103,13 +103,9 @@ impl Placer {
                 spot: Spot::Parked,
                 ..Owned::moved(t.pid, comm_of(t.tid), slot, park)
             };
-            let (to, back) = if shared {
-                (None, "the slots' cpus".to_string())
-            } else {
-                (Some(park), format!("the housekeeper cpu {park}"))
-            };
-            let why = format!("demand: a launcher waits again on cpu {cpu}: back to {back}");
-            self.write(t.tid, &parked, Event::Move, to, Some((Some(cpu), why)));
+            let back = (!shared).then_some(park);
+            let why = MoveReason::LauncherWaits { cpu, back };
+            self.write(t.tid, &parked, Event::Move, back, Some((Some(cpu), why)));
         }
     }
 
@@ -207,13 +203,12 @@ impl Placer {
         let switches = (a.voluntary + a.involuntary).max(1);
         let mut cpus = String::new();
         let _ = goset_plan::cpulist::write_ranges(&mut cpus, &reservation);
-        let reason = format!(
-            "takes turns: {} runs of {} us on average since the last poll, {}% of its \
-             switches voluntary: runs on cpus {cpus}",
-            a.runs,
-            a.run_ns / a.runs.max(1) / 1000,
-            a.voluntary * 100 / switches
-        );
+        let reason = MoveReason::TakesTurns {
+            runs: a.runs,
+            avg_run_us: a.run_ns / a.runs.max(1) / 1000,
+            voluntary_pct: a.voluntary * 100 / switches,
+            cpus,
+        };
         let widened = Owned::moved(t.pid, comm_of(t.tid), slot, from);
         self.write(
             t.tid,
@@ -408,34 +403,30 @@ impl Placer {
         self.demand.moved_at.insert(t.tid, now_s);
         self.follow.relocate(t, cpu);
         let moved = Owned::moved(t.pid, comm_of(t.tid), m.to, cpu);
+        let (park, slot) = (self.park_cpu, m.to);
         let (left, reason) = if m.roamed && t.shim_launcher {
-            let why = format!(
-                "demand: a launcher computes on the housekeeper cpu {}, no busy thread on \
-                 slot {} (cpu {cpu})",
-                self.park_cpu, m.to
-            );
-            (Some(self.park_cpu), why)
+            (Some(park), MoveReason::LauncherComputes { park, slot, cpu })
         } else if m.roamed {
-            let why = format!(
-                "demand: computes on the reservation, no busy thread on slot {} (cpu {cpu})",
-                m.to
-            );
-            (None, why)
+            (None, MoveReason::Roams { slot, cpu })
         } else if crowd < 2 {
             let speed = |c: usize| self.speed.get(&c).copied().unwrap_or(1000) as f64 / 1000.0;
-            let why = format!(
-                "demand: busy on slot {} (cpu {from_cpu}, speed {:.2}), slot {} free on a faster kind (cpu {cpu}, speed {:.2})",
-                m.from,
-                speed(from_cpu),
-                m.to,
-                speed(cpu)
-            );
+            let why = MoveReason::FasterKind {
+                from_slot: m.from,
+                from_cpu,
+                from_speed: speed(from_cpu),
+                slot,
+                cpu,
+                speed: speed(cpu),
+            };
             (Some(from_cpu), why)
         } else {
-            let why = format!(
-                "demand: {crowd} busy threads on slot {} (cpu {from_cpu}), none on slot {} (cpu {cpu})",
-                m.from, m.to
-            );
+            let why = MoveReason::Crowded {
+                crowd,
+                from_slot: m.from,
+                from_cpu,
+                slot,
+                cpu,
+            };
             (Some(from_cpu), why)
         };
         self.write(t.tid, &moved, Event::Move, Some(cpu), Some((left, reason)));

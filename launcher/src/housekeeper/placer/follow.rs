@@ -5,7 +5,7 @@
 //! a slot left), and where the housekeeper moved threads the shim placed ([`Follow`]). Must
 //! not: decide which slot moves (the noise rule does, [`crate::housekeeper::policy::noise`]).
 
-use super::{Live, Owned, Placer};
+use super::{Live, MoveReason, Owned, Placer};
 use crate::housekeeper::policy::claims::Mask;
 use crate::housekeeper::policy::noise::NoiseMove;
 use crate::housekeeper::policy::placement::holds_slot;
@@ -71,7 +71,7 @@ impl Placer {
         &mut self,
         m: &NoiseMove,
         live: &[Live],
-        reason: &str,
+        reason: &MoveReason,
         comm_of: &dyn Fn(i32) -> String,
     ) {
         self.table.move_slot(m.slot, m.to);
@@ -91,7 +91,11 @@ impl Placer {
             .collect();
         for (cpu, slot) in retired {
             let to = self.task_cpus.get(slot).copied().unwrap_or(cpu);
-            let reason = format!("slot {slot} moved from cpu {cpu} to cpu {to}");
+            let reason = MoveReason::SlotMoved {
+                slot,
+                from: cpu,
+                to,
+            };
             self.follow_slot(cpu, slot, live.iter().filter(|t| t.read), &reason, comm_of);
         }
     }
@@ -102,7 +106,7 @@ impl Placer {
         from: usize,
         slot: usize,
         threads: impl Iterator<Item = &'a Live>,
-        reason: &str,
+        reason: &MoveReason,
         comm_of: &dyn Fn(i32) -> String,
     ) {
         let Some(&to) = self.task_cpus.get(slot) else {
@@ -133,7 +137,7 @@ impl Placer {
                 &moved,
                 Event::Move,
                 Some(to),
-                Some((Some(from), reason.to_string())),
+                Some((Some(from), reason.clone())),
             );
         }
     }
@@ -169,7 +173,12 @@ mod tests {
             polls: 3,
         };
         let live = [shim(worker, true), shim(helper, false)];
-        p.move_slot(&m, &live, "noise", &|_| "w".into());
+        let why = MoveReason::SlotMoved {
+            slot: 0,
+            from: c0,
+            to: c1,
+        };
+        p.move_slot(&m, &live, &why, &|_| "w".into());
         assert_eq!(p.task_cpus(), [c1]);
         assert_eq!(fake.get(worker), Mask::Cpus(vec![c1]), "{:?}", p.failures);
         assert_eq!(

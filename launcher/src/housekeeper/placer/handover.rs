@@ -8,7 +8,7 @@
 //! thread whose mask changed since the poll read it ([`Placer::changed_since_read`]), with the
 //! state of all that ([`HandOver`]). Must not: decide where a thread goes (the policy does).
 
-use super::{Groups, Live, Owned, Placer};
+use super::{Groups, Live, MoveReason, Owned, Placer};
 use crate::housekeeper::policy::claims::{leave_alone, pending_claims, Mask, Unclaimed};
 use crate::housekeeper::policy::placement::{settled, Spot, View};
 use crate::housekeeper::policy::thresholds::Policy;
@@ -150,12 +150,8 @@ impl Placer {
             return;
         };
         if self.pin(t.tid, cpu).is_ok() {
-            let why = format!(
-                "hand over: the shim placed it on cpu {cpu} before this housekeeper's pin to \
-                 cpu {} landed",
-                o.cpu
-            );
             let from = o.cpu;
+            let why = MoveReason::HandOver { cpu, pinned: from };
             let back = Owned {
                 spot: t.shim_slot.map_or(Spot::Parked, Spot::Slot),
                 cpu,

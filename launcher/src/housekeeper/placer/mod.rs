@@ -29,6 +29,7 @@ mod affinity;
 mod demand;
 mod follow;
 mod handover;
+mod reason;
 mod records;
 use demand::Demand;
 use follow::Follow;
@@ -37,6 +38,7 @@ use records::Records;
 #[cfg(test)]
 pub(in crate::housekeeper) mod testing;
 pub use affinity::{Affinity, Kernel};
+pub use reason::MoveReason;
 pub use records::role_of;
 
 /// A thread the housekeeper placed.

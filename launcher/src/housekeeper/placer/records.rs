@@ -4,7 +4,7 @@
 //! written ([`Records`]), and the role the report shows for a thread the housekeeper placed.
 //! Must not: place or move anything.
 
-use super::{Owned, Placer};
+use super::{MoveReason, Owned, Placer};
 use crate::housekeeper::policy::placement::Spot;
 use crate::placement_log::Record;
 use goset_plan::log::{Event, PlacedBy, Role};
@@ -57,7 +57,7 @@ impl Placer {
         o: &Owned,
         event: Event,
         cpu: Option<usize>,
-        moved: Option<(Option<usize>, String)>,
+        moved: Option<(Option<usize>, MoveReason)>,
     ) {
         let (from_cpu, reason) = moved.unzip();
         let from_cpu = from_cpu.flatten();
@@ -86,7 +86,7 @@ impl Placer {
             roams: event == Event::Move && cpu.is_none(),
             placed_by: Some(PlacedBy::Housekeeper),
             from_cpu,
-            reason,
+            reason: reason.map(|r| r.to_string()),
         };
         self.records.push(record);
     }
