@@ -267,11 +267,22 @@ impl Housekeeper {
             return;
         };
         let pct = |cpu: usize| noise.get(&cpu).copied().flatten().map(|n| n.pct());
-        let slots: Vec<(usize, usize, f64)> = (self.placer.task_cpus().iter().enumerate())
-            .filter_map(|(slot, &cpu)| Some((slot, cpu, pct(cpu)?)))
+        let slots: Vec<noise::SlotNoise> = (self.placer.task_cpus().iter().enumerate())
+            .filter_map(|(slot, &cpu)| {
+                Some(noise::SlotNoise {
+                    slot,
+                    cpu,
+                    pct: pct(cpu)?,
+                })
+            })
             .collect();
-        let spares: Vec<(usize, f64)> = (self.spares.iter())
-            .filter_map(|&cpu| Some((cpu, pct(cpu)?)))
+        let spares: Vec<noise::SpareNoise> = (self.spares.iter())
+            .filter_map(|&cpu| {
+                Some(noise::SpareNoise {
+                    cpu,
+                    pct: pct(cpu)?,
+                })
+            })
             .collect();
         let moves = noise::noise_moves(
             &mut self.streaks,

@@ -45,6 +45,39 @@ pub struct NoiseStreaks {
     futile: BTreeMap<usize, Vec<usize>>,
 }
 
+/// A slot's CPU and that CPU's noise at one poll (percent of the CPU).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlotNoise {
+    /// The slot.
+    pub slot: usize,
+    /// Its CPU now.
+    pub cpu: usize,
+    /// That CPU's noise, percent.
+    pub pct: f64,
+}
+
+/// A spare CPU and its noise at one poll (percent of the CPU).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpareNoise {
+    /// The spare CPU.
+    pub cpu: usize,
+    /// Its noise, percent.
+    pub pct: f64,
+}
+
+/// A slot due to move at this poll, before a spare is found for it.
+struct Due {
+    slot: usize,
+    /// Its CPU.
+    from: usize,
+    /// Its CPU's noise less what the slot carries along.
+    excess: f64,
+    /// Its CPU's noise.
+    from_pct: f64,
+    /// Polls in a row above the margin.
+    polls: u32,
+}
+
 /// One move of a slot off its noisy CPU.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NoiseMove {
@@ -76,16 +109,21 @@ pub struct NoiseMove {
 /// dwell was helped, and its move is not judged.
 pub fn noise_moves(
     streaks: &mut NoiseStreaks,
-    slots: &[(usize, usize, f64)],
-    spares: &[(usize, f64)],
+    slots: &[SlotNoise],
+    spares: &[SpareNoise],
     rule: &NoiseRule,
 ) -> Vec<NoiseMove> {
     for n in streaks.since_move.values_mut() {
         *n = n.saturating_add(1);
     }
-    let quietest = spares.iter().map(|&(_, n)| n).min_by(f64::total_cmp);
+    let quietest = spares.iter().map(|s| s.pct).min_by(f64::total_cmp);
     let mut due = Vec::new();
-    for &(slot, cpu, noise) in slots {
+    for &SlotNoise {
+        slot,
+        cpu,
+        pct: noise,
+    } in slots
+    {
         let own = streaks.carried.get(&slot).copied().unwrap_or(0.0);
         let above = quietest.is_some_and(|q| noise - own > q + rule.margin_pct);
         let streak = streaks.above.entry(slot).or_default();
@@ -113,21 +151,37 @@ pub fn noise_moves(
                 *streak = 0;
                 *peak = 0.0;
             }
-            _ => due.push((slot, cpu, noise - own, noise, *streak)),
+            _ => due.push(Due {
+                slot,
+                from: cpu,
+                excess: noise - own,
+                from_pct: noise,
+                polls: *streak,
+            }),
         }
     }
-    due.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
-    let mut free: Vec<(usize, f64)> = spares.to_vec();
-    free.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    due.sort_by(|a, b| b.excess.total_cmp(&a.excess).then(a.slot.cmp(&b.slot)));
+    let mut free: Vec<SpareNoise> = spares.to_vec();
+    free.sort_by(|a, b| a.pct.total_cmp(&b.pct).then(a.cpu.cmp(&b.cpu)));
     let mut moves = Vec::new();
-    for (slot, from, excess, from_pct, polls) in due {
+    for Due {
+        slot,
+        from,
+        excess,
+        from_pct,
+        polls,
+    } in due
+    {
         let left = streaks.futile.get(&slot);
-        let Some(i) = free.iter().position(|&(cpu, n)| {
-            excess > n + rule.margin_pct && !left.is_some_and(|l| l.contains(&cpu))
+        let Some(i) = free.iter().position(|s| {
+            excess > s.pct + rule.margin_pct && !left.is_some_and(|l| l.contains(&s.cpu))
         }) else {
             continue;
         };
-        let (to, to_pct) = free.remove(i);
+        let SpareNoise {
+            cpu: to,
+            pct: to_pct,
+        } = free.remove(i);
         streaks.above.insert(slot, 0);
         streaks.peak.insert(slot, 0.0);
         streaks.since_move.insert(slot, 0);
@@ -148,6 +202,22 @@ pub fn noise_moves(
 mod tests {
     use super::*;
 
+    /// [`noise_moves`] with slots as `(slot, cpu, pct)` and spares as `(cpu, pct)`.
+    fn moves_of(
+        s: &mut NoiseStreaks,
+        slots: &[(usize, usize, f64)],
+        spares: &[(usize, f64)],
+        rule: &NoiseRule,
+    ) -> Vec<NoiseMove> {
+        let slots: Vec<SlotNoise> = (slots.iter())
+            .map(|&(slot, cpu, pct)| SlotNoise { slot, cpu, pct })
+            .collect();
+        let spares: Vec<SpareNoise> = (spares.iter())
+            .map(|&(cpu, pct)| SpareNoise { cpu, pct })
+            .collect();
+        noise_moves(s, &slots, &spares, rule)
+    }
+
     #[test]
     fn a_cpu_noisy_for_the_stated_polls_moves_to_the_quietest_spare_once() {
         let rule = NoiseRule::default();
@@ -155,9 +225,9 @@ mod tests {
         let spares = [(3, 4.0), (2, 1.0)];
         // Slot 0 on cpu 1 turns noisy (a busy loop takes half of it); slot 1 stays quiet.
         for _ in 1..rule.polls {
-            assert!(noise_moves(&mut s, &[(0, 1, 50.0), (1, 0, 2.0)], &spares, &rule).is_empty());
+            assert!(moves_of(&mut s, &[(0, 1, 50.0), (1, 0, 2.0)], &spares, &rule).is_empty());
         }
-        let moves = noise_moves(&mut s, &[(0, 1, 50.0), (1, 0, 2.0)], &spares, &rule);
+        let moves = moves_of(&mut s, &[(0, 1, 50.0), (1, 0, 2.0)], &spares, &rule);
         assert_eq!(
             moves,
             [NoiseMove {
@@ -172,7 +242,7 @@ mod tests {
         // Now on cpu 2, with cpu 1 a spare: quiet, nothing moves.
         let spares = [(3, 4.0), (1, 100.0)];
         for _ in 0..2 * rule.dwell_polls {
-            assert!(noise_moves(&mut s, &[(0, 2, 1.0), (1, 0, 2.0)], &spares, &rule).is_empty());
+            assert!(moves_of(&mut s, &[(0, 2, 1.0), (1, 0, 2.0)], &spares, &rule).is_empty());
         }
     }
 
@@ -183,18 +253,18 @@ mod tests {
         let spares = [(2, 5.0)];
         let noisy = [(0, 1, 40.0)];
         for _ in 1..rule.polls {
-            assert!(noise_moves(&mut s, &noisy, &spares, &rule).is_empty());
+            assert!(moves_of(&mut s, &noisy, &spares, &rule).is_empty());
         }
         // Exactly the margin above the spare: not above it.
-        assert!(noise_moves(&mut s, &[(0, 1, 25.0)], &spares, &rule).is_empty());
+        assert!(moves_of(&mut s, &[(0, 1, 25.0)], &spares, &rule).is_empty());
         for _ in 1..rule.polls {
-            assert!(noise_moves(&mut s, &noisy, &spares, &rule).is_empty());
+            assert!(moves_of(&mut s, &noisy, &spares, &rule).is_empty());
         }
-        assert_eq!(noise_moves(&mut s, &noisy, &spares, &rule).len(), 1);
+        assert_eq!(moves_of(&mut s, &noisy, &spares, &rule).len(), 1);
         // No spare at all: nothing to compare with.
         let mut t = NoiseStreaks::default();
         for _ in 0..2 * rule.polls {
-            assert!(noise_moves(&mut t, &noisy, &[], &rule).is_empty());
+            assert!(moves_of(&mut t, &noisy, &[], &rule).is_empty());
         }
     }
 
@@ -205,7 +275,7 @@ mod tests {
         spares: &[(usize, f64)],
     ) -> Option<(u32, NoiseMove)> {
         (1..=1000).find_map(|n| {
-            let m = noise_moves(s, slots, spares, &NoiseRule::default());
+            let m = moves_of(s, slots, spares, &NoiseRule::default());
             m.first().map(|&m| (n, m))
         })
     }
@@ -218,13 +288,13 @@ mod tests {
         let two = [(0, 1, 40.0), (1, 0, 60.0)];
         let mut moves = Vec::new();
         for _ in 0..rule.polls {
-            moves = noise_moves(&mut s, &two, &[(2, 0.0)], &rule);
+            moves = moves_of(&mut s, &two, &[(2, 0.0)], &rule);
         }
         assert_eq!(moves.iter().map(|m| m.slot).collect::<Vec<_>>(), [1]);
         // It was helped (quiet on cpu 2 for its dwell); then cpu 2 turns noisy: it moves
         // again, once its streak is long enough, to the cpu it left (quiet by now).
         for _ in 0..rule.dwell_polls {
-            assert!(noise_moves(&mut s, &[(1, 2, 1.0)], &[(0, 0.0)], &rule).is_empty());
+            assert!(moves_of(&mut s, &[(1, 2, 1.0)], &[(0, 0.0)], &rule).is_empty());
         }
         let (polls, m) = polls_to_move(&mut s, &[(1, 2, 60.0)], &[(0, 0.0)]).unwrap();
         assert_eq!((polls, m.from, m.to), (rule.polls, 2, 0));
@@ -239,14 +309,14 @@ mod tests {
         let (_, first) = polls_to_move(&mut s, &[(0, 1, 50.0)], &[(2, 0.0)]).unwrap();
         assert_eq!((first.from, first.to), (1, 2));
         for _ in 0..10 * rule.dwell_polls {
-            assert!(noise_moves(&mut s, &[(0, 2, 50.0)], &[(1, 0.0)], &rule).is_empty());
+            assert!(moves_of(&mut s, &[(0, 2, 50.0)], &[(1, 0.0)], &rule).is_empty());
         }
         // Only noise the margin above what it carries counts now, and never towards cpu 1;
         // a new spare is tried, after a doubled dwell (counted from its move).
-        assert!(noise_moves(&mut s, &[(0, 2, 90.0)], &[(1, 0.0)], &rule).is_empty());
+        assert!(moves_of(&mut s, &[(0, 2, 90.0)], &[(1, 0.0)], &rule).is_empty());
         let mut t = s.clone();
         for _ in 0..100 {
-            assert!(noise_moves(&mut t, &[(0, 2, 90.0)], &[(1, 0.0)], &rule).is_empty());
+            assert!(moves_of(&mut t, &[(0, 2, 90.0)], &[(1, 0.0)], &rule).is_empty());
         }
         let (_, next) = polls_to_move(&mut s, &[(0, 2, 90.0)], &[(1, 0.0), (3, 5.0)]).unwrap();
         assert_eq!((next.from, next.to), (2, 3));
@@ -256,7 +326,7 @@ mod tests {
         polls_to_move(&mut u, &[(0, 1, 50.0)], &[(2, 0.0)]).unwrap();
         let mut since = 0;
         while !u.futile.contains_key(&0) {
-            assert!(noise_moves(&mut u, &[(0, 2, 50.0)], &[(1, 0.0)], &rule).is_empty());
+            assert!(moves_of(&mut u, &[(0, 2, 50.0)], &[(1, 0.0)], &rule).is_empty());
             since += 1;
             assert!(since < 100);
         }

@@ -48,14 +48,22 @@ impl Known {
     }
 }
 
+/// The figures of a thread's read that the placer sees (see [`Live`]).
+struct Figures {
+    age_s: f64,
+    demand: f64,
+    runnable: bool,
+    activity: Activity,
+}
+
 /// What the placer sees of a live thread.
-fn live_view(
-    pid: i32,
-    tid: i32,
-    polled: (f64, f64, bool, Activity),
-    shim: Option<ShimThread>,
-) -> Live {
-    let (age_s, demand, runnable, activity) = polled;
+fn live_view(pid: i32, tid: i32, figures: Figures, shim: Option<ShimThread>) -> Live {
+    let Figures {
+        age_s,
+        demand,
+        runnable,
+        activity,
+    } = figures;
     Live {
         tid,
         pid,
@@ -190,9 +198,15 @@ impl Tree {
             missing,
             failed,
         } = polled;
+        let figures = Figures {
+            age_s,
+            demand,
+            runnable,
+            activity,
+        };
         self.note_files(missing, failed);
         Some(Rest {
-            last: live_view(pid, tid, (age_s, demand, runnable, activity), shim),
+            last: live_view(pid, tid, figures, shim),
             skip,
         })
     }
@@ -232,9 +246,14 @@ fn shim_of(seen: &Seen, tid: i32) -> Option<ShimThread> {
 /// nothing done since.
 fn unread_view(seen: &Seen, pid: i32, tid: i32, rest: &Rest) -> Live {
     let last = &rest.last;
-    let polled = (last.age_s, last.demand, last.runnable, Activity::default());
+    let figures = Figures {
+        age_s: last.age_s,
+        demand: last.demand,
+        runnable: last.runnable,
+        activity: Activity::default(),
+    };
     Live {
         read: false,
-        ..live_view(pid, tid, polled, shim_of(seen, tid))
+        ..live_view(pid, tid, figures, shim_of(seen, tid))
     }
 }
