@@ -12,6 +12,7 @@ mod isolating;
 mod json;
 mod prepare;
 mod stderr;
+mod step;
 
 pub use cpus::machine_options;
 pub use json::{JsonReport, REPORT_SCHEMA};
@@ -122,6 +123,11 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 pub fn main_with_args(program: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
     use clap::Parser;
     crate::cli::ignore_empty_env();
+    let args: Vec<OsString> = args.into_iter().collect();
+    // The agent of `srun --goset` (slurm/goset_spank.c): not a flag of a run.
+    if args.get(1).is_some_and(|a| a == "--slurm-step") {
+        return step::main(&args[2..]);
+    }
     let args = crate::cli::normalize_args(args);
     let cli = crate::cli::RunCli::try_parse_from(args)
         .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, program));
