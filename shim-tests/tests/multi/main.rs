@@ -7,3 +7,4 @@ mod by_hand_tree;
 mod mpi;
 mod process;
 mod slurm;
+mod slurm_nodes;

@@ -29,6 +29,10 @@ pub fn main(argv: &[OsString]) -> i32 {
         Ok(a) => a,
         Err(e) => return not_ready(&e, 2),
     };
+    // Each task's selection books under the step's name (booking::slurm_step) until the
+    // node's booking replaces it. One thread yet: setting the environment is sound.
+    std::env::set_var("SLURM_JOB_ID", &agent.job);
+    std::env::set_var("SLURM_STEP_ID", &agent.step);
     let user = args::split_args(&agent.args);
     if let Some(why) = args::refused(&user, agent.allow_root_flags) {
         return not_ready(&why, 2);
@@ -89,35 +93,31 @@ fn keep_house(
         stderr: None,
     };
     let mut seen = 0;
-    let mut pinned = false;
     let mut booking = NodeBooking(None);
     // The topology reads the CPUs this process may use: each task selects among those the
     // agent started with, not the housekeeper CPU it was pinned to since.
     let started_on = own_mask();
     loop {
-        let (request, step_over) = listener.wait(0, interval);
-        if request {
-            while let Some(conn) = listener.accept() {
-                let taken: Vec<(u32, CpuSet)> = runs
-                    .iter()
-                    .map(|r| (r.req.global, r.cpus().collect()))
-                    .collect();
-                set_mask(&started_on);
-                let (run, stderr) =
-                    serve::answer(conn, |req| TaskRun::start(agent, user, req, &taken));
-                if let Some(first) = runs.first() {
-                    super::execute::pin_self(first.housekeeper_cpu());
-                }
-                let Some(run) = run else { continue };
+        let step_over = listener.wait(0, interval);
+        while let Some(conn) = listener.accept() {
+            let taken: Vec<(u32, CpuSet)> = (runs.iter())
+                .map(|r| (r.req.global, r.cpus().collect()))
+                .collect();
+            set_mask(&started_on);
+            let (run, stderr) = serve::answer(conn, |req| {
+                let (run, lines) = TaskRun::start(agent, user, req, &taken)?;
+                // Booked for the node before the task runs.
+                booking.book(agent, runs.iter().chain([&run]));
+                Ok((run, lines))
+            });
+            if let Some(run) = run {
                 seen += 1;
                 keep_lowest(&mut summary.stderr, run.req.local, stderr);
-                if !pinned {
-                    // One housekeeper process for the node: on the first task's housekeeper CPU.
-                    super::execute::pin_self(run.housekeeper_cpu());
-                    pinned = true;
-                }
                 runs.push(run);
-                booking.book(agent, &runs);
+            }
+            // One housekeeper process for the node: on the first task's housekeeper CPU.
+            if let Some(first) = runs.first() {
+                super::execute::pin_self(first.housekeeper_cpu());
             }
         }
         for run in runs.iter_mut() {
@@ -126,18 +126,12 @@ fn keep_house(
         let (ended, live): (Vec<TaskRun>, Vec<TaskRun>) = runs.into_iter().partition(|r| r.ended());
         runs = live;
         if !ended.is_empty() {
-            booking.book(agent, &runs);
+            booking.book(agent, runs.iter());
         }
-        summary
-            .finished
-            .extend(ended.into_iter().map(TaskRun::finish));
-        if step_over
-            || (seen >= agent.tasks && runs.is_empty())
-            || crate::signals::pending().is_some()
-        {
-            summary
-                .finished
-                .extend(runs.into_iter().map(TaskRun::finish));
+        (summary.finished).extend(ended.into_iter().map(TaskRun::finish));
+        let signalled = crate::signals::pending().is_some();
+        if step_over || signalled || (seen >= agent.tasks && runs.is_empty()) {
+            (summary.finished).extend(runs.into_iter().map(TaskRun::finish));
             return summary;
         }
     }
@@ -220,8 +214,9 @@ fn summary_line(agent: &AgentArgs, finished: &[Finished]) -> String {
 struct NodeBooking(Option<crate::booking::Booked>);
 
 impl NodeBooking {
-    fn book(&mut self, agent: &AgentArgs, runs: &[TaskRun]) {
+    fn book<'a>(&mut self, agent: &AgentArgs, runs: impl Iterator<Item = &'a TaskRun>) {
         use crate::booking::{Booking, Registry};
+        let runs: Vec<&TaskRun> = runs.collect();
         let (Some(first), Ok(registry)) = (runs.first(), Registry::open()) else {
             self.0 = None;
             return;
