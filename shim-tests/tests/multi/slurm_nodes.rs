@@ -60,9 +60,17 @@ impl TwoNodes {
             "the plugin does not build: {}",
             String::from_utf8_lossy(&built.stderr)
         );
-        for d in ["state", "spool", "spool/n1", "spool/n2"] {
+        for d in ["state", "nodespool"] {
             std::fs::create_dir(nodes.path(d)).unwrap();
         }
+        // Slurm's PMIx plugin does not expand %n: each node's spool and PMIx directories are
+        // one path, with a private tmpfs over it in each node's namespace.
+        let spool = nodes.path("nodespool");
+        std::fs::write(
+            nodes.path("mpi.conf"),
+            format!("PMIxCliTmpDirBase={}\n", spool.display()),
+        )
+        .unwrap();
         let socket = start_munged(nodes.dir.path());
         let base = 30000 + (std::process::id() % 3000) as u16 * 3;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
@@ -79,7 +87,7 @@ impl TwoNodes {
         let conf = format!(
             "ClusterName=gosetnodes\nSlurmctldHost=localhost\nSlurmUser=root\nSlurmdUser=root\n\
              AuthType=auth/munge\nAuthInfo=socket={sock}\nCredType=cred/munge\n\
-             SlurmctldPort={base}\nStateSaveLocation={dir}/state\nSlurmdSpoolDir={dir}/spool/%n\n\
+             SlurmctldPort={base}\nStateSaveLocation={dir}/state\nSlurmdSpoolDir={dir}/nodespool\n\
              SlurmctldPidFile={dir}/slurmctld.pid\nSlurmdPidFile={dir}/slurmd.%n.pid\n\
              SlurmctldLogFile={dir}/slurmctld.log\nSlurmdLogFile={dir}/slurmd.%n.log\n\
              ProctrackType=proctrack/linuxproc\nTaskPlugin=task/affinity\n\
@@ -102,7 +110,9 @@ impl TwoNodes {
         for node in NODES {
             let script = format!(
                 "mount -t tmpfs -o mode=755 goset-{node} /run/goset && mkdir /run/goset/bin && \
+                 mount -t tmpfs spool-{node} {spool} && \
                  cp {run} {shim} /run/goset/bin/ && exec {slurmd} -N {node} -f {conf}",
+                spool = spool.display(),
                 run = goset_run_bin().display(),
                 shim = shim().display(),
                 slurmd = find("slurmd").unwrap().display(),
@@ -409,9 +419,83 @@ fn root_flags_and_site_default(nodes: &TwoNodes, probe: &Program) {
     let off = nodes.srun(&["-N1", "-n1", "--goset=off", &path, "1", "30"]);
     nodes.plugstack("");
     on.expect_code(0);
-    assert!(on.stderr.contains("goset n1 step "), "{}", on.dump());
+    // Either node may run it.
+    assert!(
+        NODES
+            .iter()
+            .any(|n| on.stderr.contains(&format!("goset {n} step "))),
+        "{}",
+        on.dump()
+    );
     off.expect_code(0);
     assert!(!off.stderr.contains("goset"), "{}", off.dump());
+}
+
+/// An Open MPI job across the two nodes (`srun --mpi=pmix`), each rank a 2-thread OpenMP
+/// team: every rank's threads each on a CPU of their own, in the block its node gave it.
+fn mpi_ranks_keep_to_their_nodes_blocks(nodes: &TwoNodes) {
+    if !shim_tests::tools::runs("mpicc") {
+        return missing(
+            "Open MPI (mpicc)",
+            "apt-get install -y openmpi-bin libopenmpi-dev",
+        );
+    }
+    let mpi_list = nodes.command("srun").arg("--mpi=list").output().unwrap();
+    let listed =
+        String::from_utf8_lossy(&mpi_list.stdout) + String::from_utf8_lossy(&mpi_list.stderr);
+    if !listed.contains("pmix") {
+        return missing(
+            "Slurm's PMIx plugin",
+            "apt-get install slurmd (Debian's has mpi/pmix)",
+        );
+    }
+    let rank = nodes.path("mpi_omp");
+    let built = Command::new("mpicc")
+        .args(["-fopenmp", "-O1", "-I"])
+        .arg(programs_dir())
+        .arg("-o")
+        .arg(&rank)
+        .arg(programs_dir().join("mpi_omp.c"))
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let pattern = nodes.path("mpi-%t.%N.json");
+    let goset = format!("--goset=--sample=0,--json={}", pattern.display());
+    let rank = rank.display().to_string();
+    let out = nodes.srun(&[
+        "-N2",
+        "-n2",
+        "--cpus-per-task=2",
+        "--mpi=pmix",
+        &goset,
+        &rank,
+    ]);
+    out.expect_code(0);
+    let tasks = by_task(&out);
+    for (t, node) in NODES.iter().enumerate() {
+        let team = shim_tests::report::reports(&probe_lines(&tasks[&(t as u32)]));
+        let block = shim_tests::launch::planned_cpus(&shim_tests::launch::json(
+            &nodes.path(&format!("mpi-{t}.{node}.json")),
+        ));
+        let mut cpus: Vec<usize> = team.iter().map(|r| r.single_cpu()).collect();
+        assert_eq!(cpus.len(), 2, "rank {t}: {}", out.dump());
+        assert!(
+            cpus.iter().all(|&c| block.contains(&(c as i64))),
+            "rank {t} on {node}: {cpus:?} outside its block {block:?}"
+        );
+        cpus.sort_unstable();
+        cpus.dedup();
+        assert_eq!(
+            cpus.len(),
+            2,
+            "rank {t}: two threads on one CPU: {}",
+            out.dump()
+        );
+    }
 }
 
 #[test]
@@ -455,4 +539,5 @@ fn srun_goset_places_every_nodes_tasks_on_two_nodes() {
     broken_node_still_runs(&nodes, &probe);
     sbatch_with_goset(&nodes, &probe);
     root_flags_and_site_default(&nodes, &probe);
+    mpi_ranks_keep_to_their_nodes_blocks(&nodes);
 }
