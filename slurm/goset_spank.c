@@ -209,12 +209,15 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     char line[sizeof why_not];
     int n = agent < 0 ? -1 : read_line(ready[0], line, sizeof line, READY_MS);
     close(ready[0]);
-    if (n > 6 && strncmp(line, "ready ", 6) == 0) {
-        snprintf(sock_path, sizeof sock_path, "%s", line + 6);
+    if (n > 6 && strncmp(line, "ready ", 6) == 0 && strlen(line + 6) < sizeof sock_path) {
+        memcpy(sock_path, line + 6, strlen(line + 6) + 1);
         return 0;
     }
     if (n > 6 && strncmp(line, "error ", 6) == 0)
         snprintf(why_not, sizeof why_not, "%s", line + 6);
+    else if (n > 6 && strncmp(line, "ready ", 6) == 0)
+        snprintf(why_not, sizeof why_not, "the agent's socket path is over %zu bytes",
+                 sizeof sock_path - 1);
     else
         snprintf(why_not, sizeof why_not, "%s did not start within %d s", goset_run,
                  READY_MS / 1000);
@@ -277,7 +280,7 @@ static int apply_answer(spank_t sp, int s, char *why, size_t why_len)
         if (strcmp(line, "ok") == 0)
             return 0;
         if (strncmp(line, "error ", 6) == 0) {
-            snprintf(why, why_len, "%s", line + 6);
+            snprintf(why, why_len, "%.*s", (int)why_len - 1, line + 6);
             return -1;
         }
         if (strncmp(line, "set ", 4) == 0) {
