@@ -101,7 +101,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     });
     let iso_report = (opts.isolation != Default::default()).then(|| isolation.finish());
     merge_errors(&mut errors, &run.errors);
-    output::to_stderr(&head.finished(&run, &processes, iso_report.as_ref(), &errors));
+    // Runs booked since this one selected, for the CPUs they share with it.
+    let later = match opts.fsroot.is_live().then(crate::booking::Registry::open) {
+        Some(Ok(r)) => r.live(false),
+        _ => Vec::new(),
+    };
+    output::to_stderr(&head.finished(&run, &processes, iso_report.as_ref(), &errors, &later));
     let report = JsonReport {
         schema: REPORT_SCHEMA,
         selection: &sel_report,

@@ -4,6 +4,7 @@
 
 mod booking;
 mod by_hand_tree;
+mod housekeeper_sharing;
 mod mpi;
 mod process;
 mod slurm;

@@ -194,8 +194,14 @@ fn summary_line(agent: &AgentArgs, finished: &[Finished]) -> String {
         }
         None => String::new(),
     };
+    let mut shared: Vec<&str> = finished
+        .iter()
+        .flat_map(|f| f.shared.iter().map(String::as_str))
+        .collect();
+    shared.dedup();
+    let shared: String = shared.iter().map(|s| format!("; {s}")).collect();
     format!(
-        "goset {} step {}.{}: {}{housekeeper}\n",
+        "goset {} step {}.{}: {}{housekeeper}{shared}\n",
         finished.first().map_or("", |f| f.node.as_str()),
         agent.job,
         agent.step,

@@ -133,6 +133,8 @@ pub(super) struct Finished {
     pub cpus: CpuSet,
     pub housekeeper_cpu: usize,
     pub threads: usize,
+    /// CPUs shared with other runs' housekeepers or tasks ([`report::sharing`]).
+    pub shared: Vec<String>,
 }
 
 impl TaskRun {
@@ -245,12 +247,18 @@ impl TaskRun {
         let processes =
             report::processes::build(&threads, &[], |c| topo.cpu(c).and_then(|i| i.node));
         let sel_report = report::selection_report(topo, noise, selection);
+        // Runs booked since this task selected, with those it saw.
+        let later = crate::booking::Registry::open().map_or_else(|_| Vec::new(), |r| r.live(false));
+        let others: Vec<_> = bookings.iter().chain(&later).cloned().collect();
+        let shared =
+            report::sharing::find(&selection.task_cpus, selection.housekeeper_cpu, &others);
         let finished = Finished {
             global: self.req.global,
             node: self.req.node.clone(),
             cpus: selection.task_cpus.iter().copied().collect(),
             housekeeper_cpu: selection.housekeeper_cpu,
             threads: threads.len(),
+            shared: shared.iter().map(|s| s.phrase()).collect(),
         };
         let telemetry = Some(outcome.telemetry(&threads));
         let report = JsonReport {
