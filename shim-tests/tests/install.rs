@@ -23,25 +23,12 @@ const PROGRAMS: [&str; 3] = ["goset", "goset-run", "goset-bench"];
 /// is there. Written under a name of its own, then renamed: both tests build it.
 fn build_spank_plugin() -> bool {
     let plugin = goset_dist_bin().with_file_name("goset_spank.so");
-    if !Path::new("/usr/include/slurm/spank.h").exists() {
-        missing("spank.h", "apt-get install -y libslurm-dev");
-        return plugin.exists();
-    }
     static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = plugin.with_extension(format!("so.{}.{n}", std::process::id()));
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../slurm/goset_spank.c");
-    let built = Command::new("cc")
-        .args(["-O2", "-Wall", "-shared", "-fPIC", "-o"])
-        .arg(&tmp)
-        .arg(source)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    if !shim_tests::tools::build_spank_plugin(&tmp) {
+        return plugin.exists();
+    }
     std::fs::rename(&tmp, &plugin).unwrap();
     true
 }

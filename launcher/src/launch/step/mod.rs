@@ -156,7 +156,7 @@ fn keep_lowest(
     stderr: Option<std::os::fd::OwnedFd>,
 ) {
     if let Some(fd) = stderr {
-        if kept.as_ref().map_or(true, |(l, _)| local < *l) {
+        if kept.as_ref().is_none_or(|(l, _)| local < *l) {
             *kept = Some((local, fd));
         }
     }
