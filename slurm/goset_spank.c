@@ -77,6 +77,10 @@ static int goset_opt(int val, const char *optarg, int remote)
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
+    /* slurmd and prolog/epilog scripts load plugstack.conf too: nothing to do there. */
+    spank_context_t ctx = spank_context();
+    if (ctx == S_CTX_SLURMD || ctx == S_CTX_JOB_SCRIPT)
+        return 0;
     for (int i = 0; i < ac; i++) {
         if (strcmp(av[i], "default=on") == 0)
             site_default_on = 1;
@@ -147,17 +151,22 @@ static void item_u32(spank_t sp, spank_item_t item, uint32_t *out)
 }
 
 /* The child side of user_init: drop the root ids slurmstepd keeps as real and saved ids,
- * then become the agent. Only async-signal-safe calls. */
+ * unblock the signals its threads block, keep no descriptor of slurmstepd's but the three
+ * given, then become the agent. Only async-signal-safe calls. */
 static void exec_agent(char **argv, int ready_w, int life_r)
 {
     uid_t uid = geteuid();
     gid_t gid = getegid();
+    sigset_t none;
+    sigemptyset(&none);
     int null = open("/dev/null", O_RDWR);
     if (setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0 || null < 0)
         _exit(127);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     dup2(life_r, 0);
     dup2(ready_w, 1);
     dup2(null, 2);
+    close_range(3, ~0U, 0);
     execv(argv[0], argv);
     static const char msg[] = "error cannot start goset-run\n";
     (void)!write(1, msg, sizeof msg - 1);

@@ -394,6 +394,15 @@ fn sbatch_with_goset(nodes: &TwoNodes, probe: &Program) {
     }
 }
 
+/// `--goset` is in the help of srun, sbatch and salloc.
+fn listed_in_help(nodes: &TwoNodes) {
+    for program in ["srun", "sbatch", "salloc"] {
+        let help = nodes.command(program).arg("--help").output().unwrap();
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(text.contains("--goset=[ARGS]"), "{program} --help:\n{text}");
+    }
+}
+
 /// Root-only flags are refused inside a job; `default=on` places a step without `--goset`,
 /// and `--goset=off` opts out.
 fn root_flags_and_site_default(nodes: &TwoNodes, probe: &Program) {
@@ -520,6 +529,7 @@ fn srun_goset_places_every_nodes_tasks_on_two_nodes() {
     let Some(nodes) = TwoNodes::start() else {
         return;
     };
+    listed_in_help(&nodes);
     each_node_places_and_books_its_own(&nodes, &probe);
     two_tasks_a_node_apart(&nodes, &probe);
     wrapper_on_both_nodes(&nodes, &probe);

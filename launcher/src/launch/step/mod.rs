@@ -37,8 +37,8 @@ pub fn main(argv: &[OsString]) -> i32 {
     if let Some(why) = args::refused(&user, agent.allow_root_flags) {
         return not_ready(&why, 2);
     }
-    // The flags checked once, on a task of every CPU, so that a bad one is named before any
-    // task starts.
+    // The flags checked once, on a stand-in task, so that a bad one is named before any task
+    // starts.
     let probe = task::Request {
         local: 0,
         global: 0,

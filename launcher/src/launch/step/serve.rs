@@ -113,8 +113,13 @@ pub(super) fn answer<T>(
             return (None, None);
         }
     };
+    let peer = peer_pid(&conn);
     let outcome = Request::parse(&bytes)
-        .map_err(|e| e.to_string())
+        .and_then(|req| match peer {
+            // The plugin asks from inside the task: a request for another process is refused.
+            Some(pid) if pid == req.pid => Ok(req),
+            _ => Err(format!("a request for pid {} from pid {peer:?}", req.pid)),
+        })
         .and_then(|req| start(req).map_err(|e| e.to_string()));
     match outcome {
         Ok((made, lines)) => {
@@ -128,6 +133,24 @@ pub(super) fn answer<T>(
             (None, None)
         }
     }
+}
+
+/// The pid of the process at the other end of `conn` (`SO_PEERCRED`).
+fn peer_pid(conn: &UnixStream) -> Option<i32> {
+    // SAFETY: a zeroed ucred is valid; getsockopt fills at most its size.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred and len point to live values of the sizes stated.
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(cred.pid)
 }
 
 /// The request's bytes up to the plugin's end of writing, and the descriptor sent with them.
@@ -201,22 +224,17 @@ fn is_socket(path: &std::path::Path) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_request_with_a_descriptor_is_answered_and_the_directory_removed() {
-        let listener = Listener::open().unwrap();
+    /// Sends a request for `pid` and returns the answer it gets from one [`answer`].
+    fn ask(listener: &Listener, pid: u32) -> (Option<u32>, String) {
         let path = listener.path();
-        assert!(is_socket(&path));
-        let client = std::thread::spawn({
-            let path = path.clone();
-            move || {
-                let mut s = UnixStream::connect(&path).unwrap();
-                s.write_all(b"task\x000\x005\x00123\x00n1\x000-1\x00/\x00probe\x00")
-                    .unwrap();
-                s.shutdown(std::net::Shutdown::Write).unwrap();
-                let mut answer = String::new();
-                std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
-                answer
-            }
+        let client = std::thread::spawn(move || {
+            let mut s = UnixStream::connect(&path).unwrap();
+            let req = format!("task\x000\x005\x00{pid}\x00n1\x000-1\x00/\x00probe\x00");
+            s.write_all(req.as_bytes()).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut answer = String::new();
+            std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
+            answer
         });
         let (life, _plugin) = std::io::pipe().unwrap();
         assert!(!listener.wait(life.as_raw_fd(), Duration::from_secs(10)));
@@ -227,9 +245,24 @@ mod tests {
             })
             .unwrap();
         let (made, _) = answer(conn, |req| Ok((req.global, vec!["set A=1".into()])));
-        assert_eq!(made, Some(5));
-        assert_eq!(client.join().unwrap(), "set A=1\nok\n");
-        let dir = path.parent().unwrap().to_path_buf();
+        (made, client.join().unwrap())
+    }
+
+    #[test]
+    fn a_tasks_own_request_is_answered_another_pids_refused_and_all_removed() {
+        let listener = Listener::open().unwrap();
+        assert!(is_socket(&listener.path()));
+        assert_eq!(
+            ask(&listener, std::process::id()),
+            (Some(5), "set A=1\nok\n".to_string())
+        );
+        let (made, said) = ask(&listener, 1);
+        assert_eq!(made, None);
+        assert!(
+            said.starts_with("error a request for pid 1 from pid Some("),
+            "{said}"
+        );
+        let dir = listener.path().parent().unwrap().to_path_buf();
         drop(listener);
         assert!(!dir.exists());
     }

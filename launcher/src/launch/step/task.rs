@@ -223,12 +223,8 @@ impl TaskRun {
 
     /// Whether the task has ended (gone, or a zombie Slurm has not reaped yet).
     pub fn ended(&self) -> bool {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.req.pid)).unwrap_or_default();
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.trim_start().chars().next());
-        matches!(state, None | Some('Z' | 'X'))
+        let stat = crate::procfs::pid_stat::read(&self.opts.fsroot, self.req.pid as u32);
+        stat.is_none_or(|s| matches!(s.state, 'Z' | 'X'))
     }
 
     /// Ends the housekeeping, writes the JSON report (`--json`), removes the run directory.
