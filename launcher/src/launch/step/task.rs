@@ -316,6 +316,24 @@ mod tests {
     }
 
     #[test]
+    fn a_selection_failed_for_the_steps_own_tasks_names_them() {
+        let req = Request::parse(b"task\x001\x001\x00400\x00n1\x000-1\x00/\x00p\x00").unwrap();
+        let taken = [(0, CpuSet::single(0)), (2, CpuSet::single(5))];
+        let e = held_by_step(Error::System("no candidate CPUs".into()), &req, &taken);
+        let text = e.to_string();
+        assert!(
+            text.starts_with("no candidate CPUs: of the CPUs Slurm gave task 1 (0-1)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hold cpus 0 by task 0;") && !text.contains("task 2"),
+            "{text}"
+        );
+        let alone = held_by_step(Error::System("x".into()), &req, &taken[1..]);
+        assert_eq!(alone.to_string(), "x");
+    }
+
+    #[test]
     fn a_tasks_options_keep_to_its_binding_and_fill_in_placeholders() {
         let agent = AgentArgs {
             job: "9".into(),
