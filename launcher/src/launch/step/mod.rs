@@ -110,10 +110,14 @@ fn keep_house(
                 booking.book(agent, runs.iter().chain([&run]));
                 Ok((run, lines))
             });
-            if let Some(run) = run {
-                seen += 1;
-                keep_lowest(&mut summary.stderr, run.req.local, stderr);
-                runs.push(run);
+            match run {
+                Some(run) => {
+                    seen += 1;
+                    keep_lowest(&mut summary.stderr, run.req.local, stderr);
+                    runs.push(run);
+                }
+                // A task that failed after its selection booked took the file with it.
+                None => booking.book(agent, runs.iter()),
             }
             // One housekeeper process for the node: on the first task's housekeeper CPU.
             if let Some(first) = runs.first() {

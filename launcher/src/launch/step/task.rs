@@ -154,9 +154,9 @@ impl TaskRun {
         let opts = options(agent, user, &req, &topo.online(), &all_taken)?;
         let json = JsonSink::open(opts.json.as_deref())?;
         let mut selected = select_cpus(&opts).map_err(|e| held_by_step(e, &req, taken))?;
-        // The node's one booking holds every task's CPUs ([`super::NodeBooking`]); this
-        // task's own, under the same file name, must not remove it when the task ends.
-        std::mem::forget(selected.booked.take());
+        // Under the agent's one file name: removed if this task fails below (the agent then
+        // books the step's other tasks again), else left to the node's booking.
+        let booked = selected.booked.take();
         let selection = &selected.selection;
         let prepared = prepare(&opts, &selected.topo, selection, None)?;
         let (table, _fd) = slot_table(prepared.run_dir.as_ref(), &selection.task_cpus)?;
@@ -189,6 +189,9 @@ impl TaskRun {
             )));
         }
         housekeeper.attach(req.pid);
+        // The node's one booking holds every task's CPUs ([`super::NodeBooking`]) from here:
+        // this task's must not remove it when the task ends.
+        std::mem::forget(booked);
         let mut lines: Vec<String> = (prepared.launch.env.iter())
             .map(|(k, v)| format!("set {}={}", k.to_string_lossy(), v.to_string_lossy()))
             .collect();
