@@ -2,7 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use goset::error::Error;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// goset-dist's command line.
 #[derive(Parser, Debug)]
@@ -82,6 +82,23 @@ impl Place {
         Ok(match &self.destdir {
             Some(dest) => dest.join(relative),
             None => self.prefix.clone(),
+        })
+    }
+
+    /// The directory a file is written under: [`Place::root`], or with `etc` the system
+    /// configuration directory, `/etc` for PREFIX `/usr` (as Debian's packages have it),
+    /// else `PREFIX/etc`, under DESTDIR when staged.
+    pub fn under(&self, etc: bool) -> Result<PathBuf, Error> {
+        let root = self.root()?;
+        if !etc {
+            return Ok(root);
+        }
+        if self.prefix != Path::new("/usr") {
+            return Ok(root.join("etc"));
+        }
+        Ok(match &self.destdir {
+            Some(dest) => dest.join("etc"),
+            None => "/etc".into(),
         })
     }
 }

@@ -135,10 +135,11 @@ pub fn deb(opts: Deb) -> Result<String, Error> {
     };
     install(&place, opts.from)?;
 
-    let items = crate::items()?;
+    let items = crate::items(Path::new("/usr"))?;
     let built: Vec<PathBuf> = (items.iter())
-        .filter(|i| matches!(i.content, Content::Built(_)))
+        .filter(|i| matches!(i.content, Content::Built(_) | Content::Optional(..)))
         .map(|i| root.join("usr").join(&i.path))
+        .filter(|p| p.exists())
         .collect();
     strip(&built)?;
     // As dh_compress leaves them: man finds goset.1.gz as it finds goset.1.
@@ -165,6 +166,16 @@ pub fn deb(opts: Deb) -> Result<String, Error> {
     );
     let debian = root.join("DEBIAN");
     crate::write_file(&debian.join("control"), control.as_bytes(), 0o644)?;
+    // The Slurm plugin's plugstack.conf.d snippet, where the plugin was built: a conffile,
+    // so that a site's edit (default=on) survives an upgrade.
+    let snippet = "/etc/slurm/plugstack.conf.d/goset.conf";
+    if root.join(&snippet[1..]).exists() {
+        crate::write_file(
+            &debian.join("conffiles"),
+            format!("{snippet}\n").as_bytes(),
+            0o644,
+        )?;
+    }
     std::fs::set_permissions(&debian, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| Error::System(format!("cannot chmod {}: {e}", debian.display())))?;
 

@@ -38,21 +38,57 @@ fn completion_path(shell: Shell, program: &str) -> PathBuf {
 enum Content {
     /// A file of the built tree, by name.
     Built(String),
+    /// A file of the built tree built only where its inputs are (the Slurm plugin, where
+    /// spank.h is): installed when built, with the files that go with it.
+    Optional(String, Vec<Item>),
     /// Text generated here.
     Text(Vec<u8>),
 }
 
 /// A file install writes.
 struct Item {
-    /// Its path under the prefix.
+    /// Its path under the prefix (under the system configuration directory with `etc`).
     path: PathBuf,
     /// Its permission bits.
     mode: u32,
     content: Content,
+    /// A configuration file: under `/etc` for PREFIX `/usr`, else under `PREFIX/etc`.
+    etc: bool,
+}
+
+/// The Slurm plugin (`make` builds it where libslurm-dev's spank.h is, docs/slurm.md).
+const SPANK_PLUGIN: &str = "goset_spank.so";
+
+/// The plugin and its plugstack.conf.d snippet, which lists it `optional` with the installed
+/// goset-run: Debian's /etc/slurm/plugstack.conf includes `plugstack.conf.d/*.conf`.
+fn slurm_items(prefix: &Path) -> Item {
+    let snippet = format!(
+        "# goset's SPANK plugin: --goset for srun, sbatch and salloc (docs/slurm.md).\n\
+         # Arguments: default=on makes goset the default of every step (--goset=off opts out);\n\
+         # allow_root_flags lets jobs give --cgroup, --steer and --fence; goset_run=PATH is the\n\
+         # goset-run the nodes start. The plugin is locked to the Slurm release it was built for.\n\
+         optional {}/lib/goset/{SPANK_PLUGIN} goset_run={}/bin/goset-run\n",
+        prefix.display(),
+        prefix.display()
+    );
+    Item {
+        path: Path::new("lib/goset").join(SPANK_PLUGIN),
+        mode: 0o644,
+        content: Content::Optional(
+            SPANK_PLUGIN.into(),
+            vec![Item {
+                path: "slurm/plugstack.conf.d/goset.conf".into(),
+                mode: 0o644,
+                content: Content::Text(snippet.into_bytes()),
+                etc: true,
+            }],
+        ),
+        etc: false,
+    }
 }
 
 /// Every file install writes, the generated ones rendered.
-fn items() -> Result<Vec<Item>, Error> {
+fn items(prefix: &Path) -> Result<Vec<Item>, Error> {
     let mut items = Vec::new();
     for cmd in programs() {
         let name = cmd.get_name().to_string();
@@ -60,12 +96,14 @@ fn items() -> Result<Vec<Item>, Error> {
             path: Path::new("bin").join(&name),
             mode: 0o755,
             content: Content::Built(name.clone()),
+            etc: false,
         });
         for &shell in Shell::value_variants() {
             items.push(Item {
                 path: completion_path(shell, &name),
                 mode: 0o644,
                 content: Content::Text(completions::script(shell, cmd.clone()).into_bytes()),
+                etc: false,
             });
         }
         let mut page = Vec::new();
@@ -76,13 +114,16 @@ fn items() -> Result<Vec<Item>, Error> {
             path: Path::new("share/man/man1").join(format!("{name}.1")),
             mode: 0o644,
             content: Content::Text(page),
+            etc: false,
         });
     }
     items.push(Item {
         path: "lib/libgoset.so".into(),
         mode: 0o644,
         content: Content::Built("libgoset.so".into()),
+        etc: false,
     });
+    items.push(slurm_items(prefix));
     Ok(items)
 }
 
@@ -109,9 +150,18 @@ fn install(place: &Place, from: Option<PathBuf>) -> Result<String, Error> {
     };
     // Every built file is read before anything is written: a tree half built installs nothing.
     let mut files = Vec::new();
-    for item in items()? {
+    // In order (the first missing file is the one named), what goes with an optional file last.
+    let mut items = std::collections::VecDeque::from(items(&place.prefix)?);
+    while let Some(item) = items.pop_front() {
         let bytes = match item.content {
             Content::Text(text) => text,
+            Content::Optional(name, with) => match std::fs::read(from.join(name)) {
+                Ok(bytes) => {
+                    items.extend(with);
+                    bytes
+                }
+                Err(_) => continue,
+            },
             Content::Built(name) => {
                 let built = from.join(name);
                 std::fs::read(&built).map_err(|e| {
@@ -123,7 +173,7 @@ fn install(place: &Place, from: Option<PathBuf>) -> Result<String, Error> {
                 })?
             }
         };
-        files.push((root.join(item.path), item.mode, bytes));
+        files.push((place.under(item.etc)?.join(item.path), item.mode, bytes));
     }
     for (path, mode, bytes) in &files {
         write_file(path, bytes, *mode)?;
@@ -138,8 +188,12 @@ fn install(place: &Place, from: Option<PathBuf>) -> Result<String, Error> {
 fn uninstall(place: &Place) -> Result<String, Error> {
     let root = place.root()?;
     let mut removed = 0;
-    for item in items()? {
-        let path = root.join(&item.path);
+    let mut items = std::collections::VecDeque::from(items(&place.prefix)?);
+    while let Some(item) = items.pop_front() {
+        if let Content::Optional(_, with) = item.content {
+            items.extend(with);
+        }
+        let path = place.under(item.etc)?.join(&item.path);
         // Walked to by the root-file rule: a directory link planted in the prefix is not
         // followed to remove a file elsewhere.
         let gone =

@@ -24,6 +24,28 @@ pub fn skip_note(message: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {message}");
 }
 
+/// Builds the Slurm plugin (`slurm/goset_spank.c`, as `make` does) into `out`; false, the
+/// test skipped (not under CI), without libslurm-dev's spank.h.
+pub fn build_spank_plugin(out: &Path) -> bool {
+    if !Path::new("/usr/include/slurm/spank.h").exists() {
+        missing("spank.h", "apt-get install -y libslurm-dev");
+        return false;
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../slurm/goset_spank.c");
+    let built = std::process::Command::new("cc")
+        .args(["-O2", "-Wall", "-shared", "-fPIC", "-o"])
+        .arg(out)
+        .arg(source)
+        .output()
+        .unwrap_or_else(|e| panic!("cc: {e}"));
+    assert!(
+        built.status.success(),
+        "the Slurm plugin does not build: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    true
+}
+
 /// Whether `program --version` runs.
 pub fn runs(program: &str) -> bool {
     Command::new(program)

@@ -18,6 +18,21 @@ fn goset_dist_bin() -> PathBuf {
 
 const PROGRAMS: [&str; 3] = ["goset", "goset-run", "goset-bench"];
 
+/// Builds the Slurm plugin beside goset-dist, as `make` does where libslurm-dev's spank.h is
+/// (goset-dist installs it, with its plugstack.conf.d snippet, when it is there); whether it
+/// is there. Written under a name of its own, then renamed: both tests build it.
+fn build_spank_plugin() -> bool {
+    let plugin = goset_dist_bin().with_file_name("goset_spank.so");
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = plugin.with_extension(format!("so.{}.{n}", std::process::id()));
+    if !shim_tests::tools::build_spank_plugin(&tmp) {
+        return plugin.exists();
+    }
+    std::fs::rename(&tmp, &plugin).unwrap();
+    true
+}
+
 /// Every file under `dir`, relative to it.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
@@ -190,6 +205,7 @@ fn installs_into_a_prefix_that_runs_renders_and_completes() {
     let dir = tempfile::tempdir().unwrap();
     // Canonical: the paths the kernel shows in /proc/self/maps are.
     let prefix = dir.path().canonicalize().unwrap().join("prefix");
+    let plugin = build_spank_plugin();
     let mut cmd = clean_command(goset_dist_bin());
     cmd.args(["install", "--prefix"]).arg(&prefix);
     // umask 000 must not make the prefix's directories writable by all (install(1) sets modes).
@@ -203,6 +219,18 @@ fn installs_into_a_prefix_that_runs_renders_and_completes() {
     run(cmd).expect_code(0);
     check_modes(&prefix);
     let mut want: Vec<PathBuf> = vec!["lib/libgoset.so".into()];
+    if plugin {
+        want.push("lib/goset/goset_spank.so".into());
+        // Under PREFIX/etc for a prefix other than /usr.
+        want.push("etc/slurm/plugstack.conf.d/goset.conf".into());
+        let snippet = std::fs::read_to_string(prefix.join(want.last().unwrap())).unwrap();
+        let listed = format!(
+            "optional {}/lib/goset/goset_spank.so goset_run={}/bin/goset-run\n",
+            prefix.display(),
+            prefix.display()
+        );
+        assert!(snippet.ends_with(&listed), "{snippet}");
+    }
     for p in PROGRAMS {
         want.extend(
             [
@@ -282,8 +310,9 @@ fn check_fields(deb: &Path, version: &str, arch: &str, depends: &str) {
     assert_eq!(field("Description"), "noise-aware CPU pinning", "{info}");
 }
 
-/// Every file in the package, owned by root with its mode, and no other.
-fn check_contents(deb: &Path) {
+/// Every file in the package, owned by root with its mode, and no other; with the Slurm
+/// plugin (`plugin`), its snippet a conffile.
+fn check_contents(deb: &Path, plugin: bool) {
     // `-rwxr-xr-x root/root 8317008 2024-01-01 12:00 ./usr/bin/goset`
     let contents = dpkg_deb(&["--contents".as_ref(), deb.as_os_str()]);
     let mut files = Vec::new();
@@ -305,6 +334,12 @@ fn check_contents(deb: &Path) {
         "usr/lib/libgoset.so".into(),
         "usr/share/doc/goset/copyright".into(),
     ];
+    if plugin {
+        want.push("usr/lib/goset/goset_spank.so".into());
+        want.push("etc/slurm/plugstack.conf.d/goset.conf".into());
+        let conffiles = dpkg_deb(&["-I".as_ref(), deb.as_os_str(), "conffiles".as_ref()]);
+        assert_eq!(conffiles, "/etc/slurm/plugstack.conf.d/goset.conf\n");
+    }
     for p in PROGRAMS {
         want.extend(
             [
@@ -331,6 +366,7 @@ fn builds_a_debian_package_whose_extracted_files_run() {
     // Canonical: the paths the kernel shows in /proc/self/maps are.
     let dir_path = dir.path().canonicalize().unwrap();
     let out = dir_path.join("out");
+    let plugin = build_spank_plugin();
     let depends = build_deb(&out, &[], &[]);
     let arch = Command::new("dpkg")
         .arg("--print-architecture")
@@ -344,7 +380,7 @@ fn builds_a_debian_package_whose_extracted_files_run() {
     let deb = out.join(&name);
 
     check_fields(&deb, &version, &arch, &depends);
-    check_contents(&deb);
+    check_contents(&deb, plugin);
 
     // Without dpkg-shlibdeps, Depends comes from the programs' ELF files: the same answer.
     // Uncompressed (dpkg >= 1.21.10 reads the variable): only Depends is looked at.

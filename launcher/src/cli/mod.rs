@@ -28,16 +28,20 @@ pub fn exit_on_clap_error(err: clap::Error, program: &str) -> ! {
         | ErrorKind::DisplayVersion
         | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
         _ => {
-            // clap's first paragraph as one line: a missing argument's name, or the values an
-            // option accepts, come on its second line.
-            let rendered = err.render().to_string();
-            let first: Vec<&str> = (rendered.lines().map(str::trim))
-                .take_while(|l| !l.is_empty())
-                .collect();
-            let first = first.join(" ");
-            let first = first.strip_prefix("error: ").unwrap_or(&first);
+            let first = clap_error_line(&err);
             crate::output::to_stderr(&format!("{program}: {first} (see --help)\n"));
             std::process::exit(2)
         }
     }
+}
+
+/// clap's first paragraph of an error as one line: a missing argument's name, or the values an
+/// option accepts, come on its second line.
+pub fn clap_error_line(err: &clap::Error) -> String {
+    let rendered = err.render().to_string();
+    let first: Vec<&str> = (rendered.lines().map(str::trim))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let first = first.join(" ");
+    first.strip_prefix("error: ").unwrap_or(&first).to_string()
 }

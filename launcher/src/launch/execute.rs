@@ -92,7 +92,12 @@ pub(super) fn execute(
     let (ending, rusage, instances) = endings(&tasks, &ended);
     let mut outcome = hk.finish();
 
-    let (log, errors) = own_log(run_dir, &mut outcome, &opts.fsroot);
+    let (log, errors) = own_log(
+        run_dir,
+        &mut outcome,
+        &opts.fsroot,
+        std::process::id() as i32,
+    );
     let threads = outcome.thread_reports(&log);
     let seen_cpu_s = threads.iter().filter_map(|t| t.cpu_s).sum();
     let summary = RunSummary::new(wall_s, ending, rusage.at_least(seen_cpu_s), prepared.shim);
@@ -107,18 +112,20 @@ pub(super) fn execute(
     })
 }
 
-/// The run's placement log with only the records of the task's own threads, and the run's
+/// The run's placement log with only the records of the task's own threads (those of the
+/// process tree under `tree`, the launcher or a Slurm task), and the run's
 /// errors (`outcome`'s, taken) with a line counting the records left out.
-fn own_log(
+pub(super) fn own_log(
     run_dir: Option<&RunDir>,
     outcome: &mut crate::housekeeper::outcome::Outcome,
     root: &crate::fsroot::FsRoot,
+    tree: i32,
 ) -> (placement_log::Log, Vec<crate::fsroot::ReadError>) {
     let log = run_dir
         .map(|d| placement_log::read(d.log_path(), d.log_kept().0))
         .unwrap_or_default();
     let live = crate::housekeeper::own::LiveProcs(root);
-    let (log, left_out) = outcome.own_log(log, std::process::id() as i32, &live);
+    let (log, left_out) = outcome.own_log(log, tree, &live);
     let mut errors = std::mem::take(&mut outcome.errors);
     if let (Some(dir), 1..) = (run_dir, left_out) {
         errors.push(crate::fsroot::ReadError {
@@ -133,7 +140,7 @@ fn own_log(
 
 /// The housekeeper's settings for this run. Under one shared mask it only watches: it places
 /// and moves nothing.
-fn settings(opts: &RunOptions, selection: &select::Selection) -> Settings {
+pub(super) fn settings(opts: &RunOptions, selection: &select::Selection) -> Settings {
     Settings {
         task_cpus: selection.task_cpus.clone(),
         park_cpu: parked_cpu(opts, selection),
@@ -217,7 +224,7 @@ fn start_instances(
 /// plan's CPUs, and a descriptor of it that the task inherits (see [`inherited`]); or a
 /// private table when there is no shim, so that the housekeeper still hands out slots without
 /// overlap.
-fn slot_table(
+pub(super) fn slot_table(
     run_dir: Option<&RunDir>,
     cpus: &[usize],
 ) -> Result<(&'static goset_plan::SlotTable, Option<OwnedFd>)> {
@@ -281,7 +288,7 @@ fn high_copy(fd: OwnedFd) -> OwnedFd {
 }
 
 /// Moves the launcher onto the housekeeper CPU, away from the task's CPUs.
-fn pin_self(cpu: usize) {
+pub(super) fn pin_self(cpu: usize) {
     let set = CpuSet::single(cpu);
     let (mask, len) = set.as_raw();
     // SAFETY: mask points to a live cpu_set_t-sized buffer.

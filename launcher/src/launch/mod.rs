@@ -12,6 +12,7 @@ mod isolating;
 mod json;
 mod prepare;
 mod stderr;
+mod step;
 
 pub use cpus::machine_options;
 pub use json::{JsonReport, REPORT_SCHEMA};
@@ -100,7 +101,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     });
     let iso_report = (opts.isolation != Default::default()).then(|| isolation.finish());
     merge_errors(&mut errors, &run.errors);
-    output::to_stderr(&head.finished(&run, &processes, iso_report.as_ref(), &errors));
+    // Runs booked since this one selected, for the CPUs they share with it.
+    let later = match opts.fsroot.is_live().then(crate::booking::Registry::open) {
+        Some(Ok(r)) => r.live(false),
+        _ => Vec::new(),
+    };
+    output::to_stderr(&head.finished(&run, &processes, iso_report.as_ref(), &errors, &later));
     let report = JsonReport {
         schema: REPORT_SCHEMA,
         selection: &sel_report,
@@ -122,6 +128,11 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 pub fn main_with_args(program: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
     use clap::Parser;
     crate::cli::ignore_empty_env();
+    let args: Vec<OsString> = args.into_iter().collect();
+    // The agent of `srun --goset` (slurm/goset_spank.c): not a flag of a run.
+    if args.get(1).is_some_and(|a| a == "--slurm-step") {
+        return step::main(&args[2..]);
+    }
     let args = crate::cli::normalize_args(args);
     let cli = crate::cli::RunCli::try_parse_from(args)
         .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, program));

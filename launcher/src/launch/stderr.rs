@@ -46,7 +46,16 @@ impl Head<'_> {
         if self.opts.quiet {
             return quiet_errors(errors);
         }
-        self.render() + &report::telemetry::render_errors(errors)
+        self.render() + &self.sharing(&[]) + &report::telemetry::render_errors(errors)
+    }
+
+    /// The CPUs shared with other runs' housekeepers or tasks: with the runs seen at selection,
+    /// and with `later` ones (booked since: the registry read as the run ends).
+    fn sharing(&self, later: &[Booking]) -> String {
+        let others: Vec<Booking> = self.bookings.iter().chain(later).cloned().collect();
+        let sel = self.selection;
+        let shared = report::sharing::find(&sel.task_cpus, sel.housekeeper_cpu, &others);
+        report::sharing::render(&shared)
     }
 
     /// What a finished run prints: the head, then what the run did (per-CPU telemetry, the
@@ -58,6 +67,7 @@ impl Head<'_> {
         processes: &[ProcessReport],
         iso_report: Option<&IsolationReport>,
         errors: &[ReadError],
+        later: &[Booking],
     ) -> String {
         use report::telemetry as tele;
         if self.opts.quiet {
@@ -73,8 +83,9 @@ impl Head<'_> {
             .unwrap_or_default();
         let irq_drift = iso_report.and_then(|r| r.steer.as_ref()).map(|s| s.drift);
         format!(
-            "{}{}{}{}{}{}{iso_table}{}",
+            "{}{}{}{}{}{}{}{iso_table}{}",
             self.render(),
+            self.sharing(later),
             tele::render_telemetry(&run.telemetry),
             report::processes::render(processes),
             threads_table,

@@ -4,6 +4,8 @@
 
 mod booking;
 mod by_hand_tree;
+mod housekeeper_sharing;
 mod mpi;
 mod process;
 mod slurm;
+mod slurm_nodes;

@@ -12,11 +12,58 @@ use std::time::{Duration, Instant};
 
 const DAEMONS: [&str; 5] = ["munged", "slurmctld", "slurmd", "srun", "sbatch"];
 
-fn find(name: &str) -> Option<PathBuf> {
+pub(super) fn find(name: &str) -> Option<PathBuf> {
     ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
         .iter()
         .map(|d| Path::new(d).join(name))
         .find(|p| p.exists())
+}
+
+/// Starts munged with a fresh key of its own, on a socket in `dir` (returned), with its pid
+/// file `dir/munged.pid`.
+pub(super) fn start_munged(dir: &Path) -> PathBuf {
+    let p = |n: &str| dir.join(n);
+    let mut key = vec![0u8; 128];
+    let mut urandom = std::fs::File::open("/dev/urandom").unwrap();
+    std::io::Read::read_exact(&mut urandom, &mut key).unwrap();
+    std::fs::write(p("munge.key"), &key).unwrap();
+    std::fs::set_permissions(
+        p("munge.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let socket = p("munge.sock");
+    let status = Command::new(find("munged").unwrap())
+        .arg(format!("--socket={}", socket.display()))
+        .arg(format!("--key-file={}", p("munge.key").display()))
+        .arg(format!("--pid-file={}", p("munged.pid").display()))
+        .arg(format!("--log-file={}", p("munged.log").display()))
+        .arg(format!("--seed-file={}", p("munged.seed").display()))
+        .arg("--force")
+        .status()
+        .unwrap();
+    assert!(status.success(), "munged did not start");
+    socket
+}
+
+/// Stops the daemons whose pid files in `dir` are named, in order: SIGTERM, SIGKILL after 5 s.
+pub(super) fn stop_daemons(dir: &Path, pid_files: &[&str]) {
+    for pid_file in pid_files {
+        let Some(pid) = std::fs::read_to_string(dir.join(pid_file))
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill takes a pid and a signal; SIGKILL after 5 s of SIGTERM.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
 }
 
 /// A running single-node cluster in a private directory; dropping it stops the daemons (by
@@ -41,26 +88,7 @@ impl Cluster {
         for d in ["spool", "state"] {
             std::fs::create_dir(p(d)).unwrap();
         }
-        let mut key = vec![0u8; 128];
-        let mut urandom = std::fs::File::open("/dev/urandom").unwrap();
-        std::io::Read::read_exact(&mut urandom, &mut key).unwrap();
-        std::fs::write(p("munge.key"), &key).unwrap();
-        std::fs::set_permissions(
-            p("munge.key"),
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .unwrap();
-        let socket = p("munge.sock");
-        let status = Command::new(find("munged").unwrap())
-            .arg(format!("--socket={}", socket.display()))
-            .arg(format!("--key-file={}", p("munge.key").display()))
-            .arg(format!("--pid-file={}", p("munged.pid").display()))
-            .arg(format!("--log-file={}", p("munged.log").display()))
-            .arg(format!("--seed-file={}", p("munged.seed").display()))
-            .arg("--force")
-            .status()
-            .unwrap();
-        assert!(status.success(), "munged did not start");
+        let socket = start_munged(cluster.dir.path());
         // Ports of our own, away from a real cluster's 6817/6818.
         let base = 40000 + (std::process::id() % 10000) as u16 * 2 % 20000;
         let cpus = own_allowed().len();
@@ -90,54 +118,53 @@ impl Cluster {
                 .unwrap();
             assert!(status.success(), "{daemon} did not start");
         }
-        // The node is up once sinfo says idle.
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            let out = cluster.command("sinfo").args(["-h", "-o", "%T"]).output();
-            let state = out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-            if state.as_deref().is_ok_and(|s| s == "idle") {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the node never came up: {state:?}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_idle(&cluster.conf());
         cluster
     }
 
     /// A Slurm client command talking to this cluster.
     fn command(&self, name: &str) -> Command {
-        let mut cmd = clean_command(find(name).unwrap_or_else(|| name.into()));
-        cmd.env("SLURM_CONF", self.conf());
-        cmd
+        slurm_command(&self.conf(), name)
+    }
+}
+
+/// A Slurm client command talking to the cluster of `conf`.
+pub(super) fn slurm_command(conf: &Path, name: &str) -> Command {
+    let mut cmd = clean_command(find(name).unwrap_or_else(|| name.into()));
+    cmd.env("SLURM_CONF", conf);
+    cmd
+}
+
+/// Waits until every node of the cluster of `conf` is idle (sinfo's one state).
+pub(super) fn wait_idle(conf: &Path) {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let out = slurm_command(conf, "sinfo")
+            .args(["-h", "-o", "%T"])
+            .output();
+        let state = out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        if state.as_deref().is_ok_and(|s| s == "idle") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the nodes never came up: {state:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        for pid_file in ["slurmd.pid", "slurmctld.pid", "munged.pid"] {
-            let Some(pid) = std::fs::read_to_string(self.path(pid_file))
-                .ok()
-                .and_then(|t| t.trim().parse::<i32>().ok())
-            else {
-                continue;
-            };
-            // SAFETY: kill takes a pid and a signal; SIGKILL after 5 s of SIGTERM.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            // SAFETY: as above.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
+        stop_daemons(
+            self.dir.path(),
+            &["slurmd.pid", "slurmctld.pid", "munged.pid"],
+        );
     }
 }
 
 /// The CPU each busy thread held, from placed_threads' reports.
-fn held(out: &Outcome) -> Vec<usize> {
+pub(super) fn held(out: &Outcome) -> Vec<usize> {
     reports(out)
         .iter()
         .filter(|r| r.role == "busy")
