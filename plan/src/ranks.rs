@@ -83,6 +83,13 @@ pub fn local_rank<'a>(get: impl Fn(&str) -> Option<&'a [u8]>) -> Option<usize> {
         .find_map(|name| get(name).and_then(number))
 }
 
+/// The first of [`VISIBLE_VARS`] set and not blank, with its value.
+pub fn visible<'a>(get: impl Fn(&str) -> Option<&'a [u8]>) -> Option<(&'static str, &'a [u8])> {
+    VISIBLE_VARS
+        .iter()
+        .find_map(|&name| get(name).filter(|v| !v.trim_ascii().is_empty()).map(|v| (name, v)))
+}
+
 /// The GPU of local rank `rank` where `gpus` GPUs are on the machine: entry `rank` of the
 /// first visible-devices variable set (wrapping round its entries when ranks outnumber them),
 /// else GPU `rank` (wrapping round the machine's GPUs).
@@ -91,12 +98,7 @@ pub fn gpu_of_rank<'a>(
     gpus: usize,
     get: impl Fn(&str) -> Option<&'a [u8]>,
 ) -> RankGpu {
-    let visible = VISIBLE_VARS.iter().find_map(|&name| {
-        get(name)
-            .filter(|v| !v.trim_ascii().is_empty())
-            .map(|v| (name, v))
-    });
-    let Some((var, list)) = visible else {
+    let Some((var, list)) = visible(get) else {
         return RankGpu::Gpu {
             rank,
             gpu: rank % gpus.max(1),

@@ -11,6 +11,7 @@ mod execute;
 mod isolating;
 mod json;
 mod prepare;
+mod ranks;
 mod stderr;
 
 pub use cpus::machine_options;

@@ -55,6 +55,7 @@
 mod allowed;
 mod device;
 mod expr;
+mod gpus;
 mod group;
 mod kernel_isolation;
 mod kinds;
@@ -64,6 +65,7 @@ pub(crate) mod synthetic;
 mod sysfs;
 
 pub use device::{Device, DeviceError, DeviceKind};
+pub use gpus::{gpus, Gpu, Nic};
 pub use expr::{CpuExpr, Domain, ExprError};
 pub use kinds::CpuKind;
 pub use parse::{
