@@ -142,9 +142,23 @@ fn choose_block(
         (Some("package"), &package),
         (Some("machine"), usable),
     ];
-    let mut last = None;
+    // With --smt spread, cores no earlier rank uses come before the siblings of its CPUs:
+    // each rank's selection sees only its own pool, where such a sibling looks like a free core.
+    let sibling_taken = |c: usize| {
+        let info = topo.cpu(c);
+        info.is_some_and(|i| i.siblings.iter().any(|s| taken.contains(s)))
+    };
+    let spread = opts.smt == super::SmtPolicy::Spread;
+    let mut pools: Vec<(Option<&'static str>, Vec<usize>)> = Vec::new();
     for (name, pool) in tiers {
         let left: Vec<usize> = pool.iter().copied().filter(|c| !taken.contains(c)).collect();
+        if spread {
+            pools.push((name, left.iter().copied().filter(|&c| !sibling_taken(c)).collect()));
+        }
+        pools.push((name, left));
+    }
+    let mut last = None;
+    for (name, left) in pools {
         if left.len() < req.per_rank {
             continue;
         }
