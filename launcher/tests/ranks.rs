@@ -120,7 +120,13 @@ fn check(
 fn hgx_8_gpus_2_sockets_every_mode_as_torchrun() {
     const F: &str = "fake-hgx-8gpu-2s";
     // CPU c + 16t; socket and node c / 8; one L3 a socket.
-    let node = |g: usize| if g < 4 { cores(0, 7, 16) } else { cores(8, 15, 16) };
+    let node = |g: usize| {
+        if g < 4 {
+            cores(0, 7, 16)
+        } else {
+            cores(8, 15, 16)
+        }
+    };
     check(F, "node", 4, 8, node, false);
     check(F, "socket", 4, 8, node, false);
     // One cache a node: every GPU of the node gets it, as torchrun's core-complex.
@@ -150,7 +156,14 @@ fn mi300x_nps4_four_nodes_a_socket() {
     let node = |g: usize| cores(4 * g, 4 * g + 3, 32);
     check(F, "node", 8, 8, node, true);
     check(F, "exclusive", 8, 8, node, true);
-    check(F, "socket", 8, 8, |g| cores(16 * (g / 4), 16 * (g / 4) + 15, 32), false);
+    check(
+        F,
+        "socket",
+        8,
+        8,
+        |g| cores(16 * (g / 4), 16 * (g / 4) + 15, 32),
+        false,
+    );
     // The node's first L3 (two of 4 CPUs: ties by lowest CPU).
     check(F, "cache", 4, 8, |g| cores(4 * g, 4 * g + 1, 32), true);
 }
@@ -182,8 +195,18 @@ fn ranks_outnumbering_gpus_wrap_round_them_and_a_full_share_widens() {
     // into the node, the others (node and package full) to the machine's next best CPUs.
     let wide = self::ranks(F, 32, "exclusive", &["--per-process", "8"]);
     let tiers: Vec<Option<&str>> = wide.iter().map(|r| r.widened.as_deref()).collect();
-    assert_eq!(tiers, [Some("node"), Some("node"), Some("machine"), Some("machine")]);
-    assert!(wide[0].cpus.union(&wide[1].cpus).copied().collect::<BTreeSet<_>>() == cores(0, 7, 16));
+    assert_eq!(
+        tiers,
+        [Some("node"), Some("node"), Some("machine"), Some("machine")]
+    );
+    assert!(
+        wide[0]
+            .cpus
+            .union(&wide[1].cpus)
+            .copied()
+            .collect::<BTreeSet<_>>()
+            == cores(0, 7, 16)
+    );
 }
 
 #[test]
@@ -196,7 +219,10 @@ fn visible_devices_pick_the_gpus_and_a_uuid_falls_back_to_the_whole_run() {
         .map(|r| r["gpu"]["index"].as_u64().unwrap())
         .collect();
     assert_eq!(gpus, [4, 5, 6, 7]);
-    let uuid = [("CUDA_VISIBLE_DEVICES", "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6")];
+    let uuid = [(
+        "CUDA_VISIBLE_DEVICES",
+        "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
+    )];
     let (out, report) = run(F, &args, &uuid);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -216,13 +242,29 @@ fn visible_devices_pick_the_gpus_and_a_uuid_falls_back_to_the_whole_run() {
 fn bad_uses_are_usage_errors_naming_the_value() {
     const F: &str = "fake-hgx-8gpu-2s";
     let cases: [(&[&str], &str); 6] = [
-        (&["-n", "8", "--near", "gpu:rank"], "--near 'gpu:rank': expected gpu:local-rank"),
         (
-            &["-n", "8", "--near", "gpu:local-rank", "--near-share", "numa"],
+            &["-n", "8", "--near", "gpu:rank"],
+            "--near 'gpu:rank': expected gpu:local-rank",
+        ),
+        (
+            &[
+                "-n",
+                "8",
+                "--near",
+                "gpu:local-rank",
+                "--near-share",
+                "numa",
+            ],
             "--near-share 'numa': expected node, socket, exclusive or cache",
         ),
-        (&["-n", "8", "--near-share", "node"], "--near-share needs --near gpu:local-rank"),
-        (&["-n", "12", "--near", "gpu:local-rank"], "needs -n a multiple of 8"),
+        (
+            &["-n", "8", "--near-share", "node"],
+            "--near-share needs --near gpu:local-rank",
+        ),
+        (
+            &["-n", "12", "--near", "gpu:local-rank"],
+            "needs -n a multiple of 8",
+        ),
         (
             &["-n", "8", "--near", "gpu:local-rank", "--numa", "0"],
             "--numa with --near gpu:local-rank",
@@ -239,6 +281,10 @@ fn bad_uses_are_usage_errors_naming_the_value() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
-    let (out, _) = run("fake-2gpu-2node", &["-n", "2", "--near", "gpu:local-rank"], &[]);
+    let (out, _) = run(
+        "fake-2gpu-2node",
+        &["-n", "2", "--near", "gpu:local-rank"],
+        &[],
+    );
     assert!(out.status.success(), "two GPUs, one CPU each");
 }

@@ -291,10 +291,7 @@ impl Plan {
                         parse_number("per_process", value)?.min(MAX_SLOTS as u64) as usize
                 }
                 b"gpus" => self.ranks.parse_gpus(value)?,
-                b"rank_blocks" => {
-                    let cpus = &self.cpus[..self.slot_count];
-                    self.ranks.parse_blocks(value, cpus)?;
-                }
+                b"rank_blocks" => self.set_rank_blocks(value)?,
                 b"node" | b"package" | b"llc" | b"cluster" | b"core" => {
                     let level = Level::from_key(key).ok_or(PlanError::NotAPlan)?;
                     self.set_groups(level, value)?;
@@ -319,6 +316,12 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// Sets the rank blocks from a `rank_blocks` value (see [`crate::ranks`]) over the task
+    /// CPUs already set: the plan file's line, or by hand `GOSET_RANK_BLOCKS`.
+    pub fn set_rank_blocks(&mut self, text: &[u8]) -> Result<(), PlanError> {
+        self.ranks.parse_blocks(text, &self.cpus[..self.slot_count])
     }
 
     /// Task CPUs in slot order.

@@ -85,9 +85,11 @@ pub fn local_rank<'a>(get: impl Fn(&str) -> Option<&'a [u8]>) -> Option<usize> {
 
 /// The first of [`VISIBLE_VARS`] set and not blank, with its value.
 pub fn visible<'a>(get: impl Fn(&str) -> Option<&'a [u8]>) -> Option<(&'static str, &'a [u8])> {
-    VISIBLE_VARS
-        .iter()
-        .find_map(|&name| get(name).filter(|v| !v.trim_ascii().is_empty()).map(|v| (name, v)))
+    VISIBLE_VARS.iter().find_map(|&name| {
+        get(name)
+            .filter(|v| !v.trim_ascii().is_empty())
+            .map(|v| (name, v))
+    })
 }
 
 /// The GPU of local rank `rank` where `gpus` GPUs are on the machine: entry `rank` of the
@@ -132,9 +134,14 @@ impl RankBlocks {
         self.count > 0
     }
 
-    /// The machine's GPUs.
+    /// The machine's GPUs: the `gpus` line's, at least one past the highest GPU a block names
+    /// (by hand there is no `gpus` line).
     pub fn gpus(&self) -> usize {
-        self.gpus
+        let named = self.gpu_of[..self.count]
+            .iter()
+            .max()
+            .map_or(0, |&g| g as usize + 1);
+        self.gpus.max(named)
     }
 
     /// How many blocks.
@@ -165,9 +172,9 @@ impl RankBlocks {
         Ok(())
     }
 
-    /// The `rank_blocks` line's value, for the task CPUs `cpus` in slot order (the `cpus`
-    /// line must come first). A CPU of no slot is ignored; a slot in two blocks stays in the
-    /// first.
+    /// The `rank_blocks` line's value (or `GOSET_RANK_BLOCKS`'s), for the task CPUs `cpus` in
+    /// slot order (the `cpus` line must come first). A CPU of no slot is ignored; a slot in two
+    /// blocks stays in the first.
     pub(crate) fn parse_blocks(&mut self, value: &[u8], cpus: &[u16]) -> Result<(), PlanError> {
         let bad = |e| PlanError::BadValue("rank_blocks", e);
         if cpus.is_empty() {

@@ -343,6 +343,16 @@ fn by_hand(
             Disabled
         })?,
     }
+    if let Some(blocks) = crate::env::get(vars::RANK_BLOCKS.as_bytes()) {
+        plan.set_rank_blocks(blocks).map_err(|e| {
+            warn_once(format_args!(
+                "{}={}: {e}; not placing threads",
+                vars::RANK_BLOCKS,
+                show(blocks)
+            ));
+            Disabled
+        })?;
+    }
     let inherited = handed_table(handed, plan, scratch);
     let table = match inherited {
         Some(table) => table,

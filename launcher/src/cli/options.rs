@@ -139,7 +139,10 @@ pub const LOCAL_RANK: &str = "gpu:local-rank";
 
 /// `--near` and `--near-share`: a device (`None` share), or with `gpu:local-rank` a share
 /// mode for each rank (`None` device).
-fn near_arg(near: Option<&str>, share: Option<&str>) -> Result<(Option<String>, Option<ShareMode>)> {
+fn near_arg(
+    near: Option<&str>,
+    share: Option<&str>,
+) -> Result<(Option<String>, Option<ShareMode>)> {
     let mode = match share {
         None => None,
         Some(s) => Some(

@@ -70,7 +70,12 @@ fn seen_gpus(
     let values: Vec<(&str, Vec<u8>)> = (ranks::VISIBLE_VARS.iter())
         .filter_map(|&v| Some((v, get(v)?)))
         .collect();
-    let lookup = |name: &str| values.iter().find(|(v, _)| *v == name).map(|(_, x)| x.as_slice());
+    let lookup = |name: &str| {
+        values
+            .iter()
+            .find(|(v, _)| *v == name)
+            .map(|(_, x)| x.as_slice())
+    };
     let Some((var, list)) = ranks::visible(lookup) else {
         return Ok(Some(all.to_vec()));
     };

@@ -12,7 +12,9 @@ pub fn render(sel: &Selection) -> String {
     }
     let mut t = Table::new(
         "Ranks (--near gpu:local-rank)",
-        &["rank", "gpu", "bus id", "node", "nic", "link", "share", "block"],
+        &[
+            "rank", "gpu", "bus id", "node", "nic", "link", "share", "block",
+        ],
     );
     let set = |cpus: &[usize]| cpus.iter().copied().collect::<CpuSet>().to_string();
     for r in &sel.ranks {
@@ -22,8 +24,12 @@ pub fn render(sel: &Selection) -> String {
             format!("gpu{}", g.index),
             g.bus_id.clone(),
             g.node.map_or_else(|| "-".into(), |n| n.to_string()),
-            g.nic.as_ref().map_or_else(|| "-".into(), |n| n.name.clone()),
-            g.nic.as_ref().map_or_else(|| "-".into(), |n| n.link.to_string()),
+            g.nic
+                .as_ref()
+                .map_or_else(|| "-".into(), |n| n.name.clone()),
+            g.nic
+                .as_ref()
+                .map_or_else(|| "-".into(), |n| n.link.to_string()),
             set(&r.share),
             match r.widened {
                 Some(tier) => format!("{} (share full: {tier})", set(&r.cpus)),

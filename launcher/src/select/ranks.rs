@@ -151,9 +151,19 @@ fn choose_block(
     let spread = opts.smt == super::SmtPolicy::Spread;
     let mut pools: Vec<(Option<&'static str>, Vec<usize>)> = Vec::new();
     for (name, pool) in tiers {
-        let left: Vec<usize> = pool.iter().copied().filter(|c| !taken.contains(c)).collect();
+        let left: Vec<usize> = pool
+            .iter()
+            .copied()
+            .filter(|c| !taken.contains(c))
+            .collect();
         if spread {
-            pools.push((name, left.iter().copied().filter(|&c| !sibling_taken(c)).collect()));
+            pools.push((
+                name,
+                left.iter()
+                    .copied()
+                    .filter(|&c| !sibling_taken(c))
+                    .collect(),
+            ));
         }
         pools.push((name, left));
     }
@@ -203,7 +213,13 @@ fn in_package(topo: &Topology, usable: &[usize], cpus: &[usize]) -> Vec<usize> {
 }
 
 /// GPU `gpu`'s share by `mode` (see the module docs); `gpus` are the GPUs the ranks see.
-pub fn share(topo: &Topology, usable: &[usize], gpus: &[Gpu], gpu: &Gpu, mode: ShareMode) -> Vec<usize> {
+pub fn share(
+    topo: &Topology,
+    usable: &[usize],
+    gpus: &[Gpu],
+    gpu: &Gpu,
+    mode: ShareMode,
+) -> Vec<usize> {
     let node = in_node(topo, usable, gpu.node);
     // This GPU's position among the GPUs of its node, in index order.
     let mut peers: Vec<usize> = (gpus.iter())
@@ -217,11 +233,16 @@ pub fn share(topo: &Topology, usable: &[usize], gpus: &[Gpu], gpu: &Gpu, mode: S
         ShareMode::Node => node,
         ShareMode::Socket => in_package(topo, usable, &node),
         ShareMode::Exclusive => {
-            let cores = groups(&node, |c| topo.cpu(c).and_then(|i| i.siblings.iter().min().copied()));
+            let cores = groups(&node, |c| {
+                topo.cpu(c).and_then(|i| i.siblings.iter().min().copied())
+            });
             let (each, extra) = (cores.len() / peers.len(), cores.len() % peers.len());
             if each == 0 {
                 // More GPUs than cores: a core each, round the cores.
-                return cores.get(k % cores.len().max(1)).cloned().unwrap_or_default();
+                return cores
+                    .get(k % cores.len().max(1))
+                    .cloned()
+                    .unwrap_or_default();
             }
             let start = k * each + k.min(extra);
             let end = start + each + usize::from(k < extra);
@@ -232,7 +253,10 @@ pub fn share(topo: &Topology, usable: &[usize], gpus: &[Gpu], gpu: &Gpu, mode: S
         ShareMode::Cache => {
             let mut caches = groups(&node, |c| topo.cpu(c).and_then(|i| i.llc));
             caches.sort_by_key(|g| (usize::MAX - g.len(), g[0]));
-            caches.get(k % caches.len().max(1)).cloned().unwrap_or_default()
+            caches
+                .get(k % caches.len().max(1))
+                .cloned()
+                .unwrap_or_default()
         }
     }
 }

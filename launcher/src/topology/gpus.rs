@@ -156,7 +156,11 @@ fn nearest_nic(
                 .zip(pci_path(dir))
                 .take_while(|(x, y)| **x == *y)
                 .count();
-            ((link_rank(l), usize::MAX - shared, *addr), (*addr, dir.clone()), l)
+            (
+                (link_rank(l), usize::MAX - shared, *addr),
+                (*addr, dir.clone()),
+                l,
+            )
         })
         .min_by(|a, b| a.0.cmp(&b.0))
         .map(|(_, nic, l)| (nic, l))

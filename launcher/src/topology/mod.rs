@@ -65,8 +65,8 @@ pub(crate) mod synthetic;
 mod sysfs;
 
 pub use device::{Device, DeviceError, DeviceKind};
-pub use gpus::{gpus, Gpu, Nic};
 pub use expr::{CpuExpr, Domain, ExprError};
+pub use gpus::{gpus, Gpu, Nic};
 pub use kinds::CpuKind;
 pub use parse::{
     cgroup_cpuset_path, cmdline_param, cpuset_mount, parse_cmdline, parse_cpulist, parse_id,

@@ -6,4 +6,5 @@ mod booking;
 mod by_hand_tree;
 mod mpi;
 mod process;
+mod ranks;
 mod slurm;
