@@ -96,9 +96,10 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let mut run = execute::execute(opts, &selection, &prepared, &mut isolation)?;
     // Threads by process, so that a process's rows stay together.
     run.threads.sort_by_key(|t| t.placement.pid);
-    let processes = report::processes::build(&run.threads, &run.instances, |c| {
+    let mut processes = report::processes::build(&run.threads, &run.instances, |c| {
         topo.cpu(c).and_then(|i| i.node)
     });
+    report::processes::assign_ranks(&mut processes, &selection.ranks);
     let iso_report = (opts.isolation != Default::default()).then(|| isolation.finish());
     merge_errors(&mut errors, &run.errors);
     output::to_stderr(&head.finished(&run, &processes, iso_report.as_ref(), &errors));

@@ -5,7 +5,7 @@
 //! (`torch/numa/binding.py`), and the order blocks are chosen in. Rank `r` drives GPU
 //! `gpus[r % G]` (the GPUs the ranks see, in their visible order). Its share:
 //! - `node`: the usable CPUs of the GPU's node (a GPU on no node: every usable CPU);
-//! - `socket`: those of the package of the node's lowest CPU;
+//! - `socket`: those of the package of the node's lowest CPU (a GPU on no node: every one);
 //! - `exclusive`: the node's physical cores (ordered by lowest CPU) split evenly among the
 //!   GPUs on that node in index order, the first GPUs one core more where they do not divide;
 //! - `cache`: one last-level cache of the node, the caches ordered by most CPUs then lowest
@@ -91,10 +91,16 @@ pub fn plan_ranks(
     let mut taken: Vec<usize> = Vec::new();
     let mut blocks = Vec::new();
     let mut passed_over = Vec::new();
+    let machine = Machine {
+        topo,
+        noise,
+        opts,
+        usable: &usable,
+    };
     for rank in 0..req.ranks {
         let gpu = &req.gpus[rank % req.gpus.len()];
         let share = share(topo, &usable, &req.gpus, gpu, req.mode);
-        let (chosen, widened) = choose_block(topo, noise, opts, req, &usable, &share, gpu, &taken)?;
+        let (chosen, widened) = choose_block(&machine, req, &share, gpu, &taken)?;
         passed_over.extend(chosen.passed_over.iter().filter(|c| !taken.contains(c)));
         taken.extend(&chosen.task_cpus);
         blocks.push(RankBlock {
@@ -115,25 +121,32 @@ pub fn plan_ranks(
     };
     let mut selection = plan(topo, noise, &whole)?;
     passed_over.retain(|c| !taken.contains(c));
+    passed_over.sort();
     passed_over.dedup();
     selection.passed_over = passed_over;
     selection.ranks = blocks;
     Ok(selection)
 }
 
-/// Rank's block: `per_rank` CPUs of its share not `taken`, else of its GPU's node, package,
+/// What every rank's block is chosen from.
+struct Machine<'a> {
+    topo: &'a Topology,
+    noise: &'a BTreeMap<usize, f64>,
+    opts: &'a Options,
+    /// The candidates less `--exclude`.
+    usable: &'a [usize],
+}
+
+/// A rank's block: `per_rank` CPUs of its share not `taken`, else of its GPU's node, package,
 /// the machine (the name of the one used is returned).
-#[allow(clippy::too_many_arguments)]
 fn choose_block(
-    topo: &Topology,
-    noise: &BTreeMap<usize, f64>,
-    opts: &Options,
+    m: &Machine,
     req: &RankRequest,
-    usable: &[usize],
     share: &[usize],
     gpu: &Gpu,
     taken: &[usize],
 ) -> Result<(Selection, Option<&'static str>), SelectError> {
+    let (topo, noise, opts, usable) = (m.topo, m.noise, m.opts, m.usable);
     let node = in_node(topo, usable, gpu.node);
     let package = in_package(topo, usable, &node);
     let tiers: [(Option<&'static str>, &[usize]); 4] = [
@@ -231,6 +244,8 @@ pub fn share(
     let k = peers.iter().position(|&i| i == gpu.index).unwrap_or(0);
     match mode {
         ShareMode::Node => node,
+        // A GPU on no node is near every package alike.
+        ShareMode::Socket if gpu.node.is_none() => node,
         ShareMode::Socket => in_package(topo, usable, &node),
         ShareMode::Exclusive => {
             let cores = groups(&node, |c| {
