@@ -41,7 +41,7 @@
 use crate::cpulist::{self, CpuListError};
 use crate::cpuset::CpuSet;
 use crate::level::{Level, Place, LEVELS};
-use crate::ranks::RankBlocks;
+use crate::ranks::{RankBlocks, RankBlocksError};
 use core::fmt;
 
 /// Most task slots a plan holds.
@@ -120,6 +120,14 @@ impl fmt::Display for PlanError {
 impl Default for Plan {
     fn default() -> Self {
         Plan::EMPTY
+    }
+}
+
+/// The plan's error for a rank line's.
+fn rank_error(key: &'static str, e: RankBlocksError) -> PlanError {
+    match e {
+        RankBlocksError::Bad(e) => PlanError::BadValue(key, e),
+        RankBlocksError::TooMany => PlanError::TooLong(key),
     }
 }
 
@@ -290,7 +298,7 @@ impl Plan {
                     self.per_process =
                         parse_number("per_process", value)?.min(MAX_SLOTS as u64) as usize
                 }
-                b"gpus" => self.ranks.parse_gpus(value)?,
+                b"gpus" => (self.ranks.parse_gpus(value)).map_err(|e| rank_error("gpus", e))?,
                 b"rank_blocks" => self.set_rank_blocks(value)?,
                 b"node" | b"package" | b"llc" | b"cluster" | b"core" => {
                     let level = Level::from_key(key).ok_or(PlanError::NotAPlan)?;
@@ -321,7 +329,8 @@ impl Plan {
     /// Sets the rank blocks from a `rank_blocks` value (see [`crate::ranks`]) over the task
     /// CPUs already set: the plan file's line, or by hand `GOSET_RANK_BLOCKS`.
     pub fn set_rank_blocks(&mut self, text: &[u8]) -> Result<(), PlanError> {
-        self.ranks.parse_blocks(text, &self.cpus[..self.slot_count])
+        (self.ranks.parse_blocks(text, &self.cpus[..self.slot_count]))
+            .map_err(|e| rank_error("rank_blocks", e))
     }
 
     /// Task CPUs in slot order.

@@ -14,10 +14,20 @@
 //! rank_blocks 0:0-3;1:4-7;2:8-11
 //! ```
 
-use crate::cpulist;
-use crate::locality::NO_BLOCK;
-use crate::plan::PlanError;
+use crate::cpulist::{self, CpuListError};
 use crate::MAX_SLOTS;
+
+/// A slot in no rank block (the same value as `locality::NO_BLOCK`).
+pub const NO_BLOCK: u16 = u16::MAX;
+
+/// Why a `gpus` or `rank_blocks` value is unusable (the plan names the key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankBlocksError {
+    /// Not a number, an entry without `GPU:`, or a bad cpulist.
+    Bad(Option<CpuListError>),
+    /// More than [`MAX_RANK_BLOCKS`] blocks, or a GPU number past `u16`.
+    TooMany,
+}
 
 /// Most rank blocks a plan holds.
 pub const MAX_RANK_BLOCKS: usize = 256;
@@ -167,16 +177,20 @@ impl RankBlocks {
     }
 
     /// The `gpus` line's value.
-    pub(crate) fn parse_gpus(&mut self, value: &[u8]) -> Result<(), PlanError> {
-        self.gpus = number(value).ok_or(PlanError::BadValue("gpus", None))?;
+    pub(crate) fn parse_gpus(&mut self, value: &[u8]) -> Result<(), RankBlocksError> {
+        self.gpus = number(value).ok_or(RankBlocksError::Bad(None))?;
         Ok(())
     }
 
     /// The `rank_blocks` line's value (or `GOSET_RANK_BLOCKS`'s), for the task CPUs `cpus` in
     /// slot order (the `cpus` line must come first). A CPU of no slot is ignored; a slot in two
     /// blocks stays in the first.
-    pub(crate) fn parse_blocks(&mut self, value: &[u8], cpus: &[u16]) -> Result<(), PlanError> {
-        let bad = |e| PlanError::BadValue("rank_blocks", e);
+    pub(crate) fn parse_blocks(
+        &mut self,
+        value: &[u8],
+        cpus: &[u16],
+    ) -> Result<(), RankBlocksError> {
+        let bad = RankBlocksError::Bad;
         if cpus.is_empty() {
             return Err(bad(None));
         }
@@ -186,7 +200,7 @@ impl RankBlocks {
             let at = entry.iter().position(|&c| c == b':').ok_or(bad(None))?;
             let gpu = number(&entry[..at]).ok_or(bad(None))?;
             if self.count >= MAX_RANK_BLOCKS || gpu > u16::MAX as usize {
-                return Err(PlanError::TooLong("rank_blocks"));
+                return Err(RankBlocksError::TooMany);
             }
             let b = self.count as u16;
             let of_slot = &mut self.of_slot;

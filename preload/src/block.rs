@@ -10,7 +10,7 @@
 //! single-process task keeps the plan's order). A process that already runs inside a live
 //! block (a forked child, an exec'd image) keeps to that block; launchers take none. Where the
 //! plan gives rank blocks (`--near gpu:local-rank`), a local rank takes its GPU's
-//! ([`crate::rank`]) and a process of no rank none. Must not:
+//! (`crate::rank`, asked first) and a process of no rank none. Must not:
 //! allocate (the partition lives in the loader's static scratch).
 
 use crate::placement;
@@ -42,7 +42,8 @@ pub(crate) fn gone(pid: u32) -> bool {
     !placement::alive(pid as i32)
 }
 
-/// The block process `pid` keeps to, as CPUs; `None`: it takes the task's every slot.
+/// The block process `pid` keeps to, as CPUs; `None`: it takes the task's every slot. A
+/// local rank's block is `crate::rank::take`'s, asked before this.
 /// `first` says it is the task's first process; `scratch` holds the partition.
 pub fn take(
     plan: &Plan,
@@ -53,12 +54,6 @@ pub fn take(
 ) -> Option<CpuSet> {
     let slots = plan.slot_count();
     let own = table.find(pid).map(|(_, slot)| slot);
-    // A local rank under --near gpu:local-rank: its GPU's block, whatever its parent's.
-    if plan.ranks.given() {
-        if let Some(block) = crate::rank::take(plan, table, pid, own) {
-            return block;
-        }
-    }
     // Already inside a live block: the image before an exec took it, or the process that
     // forked this one did (not so for a first process, whose slot goset-run claimed).
     if let Some(owner) = own.and_then(|s| table.owner(s)) {

@@ -15,18 +15,17 @@ use goset_plan::{CpuSet, Plan, SlotTable};
 /// How many times a rank tries again when another process took the block it chose.
 const TRIES: usize = 8;
 
-/// The block process `pid`, whose main thread holds slot `own`, keeps to as a local rank:
-/// `None` when its environment holds no local rank (the caller's rule applies); `Some(None)`
+/// The block process `pid` keeps to as a local rank (the plan gives rank blocks): `None` when
+/// the plan gives none or its environment holds no local rank (`crate::block`'s rule applies); `Some(None)`
 /// when it is a rank without a block (its GPU cannot be told, has no block in the plan, or
 /// every block of it is held: one warning, and the task's slots as without rank blocks).
-pub fn take(
-    plan: &Plan,
-    table: &SlotTable,
-    pid: i32,
-    own: Option<usize>,
-) -> Option<Option<CpuSet>> {
+pub fn take(plan: &Plan, table: &SlotTable, pid: i32) -> Option<Option<CpuSet>> {
+    if !plan.ranks.given() {
+        return None;
+    }
     let get = |name: &str| crate::env::get(name.as_bytes());
     let rank = ranks::local_rank(get)?;
+    let own = table.find(pid).map(|(_, slot)| slot);
     let gpu = match ranks::gpu_of_rank(rank, plan.ranks.gpus(), get) {
         RankGpu::Gpu { gpu, .. } => gpu,
         RankGpu::NotAnIndex { var, .. } => {

@@ -93,7 +93,9 @@ pub fn build(
 /// its block (`--near gpu:local-rank`).
 pub fn assign_ranks(rows: &mut [ProcessReport], ranks: &[RankBlock]) {
     for row in rows.iter_mut().filter(|r| !r.cpus.is_empty()) {
-        let inside = ranks.iter().find(|b| row.cpus.iter().all(|c| b.cpus.contains(c)));
+        let inside = ranks
+            .iter()
+            .find(|b| row.cpus.iter().all(|c| b.cpus.contains(c)));
         if let Some(b) = inside {
             row.rank = Some(b.rank);
             row.gpu = Some(format!("gpu{}", b.gpu.index));
@@ -215,8 +217,14 @@ mod tests {
             widened: None,
         };
         let mut ranked = rows.clone();
-        assign_ranks(&mut ranked, &[block(0, vec![0, 1, 2]), block(1, vec![6, 5, 4])]);
-        assert_eq!((ranked[0].rank, ranked[0].gpu.as_deref()), (Some(0), Some("gpu0")));
+        assign_ranks(
+            &mut ranked,
+            &[block(0, vec![0, 1, 2]), block(1, vec![6, 5, 4])],
+        );
+        assert_eq!(
+            (ranked[0].rank, ranked[0].gpu.as_deref()),
+            (Some(0), Some("gpu0"))
+        );
         assert_eq!(ranked[1].block, Some(vec![4, 5, 6]));
         assert!(render(&ranked).contains("gpu1"));
         // One process, no copies: no table.

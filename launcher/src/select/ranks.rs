@@ -291,3 +291,76 @@ fn groups(cpus: &[usize], key: impl Fn(usize) -> Option<usize>) -> Vec<Vec<usize
     out.sort_by_key(|g| g[0]);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::synthetic::machine;
+
+    fn gpu(index: usize, node: Option<usize>) -> Gpu {
+        Gpu {
+            index,
+            bus_id: String::new(),
+            numa_node: node,
+            node,
+            nic: None,
+            sysfs: String::new(),
+        }
+    }
+
+    #[test]
+    fn exclusive_gives_the_first_gpus_the_cores_left_over() {
+        // One node of 8 cores, no SMT, 3 GPUs: 3, 3 and 2 cores, as torchrun splits them.
+        let topo = machine(8, 1, 1);
+        let usable: Vec<usize> = (0..8).collect();
+        let gpus: Vec<Gpu> = (0..3).map(|i| gpu(i, Some(0))).collect();
+        let shares: Vec<Vec<usize>> = (gpus.iter())
+            .map(|g| share(&topo, &usable, &gpus, g, ShareMode::Exclusive))
+            .collect();
+        assert_eq!(shares, [vec![0, 1, 2], vec![3, 4, 5], vec![6, 7]]);
+        // More GPUs than cores: a core each, round the cores.
+        let many: Vec<Gpu> = (0..10).map(|i| gpu(i, Some(0))).collect();
+        assert_eq!(
+            share(&topo, &usable, &many, &many[9], ShareMode::Exclusive),
+            [1]
+        );
+    }
+
+    #[test]
+    fn a_gpu_on_no_node_shares_the_machine_and_blocks_never_overlap() {
+        // 2 nodes of 4 cores x 2 threads; GPU 0 on node 1, GPU 1 on none.
+        let topo = machine(8, 2, 2);
+        let usable: Vec<usize> = (0..16).collect();
+        let gpus = vec![gpu(0, Some(1)), gpu(1, None)];
+        assert_eq!(
+            share(&topo, &usable, &gpus, &gpus[1], ShareMode::Socket).len(),
+            16
+        );
+        let node1 = share(&topo, &usable, &gpus, &gpus[0], ShareMode::Node);
+        assert_eq!(node1, [4, 5, 6, 7, 12, 13, 14, 15]);
+        let req = RankRequest {
+            gpus,
+            ranks: 4,
+            per_rank: 3,
+            mode: ShareMode::Node,
+        };
+        let opts = Options {
+            count: 12,
+            ..Options::default()
+        };
+        let sel = plan_ranks(&topo, &BTreeMap::new(), &opts, &req).unwrap();
+        let mut seen = Vec::new();
+        for r in &sel.ranks {
+            assert!(r.cpus.iter().all(|c| !seen.contains(c)), "{:?}", sel.ranks);
+            seen.extend(&r.cpus);
+        }
+        // Ranks 0 and 2 drive GPU 0: 6 of node 1's 8 CPUs, its 4 cores first.
+        assert!(sel.ranks[0]
+            .cpus
+            .iter()
+            .chain(&sel.ranks[2].cpus)
+            .all(|c| node1.contains(c)));
+        assert_eq!(sel.task_cpus.len(), 12);
+        assert_eq!(&sel.task_cpus[..3], &sel.ranks[0].cpus[..]);
+    }
+}

@@ -17,7 +17,7 @@
 //! - on the two-node guest, two display devices behind PCI expander bridges on nodes 0 and 1
 //!   stand in for GPUs: under `--near gpu:local-rank`, 4 workers a shell forks with
 //!   `LOCAL_RANK=0..3` have every thread, the one started before `main` too, born on the block
-//!   near their GPU; and the rank bandwidth benchmark (docs/bench/ranks-guest.md) runs.
+//!   near their GPU.
 //!
 //! `GOSET_VM_CONSOLE=DIR` keeps each guest's console in `DIR/console-<smp>.txt`.
 //!
@@ -127,14 +127,12 @@ fn goset_in_guests_with_smt_and_numa() {
     ) else {
         return;
     };
-    let (Some(rank_worker), Some(triad)) = (Program::c("rank_worker.c"), Program::gomp("triad.c"))
-    else {
+    let Some(rank_worker) = Program::c("rank_worker.c") else {
         return;
     };
     let llvm = Program::llvm_omp("omp.c");
     let mut programs = vec![
         (rank_worker.path(), script::RANK_WORKER),
-        (triad.path(), script::TRIAD),
         (threads.path(), script::THREADS),
         (threads_static.path(), script::THREADS_STATIC),
         (numa_memory.path(), script::NUMA_MEMORY),
