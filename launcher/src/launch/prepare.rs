@@ -180,13 +180,26 @@ fn shim_reaches(opts: &RunOptions, command: &Path) -> bool {
 /// the environment would override it and hide the task's threads from the report.
 fn env_remove(placement: Placement) -> Vec<OsString> {
     match placement {
-        Placement::Thread => [vars::LOG, vars::CPUS, vars::SLOTS, vars::LOG_FD]
-            .map(OsString::from)
-            .into(),
+        Placement::Thread => [
+            vars::LOG,
+            vars::CPUS,
+            vars::RANK_BLOCKS,
+            vars::SLOTS,
+            vars::LOG_FD,
+        ]
+        .map(OsString::from)
+        .into(),
         // A shim the user preloads (in their own LD_PRELOAD) must not find a plan either.
-        Placement::Mask => [vars::LOG, vars::CPUS, vars::PLAN, vars::SLOTS, vars::LOG_FD]
-            .map(OsString::from)
-            .into(),
+        Placement::Mask => [
+            vars::LOG,
+            vars::CPUS,
+            vars::RANK_BLOCKS,
+            vars::PLAN,
+            vars::SLOTS,
+            vars::LOG_FD,
+        ]
+        .map(OsString::from)
+        .into(),
     }
 }
 
