@@ -346,17 +346,16 @@ impl RunArgs {
         if ranks.is_some() {
             check_ranks(self)?;
         }
-        let numa_from_near = if ranks.is_some() {
-            NumaChoice::Off
-        } else {
-            self.select_options()?.numa
+        let mut select = SelectOptions {
+            block: per_process,
+            ..self.select_options()?
         };
+        if ranks.is_some() {
+            // Each rank's block is chosen on its own, and memory follows each rank's threads.
+            (select.block, select.numa) = (None, NumaChoice::Off);
+        }
         Ok(RunOptions {
-            select: SelectOptions {
-                block: per_process.filter(|_| ranks.is_none()),
-                numa: numa_from_near,
-                ..self.select_options()?
-            },
+            select,
             include: cpulist_arg("include", &self.include)?,
             exclude: cpulist_arg("exclude", &self.exclude)?,
             near,

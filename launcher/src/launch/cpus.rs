@@ -39,7 +39,6 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     let ranks = super::ranks::request(opts, &topo, |v| {
         std::env::var_os(v).map(|x| x.into_encoded_bytes())
     })?;
-
     let noise = noise::sample(root, opts.sample);
     machine_select.sample_ms = noise.window_ms;
     let scores: BTreeMap<usize, f64> = noise
