@@ -60,7 +60,7 @@ fn each_rank_threads_are_born_on_its_gpus_block_before_main() {
 }
 
 #[test]
-fn the_visible_list_names_the_gpu_and_a_uuid_gets_one_warning() {
+fn every_local_rank_variable_and_the_visible_list_name_the_gpu() {
     let (Some(prog), Some((a, b))) = (Program::c("rank_worker.c"), two_blocks()) else {
         return;
     };
@@ -70,6 +70,19 @@ fn the_visible_list_names_the_gpu_and_a_uuid_gets_one_warning() {
     outcome.expect_code(0);
     for r in reports(&outcome) {
         assert_eq!(r.allowed, [b], "{}\n{}", r.role, outcome.dump());
+    }
+    // Every launcher's variable names the rank: Slurm's, Open MPI's, MPICH's, --instances'.
+    for var in [
+        "SLURM_LOCALID",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "PMI_LOCAL_RANK",
+        "GOSET_INSTANCE",
+    ] {
+        let outcome = by_hand_ranks(a, b, &format!("{var}=1 {p}"));
+        outcome.expect_code(0);
+        for r in reports(&outcome) {
+            assert_eq!(r.allowed, [b], "{var}: {}\n{}", r.role, outcome.dump());
+        }
     }
     let uuid = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
     let outcome = by_hand_ranks(
