@@ -8,6 +8,8 @@
 //! - [`plan`]: the plan file the launcher writes into the run directory and the shim reads;
 //! - [`level`]: the levels at which CPUs group, a slot's place at each, how near two places are;
 //! - [`locality`]: which slots are near a process, and the blocks a multi-process task is cut into;
+//! - [`ranks`]: the block of each local rank near its GPU (`--near gpu:local-rank`), and the
+//!   variables a process's local rank and visible GPUs are read from;
 //! - [`slots`]: the slot table, a fixed layout of atomics shared (mmap) by every process of a task,
 //!   and the label its thread records carry ([`slots::label`]);
 //! - [`vars`]: the names of the environment variables that hand the plan on;
@@ -28,6 +30,7 @@ pub mod level;
 pub mod locality;
 pub mod log;
 pub mod plan;
+pub mod ranks;
 pub mod raw;
 pub mod rootfile;
 pub mod slots;

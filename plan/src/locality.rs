@@ -11,8 +11,8 @@
 use crate::level::{distance, Level, LEVELS};
 use crate::plan::Plan;
 
-/// A block index for a slot in no block (see [`partition`]).
-pub const NO_BLOCK: u16 = u16::MAX;
+/// A block index for a slot in no block (see [`partition`]); the same as a rank block's.
+pub use crate::ranks::NO_BLOCK;
 
 /// The order of a slot among its plan's slots when cutting blocks: by node, package, cache,
 /// cluster and core, so that a block holds whole cores of one cache where it can, then by

@@ -32,11 +32,16 @@
 //! smt_pack 1
 //! # optional: each process of the task keeps to a block of this many slots (--per-process)
 //! per_process 4
+//! # optional (--near gpu:local-rank): the machine's GPUs and each local rank's block, see
+//! # crate::ranks
+//! gpus 2
+//! rank_blocks 0:3,1;1:2,0
 //! ```
 
 use crate::cpulist::{self, CpuListError};
 use crate::cpuset::CpuSet;
 use crate::level::{Level, Place, LEVELS};
+use crate::ranks::{RankBlocks, RankBlocksError};
 use core::fmt;
 
 /// Most task slots a plan holds.
@@ -81,6 +86,8 @@ pub struct Plan {
     levels_given: u8,
     /// The next slot on the same core, round the core's slots ([`Plan::siblings`]).
     next_on_core: [u16; MAX_SLOTS],
+    /// Each local rank's block (`--near gpu:local-rank`); none given: empty.
+    pub ranks: RankBlocks,
 }
 
 /// Why a plan is unusable. The shim warns with it and passes calls through.
@@ -113,6 +120,14 @@ impl fmt::Display for PlanError {
 impl Default for Plan {
     fn default() -> Self {
         Plan::EMPTY
+    }
+}
+
+/// The plan's error for a rank line's.
+fn rank_error(key: &'static str, e: RankBlocksError) -> PlanError {
+    match e {
+        RankBlocksError::Bad(e) => PlanError::BadValue(key, e),
+        RankBlocksError::TooMany => PlanError::TooLong(key),
     }
 }
 
@@ -156,6 +171,7 @@ impl Plan {
         places: [[0; LEVELS]; MAX_SLOTS],
         levels_given: 0,
         next_on_core: [0; MAX_SLOTS],
+        ranks: RankBlocks::EMPTY,
     };
 
     /// A plan with the given task CPUs in slot order and nothing else (the shim's `GOSET_CPUS`
@@ -203,6 +219,7 @@ impl Plan {
         self.per_process = 0;
         self.log_len = 0;
         self.levels_given = 0;
+        self.ranks.clear();
     }
 
     fn set_cpus(&mut self, text: &[u8]) -> Result<(), PlanError> {
@@ -281,6 +298,8 @@ impl Plan {
                     self.per_process =
                         parse_number("per_process", value)?.min(MAX_SLOTS as u64) as usize
                 }
+                b"gpus" => (self.ranks.parse_gpus(value)).map_err(|e| rank_error("gpus", e))?,
+                b"rank_blocks" => self.set_rank_blocks(value)?,
                 b"node" | b"package" | b"llc" | b"cluster" | b"core" => {
                     let level = Level::from_key(key).ok_or(PlanError::NotAPlan)?;
                     self.set_groups(level, value)?;
@@ -305,6 +324,13 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// Sets the rank blocks from a `rank_blocks` value (see [`crate::ranks`]) over the task
+    /// CPUs already set: the plan file's line, or by hand `GOSET_RANK_BLOCKS`.
+    pub fn set_rank_blocks(&mut self, text: &[u8]) -> Result<(), PlanError> {
+        (self.ranks.parse_blocks(text, &self.cpus[..self.slot_count]))
+            .map_err(|e| rank_error("rank_blocks", e))
     }
 
     /// Task CPUs in slot order.
@@ -493,6 +519,7 @@ impl Plan {
                 let _ = writeln!(out, "{} {}", level.key(), self.groups_text(level));
             }
         }
+        out.push_str(&(self.ranks).to_text(self.slot_count, |s| self.cpus[s] as usize));
         out
     }
 
@@ -525,6 +552,7 @@ impl fmt::Debug for Plan {
             .field("pidns", &self.pidns)
             .field("smt_pack", &self.smt_pack)
             .field("per_process", &self.per_process)
+            .field("rank_blocks", &self.ranks.count())
             .field("log", &self.log_path().map(String::from_utf8_lossy))
             .finish()
     }

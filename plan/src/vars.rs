@@ -13,6 +13,11 @@ pub const PLAN: &str = "GOSET_PLAN";
 /// By hand, without a plan: the task CPUs as a cpulist, in slot order.
 pub const CPUS: &str = "GOSET_CPUS";
 
+/// By hand, with `GOSET_CPUS`: each local rank's block near its GPU, as the plan's
+/// `rank_blocks` line writes them (`0:0-3;1:4-7`: GPU number, `:`, CPUs; see
+/// [`crate::ranks`]).
+pub const RANK_BLOCKS: &str = "GOSET_RANK_BLOCKS";
+
 /// The slot table every process of the task shares, as `/proc/<pid>/fd/<n>`: the descriptor
 /// goset-run hands the task, or the table the first process started by hand made.
 pub const SLOTS: &str = "GOSET_SLOTS";

@@ -8,7 +8,9 @@
 //! when its environment holds an `OMP_NUM_THREADS` smaller than the task (a user's team
 //! size: goset-run sets it to the slot count), unless it is the task's first process (a
 //! single-process task keeps the plan's order). A process that already runs inside a live
-//! block (a forked child, an exec'd image) keeps to that block; launchers take none. Must not:
+//! block (a forked child, an exec'd image) keeps to that block; launchers take none. Where the
+//! plan gives rank blocks (`--near gpu:local-rank`), a local rank takes its GPU's
+//! (`crate::rank`, asked first) and a process of no rank none. Must not:
 //! allocate (the partition lives in the loader's static scratch).
 
 use crate::placement;
@@ -28,18 +30,20 @@ fn asked_size(slots: usize) -> Option<usize> {
 }
 
 /// The CPUs of the block of live process `owner` (every slot it owns).
-fn block_of(plan: &Plan, table: &SlotTable, owner: u32) -> CpuSet {
+pub(crate) fn block_of(plan: &Plan, table: &SlotTable, owner: u32) -> CpuSet {
     (0..plan.slot_count())
         .filter(|&s| table.owner(s) == Some(owner))
         .filter_map(|s| plan.cpu_of_slot(s))
         .collect()
 }
 
-fn gone(pid: u32) -> bool {
+/// Whether process `pid` has ended.
+pub(crate) fn gone(pid: u32) -> bool {
     !placement::alive(pid as i32)
 }
 
-/// The block process `pid` keeps to, as CPUs; `None`: it takes the task's every slot.
+/// The block process `pid` keeps to, as CPUs; `None`: it takes the task's every slot. A
+/// local rank's block is `crate::rank::take`'s, asked before this.
 /// `first` says it is the task's first process; `scratch` holds the partition.
 pub fn take(
     plan: &Plan,
@@ -56,6 +60,10 @@ pub fn take(
         if owner == pid as u32 || (!first && !gone(owner)) {
             return Some(block_of(plan, table, owner)).filter(|b| !b.is_empty());
         }
+    }
+    // Rank blocks are the ranks': a process of no rank (torchrun's agent, mpirun) takes none.
+    if plan.ranks.given() {
+        return None;
     }
     let size = match plan.per_process {
         0 if first => return None,

@@ -29,6 +29,7 @@ pub mod log;
 pub mod notes;
 pub mod placement;
 pub mod process;
+pub mod rank;
 pub mod real;
 pub mod role;
 pub mod sys;

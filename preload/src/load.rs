@@ -20,6 +20,7 @@ use crate::block;
 use crate::buf::{Buf, Exclusive};
 use crate::config::Config;
 use crate::log::{self, warn_once};
+use crate::rank;
 use crate::role;
 use crate::sys;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -119,8 +120,11 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
     let wrapper = role::is_wrapper(exe, comm);
     let launcher = wrapper || role::is_launcher(exe, comm);
     let root = plan.main_on_housekeeper && is_root(dir, table, scratch);
+    let pid = sys::getpid();
     let block = match bound {
-        None if !launcher => block::take(plan, table, sys::getpid(), first, &mut scratch.blocks),
+        // A local rank under --near gpu:local-rank: its GPU's block, whatever its parent's.
+        None if !launcher => rank::take(plan, table, pid)
+            .unwrap_or_else(|| block::take(plan, table, pid, first, &mut scratch.blocks)),
         _ => None,
     };
     Ok(Config {
@@ -342,6 +346,16 @@ fn by_hand(
             ));
             Disabled
         })?,
+    }
+    if let Some(blocks) = crate::env::get(vars::RANK_BLOCKS.as_bytes()) {
+        plan.set_rank_blocks(blocks).map_err(|e| {
+            warn_once(format_args!(
+                "{}={}: {e}; not placing threads",
+                vars::RANK_BLOCKS,
+                show(blocks)
+            ));
+            Disabled
+        })?;
     }
     let inherited = handed_table(handed, plan, scratch);
     let table = match inherited {

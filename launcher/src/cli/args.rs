@@ -51,9 +51,16 @@ pub struct RunArgs {
     /// Keep the task CPUs near a device: a network interface (eth0), a block device
     /// (nvme0n1), a PCI address (0000:3b:00.0 or 3b:00.0) or gpuN (the N-th GPU in PCI bus
     /// order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them); its local CPUs and, by default,
-    /// its NUMA node for memory.
+    /// its NUMA node for memory. gpu:local-rank: each process near its own GPU (the one its
+    /// LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK
+    /// or GOSET_INSTANCE names through CUDA_VISIBLE_DEVICES), in a block of its own.
     #[arg(long, value_name = "DEVICE")]
     pub near: Option<String>,
+    /// With --near gpu:local-rank, each rank's share, as torchrun's --numa-binding: node (its
+    /// GPU's NUMA node), socket (its package), exclusive (the node's cores split among its
+    /// GPUs) or cache (one last-level cache each). Default: node.
+    #[arg(long, value_name = "MODE")]
+    pub near_share: Option<String>,
     /// Housekeeper poll interval in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub interval: u64,

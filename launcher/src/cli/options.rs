@@ -8,6 +8,7 @@
 use super::args::{Placement, RunArgs, SmtArg};
 use crate::error::{Error, Result};
 use crate::instances::MAX_INSTANCES;
+use crate::select::ranks::ShareMode;
 use crate::select::{KindChoice, NumaChoice, Options as SelectOptions, SmtPolicy};
 use crate::topology::CpuExpr;
 use std::ffi::OsString;
@@ -42,8 +43,11 @@ pub struct RunOptions {
     pub include: CpuExpr,
     /// `--exclude`, parsed.
     pub exclude: CpuExpr,
-    /// `--near`'s device, as named; looked up in sysfs under `fsroot`.
+    /// `--near`'s device, as named; looked up in sysfs under `fsroot`. `None` with
+    /// `--near gpu:local-rank`, which sets [`RunOptions::ranks`].
     pub near: Option<String>,
+    /// `--near gpu:local-rank`: each local rank near its GPU, its share cut this way.
+    pub ranks: Option<ShareMode>,
     /// Noise sampling window.
     pub sample: Duration,
     /// Housekeeper poll interval.
@@ -127,6 +131,61 @@ fn cpu_kind_arg(text: &str) -> Result<KindChoice> {
                 "--cpu-kind '{n}': expected performance, efficient, any or a kind number (goset lists them)"
             ))
         }),
+    }
+}
+
+/// What `--near gpu:...` asks for per rank.
+pub const LOCAL_RANK: &str = "gpu:local-rank";
+
+/// `--near` and `--near-share`: a device (`None` share), or with `gpu:local-rank` a share
+/// mode for each rank (`None` device).
+fn near_arg(
+    near: Option<&str>,
+    share: Option<&str>,
+) -> Result<(Option<String>, Option<ShareMode>)> {
+    let mode = match share {
+        None => None,
+        Some(s) => Some(
+            (ShareMode::NAMES.iter())
+                .find(|(name, _)| *name == s)
+                .map(|(_, m)| *m)
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--near-share '{s}': expected node, socket, exclusive or cache"
+                    ))
+                })?,
+        ),
+    };
+    match near {
+        Some(LOCAL_RANK) => Ok((None, Some(mode.unwrap_or_default()))),
+        Some(other) if other.starts_with("gpu:") => Err(Error::Usage(format!(
+            "--near '{other}': expected {LOCAL_RANK} (each process near the GPU its local rank \
+             names) or gpuN (one GPU for the whole run)"
+        ))),
+        _ if mode.is_some() => Err(Error::Usage(format!(
+            "--near-share needs --near {LOCAL_RANK}: it says how each rank's share is cut"
+        ))),
+        other => Ok((other.map(str::to_string), None)),
+    }
+}
+
+/// The flags `--near gpu:local-rank` cannot go with: each rank's block decides the CPUs and
+/// memory follows each rank's threads.
+fn check_ranks(args: &RunArgs) -> Result<()> {
+    let numa_off = matches!(args.numa.as_deref(), None | Some("off" | "-2"));
+    let clash = [
+        (args.include.is_some(), "--include"),
+        (!numa_off, "--numa"),
+        (args.placement == Placement::Mask, "--placement mask"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag));
+    match clash {
+        Some(flag) => Err(Error::Usage(format!(
+            "{flag} with --near {LOCAL_RANK}: each rank's block is chosen near its own GPU (and \
+             its memory follows its threads); drop {flag}"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -283,14 +342,24 @@ impl RunArgs {
         let per_process = self.per_process_arg()?;
         self.check_timing_and_command()?;
         let root = self.checked_fsroot()?;
+        let (near, ranks) = near_arg(self.near.as_deref(), self.near_share.as_deref())?;
+        if ranks.is_some() {
+            check_ranks(self)?;
+        }
+        let mut select = SelectOptions {
+            block: per_process,
+            ..self.select_options()?
+        };
+        if ranks.is_some() {
+            // Each rank's block is chosen on its own, and memory follows each rank's threads.
+            (select.block, select.numa) = (None, NumaChoice::Off);
+        }
         Ok(RunOptions {
-            select: SelectOptions {
-                block: per_process,
-                ..self.select_options()?
-            },
+            select,
             include: cpulist_arg("include", &self.include)?,
             exclude: cpulist_arg("exclude", &self.exclude)?,
-            near: self.near.clone(),
+            near,
+            ranks,
             sample: Duration::from_millis(self.sample),
             interval: Duration::from_millis(self.interval),
             skip: skip_arg(&self.skip)?,

@@ -36,6 +36,9 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     let topo = Topology::read(root)
         .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
     let mut machine_select = machine_options(opts, &topo)?;
+    let ranks = super::ranks::request(opts, &topo, |v| {
+        std::env::var_os(v).map(|x| x.into_encoded_bytes())
+    })?;
     let noise = noise::sample(root, opts.sample);
     machine_select.sample_ms = noise.window_ms;
     let scores: BTreeMap<usize, f64> = noise
@@ -56,7 +59,7 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
         if !opts.share {
             select_opts.exclude.extend(booking::booked_cpus(&bookings));
         }
-        let conflict = match select::plan(&topo, &scores, &select_opts) {
+        let conflict = match choose(&topo, &scores, &select_opts, ranks.as_ref()) {
             Ok(selection) => {
                 let booked = match (&registry, opts.dry_run) {
                     (Some(r), false) => Some(book(r, opts, &selection)?),
@@ -72,7 +75,7 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
                 });
             }
             // Without the other runs' CPUs it would work: they are what is missing.
-            Err(e) if select::plan(&topo, &scores, &machine_select).is_ok() => e,
+            Err(e) if choose(&topo, &scores, &machine_select, ranks.as_ref()).is_ok() => e,
             Err(e) => return Err(e.into()),
         };
         drop(locked);
@@ -84,6 +87,19 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
             continue;
         }
         return Err(held_error(opts, &bookings, conflict));
+    }
+}
+
+/// The selection: with rank blocks, each rank's near its GPU ([`select::ranks`]).
+fn choose(
+    topo: &Topology,
+    scores: &BTreeMap<usize, f64>,
+    opts: &select::Options,
+    ranks: Option<&select::ranks::RankRequest>,
+) -> std::result::Result<select::Selection, select::SelectError> {
+    match ranks {
+        Some(req) => select::ranks::plan_ranks(topo, scores, opts, req),
+        None => select::plan(topo, scores, opts),
     }
 }
 

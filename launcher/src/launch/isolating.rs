@@ -107,6 +107,7 @@ mod tests {
             near: None,
             passed_over: Vec::new(),
             perf: Default::default(),
+            ranks: Vec::new(),
         };
         let set = |v: &[usize]| v.iter().copied().collect::<CpuSet>();
         // --spare 1: the spare is reserved like a task CPU.

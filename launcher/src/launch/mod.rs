@@ -11,6 +11,7 @@ mod execute;
 mod isolating;
 mod json;
 mod prepare;
+mod ranks;
 mod stderr;
 mod step;
 
@@ -96,9 +97,10 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let mut run = execute::execute(opts, &selection, &prepared, &mut isolation)?;
     // Threads by process, so that a process's rows stay together.
     run.threads.sort_by_key(|t| t.placement.pid);
-    let processes = report::processes::build(&run.threads, &run.instances, |c| {
+    let mut processes = report::processes::build(&run.threads, &run.instances, |c| {
         topo.cpu(c).and_then(|i| i.node)
     });
+    report::processes::assign_ranks(&mut processes, &selection.ranks);
     let iso_report = (opts.isolation != Default::default()).then(|| isolation.finish());
     merge_errors(&mut errors, &run.errors);
     // Runs booked since this one selected, for the CPUs they share with it.

@@ -71,9 +71,10 @@ pub(super) fn prepare(
     };
     let env = taskenv::task_env(
         |name| std::env::var_os(name),
-        match opts.per_process {
-            Some(n) => taskenv::Threads::PerProcess(n),
-            None => taskenv::Threads::Slots(selection.task_cpus.len()),
+        match (selection.ranks.first(), opts.per_process) {
+            (Some(rank), _) => taskenv::Threads::PerProcess(rank.cpus.len()),
+            (None, Some(n)) => taskenv::Threads::PerProcess(n),
+            (None, None) => taskenv::Threads::Slots(selection.task_cpus.len()),
         },
         run_dir.as_ref().map(|dir| taskenv::Shim {
             preload: dir.preload(),
@@ -132,6 +133,19 @@ fn plan(
     plan.set_places(&places);
     plan.smt_pack = opts.select.smt == SmtPolicy::Pack;
     plan.per_process = opts.per_process.unwrap_or(0);
+    if !selection.ranks.is_empty() {
+        let slot_of = |c: &usize| selection.task_cpus.iter().position(|t| t == c);
+        let blocks: Vec<(usize, Vec<usize>)> = (selection.ranks.iter())
+            .map(|r| (r.gpu.index, r.cpus.iter().filter_map(slot_of).collect()))
+            .collect();
+        let gpus = crate::topology::gpus(&opts.fsroot, topo).len();
+        if !plan.ranks.set(gpus, &blocks) {
+            return Err(Error::Usage(format!(
+                "--near gpu:local-rank: {} ranks, more than a plan holds",
+                blocks.len()
+            )));
+        }
+    }
     plan.launcher_pid = std::process::id().into();
     // So that a process of the task in a sandbox's PID namespace knows its ids mean nothing
     // here (0, unknown, where /proc does not say).
@@ -166,13 +180,26 @@ fn shim_reaches(opts: &RunOptions, command: &Path) -> bool {
 /// the environment would override it and hide the task's threads from the report.
 fn env_remove(placement: Placement) -> Vec<OsString> {
     match placement {
-        Placement::Thread => [vars::LOG, vars::CPUS, vars::SLOTS, vars::LOG_FD]
-            .map(OsString::from)
-            .into(),
+        Placement::Thread => [
+            vars::LOG,
+            vars::CPUS,
+            vars::RANK_BLOCKS,
+            vars::SLOTS,
+            vars::LOG_FD,
+        ]
+        .map(OsString::from)
+        .into(),
         // A shim the user preloads (in their own LD_PRELOAD) must not find a plan either.
-        Placement::Mask => [vars::LOG, vars::CPUS, vars::PLAN, vars::SLOTS, vars::LOG_FD]
-            .map(OsString::from)
-            .into(),
+        Placement::Mask => [
+            vars::LOG,
+            vars::CPUS,
+            vars::RANK_BLOCKS,
+            vars::PLAN,
+            vars::SLOTS,
+            vars::LOG_FD,
+        ]
+        .map(OsString::from)
+        .into(),
     }
 }
 

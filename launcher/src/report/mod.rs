@@ -4,6 +4,7 @@
 
 pub mod isolation;
 pub mod processes;
+pub mod ranks;
 pub mod sharing;
 pub mod table;
 pub mod telemetry;
@@ -148,6 +149,7 @@ fn flag(b: bool) -> String {
 pub fn render_selection(rep: &SelectionReport) -> String {
     let mut out = selection_table(rep).render();
     selection_notes(rep, &mut out);
+    out.push_str(&ranks::render(&rep.selection));
     out
 }
 

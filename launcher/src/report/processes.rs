@@ -7,6 +7,7 @@
 use super::table::Table;
 use crate::housekeeper::outcome::ThreadReport;
 use crate::output::escape;
+use crate::select::ranks::RankBlock;
 use crate::task::Ending;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -28,6 +29,16 @@ pub struct ProcessReport {
     pub nodes: Vec<usize>,
     /// How a copy ended (`--instances`); `None` for other processes.
     pub exit_code: Option<i32>,
+    /// With `--near gpu:local-rank`: the local rank whose block its threads kept to (the shim
+    /// gives a process the block of its own local rank's GPU), see [`assign_ranks`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<usize>,
+    /// That rank's GPU (`gpu3`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    /// That rank's block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<Vec<usize>>,
 }
 
 /// The processes of `threads` in order of first appearance; `instances` are the copies'
@@ -54,6 +65,9 @@ pub fn build(
                     cpus: Vec::new(),
                     nodes: Vec::new(),
                     exit_code: copy.map(|i| instances[i].1.exit_code()),
+                    rank: None,
+                    gpu: None,
+                    block: None,
                 });
                 out.last_mut().expect("just pushed")
             }
@@ -75,6 +89,23 @@ pub fn build(
     out
 }
 
+/// Gives each process whose threads all ran inside one rank's block that rank, its GPU and
+/// its block (`--near gpu:local-rank`).
+pub fn assign_ranks(rows: &mut [ProcessReport], ranks: &[RankBlock]) {
+    for row in rows.iter_mut().filter(|r| !r.cpus.is_empty()) {
+        let inside = ranks
+            .iter()
+            .find(|b| row.cpus.iter().all(|c| b.cpus.contains(c)));
+        if let Some(b) = inside {
+            row.rank = Some(b.rank);
+            row.gpu = Some(format!("gpu{}", b.gpu.index));
+            let mut block = b.cpus.clone();
+            block.sort();
+            row.block = Some(block);
+        }
+    }
+}
+
 fn list(v: &[usize]) -> String {
     if v.is_empty() {
         return "-".into();
@@ -88,20 +119,29 @@ pub fn render(processes: &[ProcessReport]) -> String {
     if processes.len() < 2 && processes.iter().all(|p| p.instance.is_none()) {
         return String::new();
     }
-    let mut t = Table::new(
-        "Processes",
-        &["pid", "inst", "comm", "threads", "cpus", "nodes", "exit"],
-    );
+    let ranks = processes.iter().any(|p| p.rank.is_some());
+    let mut header = vec!["pid", "inst", "comm", "threads", "cpus", "nodes", "exit"];
+    if ranks {
+        header.extend(["rank", "gpu", "block"]);
+    }
+    let mut t = Table::new("Processes", &header);
     for p in processes {
-        t.row(vec![
+        let dash = || "-".to_string();
+        let mut row = vec![
             p.pid.to_string(),
-            p.instance.map_or_else(|| "-".into(), |i| i.to_string()),
+            p.instance.map_or_else(dash, |i| i.to_string()),
             escape(&p.comm).into_owned(),
             p.threads.to_string(),
             list(&p.cpus),
             list(&p.nodes),
-            p.exit_code.map_or_else(|| "-".into(), |c| c.to_string()),
-        ]);
+            p.exit_code.map_or_else(dash, |c| c.to_string()),
+        ];
+        if ranks {
+            row.push(p.rank.map_or_else(dash, |r| r.to_string()));
+            row.push(p.gpu.clone().unwrap_or_else(dash));
+            row.push(p.block.as_deref().map_or_else(dash, list));
+        }
+        t.row(row);
     }
     t.render()
 }
@@ -160,6 +200,33 @@ mod tests {
         );
         let text = render(&rows);
         assert!(text.contains("Processes") && text.contains("4-6"), "{text}");
+        // Under --near gpu:local-rank, the rank whose block holds a process's CPUs.
+        let gpu = |index| crate::topology::Gpu {
+            index,
+            bus_id: String::new(),
+            numa_node: Some(index),
+            node: Some(index),
+            nic: None,
+            sysfs: String::new(),
+        };
+        let block = |rank: usize, cpus: Vec<usize>| RankBlock {
+            rank,
+            gpu: gpu(rank),
+            share: cpus.clone(),
+            cpus,
+            widened: None,
+        };
+        let mut ranked = rows.clone();
+        assign_ranks(
+            &mut ranked,
+            &[block(0, vec![0, 1, 2]), block(1, vec![6, 5, 4])],
+        );
+        assert_eq!(
+            (ranked[0].rank, ranked[0].gpu.as_deref()),
+            (Some(0), Some("gpu0"))
+        );
+        assert_eq!(ranked[1].block, Some(vec![4, 5, 6]));
+        assert!(render(&ranked).contains("gpu1"));
         // One process, no copies: no table.
         let one = build(&threads[..1], &[(10, Ending::Exited(0))], node_of);
         assert_eq!(render(&one), "");

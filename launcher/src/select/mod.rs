@@ -30,10 +30,11 @@
 
 // Layout: this file the types, `plan` and the candidates (near, node, kind, fence);
 // `rank.rs` what a thread is worth; `compact.rs` the domains; `team.rs` the team and its slot
-// order; `error.rs` the usage errors.
+// order; `error.rs` the usage errors; `ranks.rs` the blocks of `--near gpu:local-rank`.
 mod compact;
 mod error;
 mod rank;
+pub mod ranks;
 mod team;
 
 pub use error::SelectError;
@@ -149,6 +150,10 @@ pub struct Selection {
     /// CPUs the selection would have given the task had every CPU been quiet, passed over for
     /// their noise (or other work's load).
     pub passed_over: Vec<usize>,
+    /// Each local rank's block near its GPU (`--near gpu:local-rank`), in rank order; the task
+    /// CPUs are these blocks one after the other.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<ranks::RankBlock>,
     /// The speed of every usable CPU's kind class, in permille of the fastest (1000 on a
     /// machine without kinds, and for every CPU unless `--cpu-kind performance`): the
     /// housekeeper moves a busy thread to a faster free slot.
@@ -226,6 +231,7 @@ pub fn plan(
         ranking,
         near: opts.near.clone(),
         passed_over,
+        ranks: Vec::new(),
     })
 }
 

@@ -6,7 +6,8 @@
 //! - a PCI address: `/sys/bus/pci/devices/<address>`, written `0000:3b:00.0` or `3b:00.0`
 //!   (domain 0);
 //! - `gpuN`: the N-th GPU in PCI bus order, as CUDA numbers them with
-//!   `CUDA_DEVICE_ORDER=PCI_BUS_ID`: the display-class PCI devices (class `0x03xxxx`),
+//!   `CUDA_DEVICE_ORDER=PCI_BUS_ID`: the display-class PCI devices (class `0x03xxxx`) and
+//!   processing accelerators (`0x12xxxx`, as AMD Instinct cards report themselves),
 //!   NVIDIA's alone where there are any (CUDA sees no other: a workstation's integrated GPU
 //!   comes first in bus order), else all but the display controllers of server management chips
 //!   (ASPEED, Matrox), on which nobody computes.
@@ -31,6 +32,13 @@ const NVIDIA: u16 = 0x10de;
 /// Vendors of the display controllers built into server management chips (BMCs): ASPEED
 /// and Matrox (HPE iLO, Dell iDRAC).
 const BMC_DISPLAY: [u16; 2] = [0x1a03, 0x102b];
+
+/// Where the kernel lists PCI functions.
+const PCI: &str = "/sys/bus/pci/devices";
+
+/// PCI base classes of GPUs: display controllers (`0x03`, NVIDIA's and most others) and
+/// processing accelerators (`0x12`: AMD Instinct, Intel Gaudi).
+const GPU_CLASSES: [u32; 2] = [0x03, 0x12];
 
 /// What `--near` accepts, for the messages of a name that is none of it.
 const ACCEPTED: &str = "--near takes a network interface (/sys/class/net), a block device \
@@ -171,7 +179,9 @@ pub struct PciFunction {
 
 /// The GPUs among `functions`, in the order `gpuN` numbers them (see the module docs).
 pub fn gpu_order(functions: &[PciFunction]) -> Vec<PciAddress> {
-    let display: Vec<&PciFunction> = functions.iter().filter(|f| f.class >> 16 == 0x03).collect();
+    let display: Vec<&PciFunction> = (functions.iter())
+        .filter(|f| GPU_CLASSES.contains(&(f.class >> 16)))
+        .collect();
     let nvidia = display.iter().any(|f| f.vendor == NVIDIA);
     let mut gpus: Vec<PciAddress> = (display.into_iter())
         .filter(|f| {
@@ -235,10 +245,9 @@ impl Device {
     }
 }
 
-/// The directory of the `index`-th GPU.
-fn gpu_dir(root: &FsRoot, index: usize) -> Result<String, DeviceError> {
-    const PCI: &str = "/sys/bus/pci/devices";
-    let functions: Vec<PciFunction> = (root.list(PCI).iter())
+/// Every PCI function under `root`, with its class and vendor.
+pub(super) fn pci_functions(root: &FsRoot) -> Vec<PciFunction> {
+    (root.list(PCI).iter())
         .filter_map(|entry| {
             let attribute =
                 |name: &str| hex_attribute(&root.read_opt(&format!("{PCI}/{entry}/{name}"))?);
@@ -248,8 +257,12 @@ fn gpu_dir(root: &FsRoot, index: usize) -> Result<String, DeviceError> {
                 vendor: attribute("vendor")? as u16,
             })
         })
-        .collect();
-    let gpus = gpu_order(&functions);
+        .collect()
+}
+
+/// The directory of the `index`-th GPU.
+fn gpu_dir(root: &FsRoot, index: usize) -> Result<String, DeviceError> {
+    let gpus = gpu_order(&pci_functions(root));
     let no_gpu = || DeviceError::NoGpu {
         index,
         gpus: gpus.iter().map(ToString::to_string).collect(),
@@ -377,11 +390,13 @@ mod tests {
             order(&[intel_igpu.clone(), h100("01:00.0")]),
             ["0000:01:00.0"]
         );
-        // Without NVIDIA, every display device but the BMC's (an AMD GPU, an Intel one).
-        let mi300 = function("c1:00.0", 0x038000, 0x1002);
+        // Without NVIDIA, every display device but the BMC's (an AMD GPU, an Intel one), and
+        // processing accelerators (an MI300X).
+        let mi210 = function("c1:00.0", 0x038000, 0x1002);
+        let mi300x = function("0d:00.0", 0x120000, 0x1002);
         assert_eq!(
-            order(&[mi300, aspeed, intel_igpu]),
-            ["0000:00:02.0", "0000:c1:00.0"]
+            order(&[mi210, aspeed, intel_igpu, mi300x]),
+            ["0000:00:02.0", "0000:0d:00.0", "0000:c1:00.0"]
         );
         assert_eq!(order(&[nic]), Vec::<String>::new());
     }

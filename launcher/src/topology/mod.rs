@@ -55,6 +55,7 @@
 mod allowed;
 mod device;
 mod expr;
+mod gpus;
 mod group;
 mod kernel_isolation;
 mod kinds;
@@ -65,6 +66,7 @@ mod sysfs;
 
 pub use device::{Device, DeviceError, DeviceKind};
 pub use expr::{CpuExpr, Domain, ExprError};
+pub use gpus::{gpus, Gpu, Nic};
 pub use kinds::CpuKind;
 pub use parse::{
     cgroup_cpuset_path, cmdline_param, cpuset_mount, parse_cmdline, parse_cpulist, parse_id,

@@ -134,3 +134,28 @@ fn in_place_builders_replace_what_was_there() {
     plan.parse_into(b"goset-plan 1\ncpus 1\n").unwrap();
     assert_eq!(plan.reservation.to_string(), "1");
 }
+
+#[test]
+fn rank_blocks_survive_the_plan_file() {
+    let cpus = [3, 1, 2, 0];
+    let mut plan = Plan::new(&cpus, None, cpus.iter().copied().collect()).unwrap();
+    assert!(plan.ranks.set(2, &[(0, vec![0, 1]), (1, vec![2, 3])]));
+    let text = plan.to_text();
+    assert!(
+        text.contains("\ngpus 2\nrank_blocks 0:1,3;1:0,2\n"),
+        "{text}"
+    );
+    let back = Plan::parse(text.as_bytes()).unwrap();
+    assert_eq!(back.ranks.gpus(), 2);
+    assert_eq!(
+        (0..4).map(|s| back.ranks.of_slot(s)).collect::<Vec<_>>(),
+        [0, 0, 1, 1]
+    );
+    assert_eq!(back.ranks.gpu_of(1), Some(1));
+    // Before the cpus line, blocks have no slots to name.
+    assert!(Plan::parse(b"goset-plan 1\nrank_blocks 0:0\ncpus 0\n").is_err());
+    assert!(!Plan::parse(b"goset-plan 1\ncpus 0\n")
+        .unwrap()
+        .ranks
+        .given());
+}

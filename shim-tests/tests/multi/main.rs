@@ -7,5 +7,6 @@ mod by_hand_tree;
 mod housekeeper_sharing;
 mod mpi;
 mod process;
+mod ranks;
 mod slurm;
 mod slurm_nodes;

@@ -24,6 +24,9 @@ pub(crate) fn check(shape: &Shape, c: &Console) {
     check_teams(shape, c);
     check_isolation(shape, c);
     check_bounds(shape, c);
+    if shape.gpus {
+        crate::ranks::check(shape, c);
+    }
 }
 
 /// goset's siblings and nodes are the guest's sysfs, and the nodes those asked for.

@@ -13,7 +13,11 @@
 //! - libgomp and libomp teams, one thread per planned CPU;
 //! - several processes with OpenMP teams (`--per-process`, a user's `OMP_NUM_THREADS`,
 //!   `--instances`): each process on one node and on cores no other process uses;
-//! - a `taskset` mask and a cgroup v2 cpuset bound the task; an offline CPU is never planned.
+//! - a `taskset` mask and a cgroup v2 cpuset bound the task; an offline CPU is never planned;
+//! - on the two-node guest, two display devices behind PCI expander bridges on nodes 0 and 1
+//!   stand in for GPUs: under `--near gpu:local-rank`, 4 workers a shell forks with
+//!   `LOCAL_RANK=0..3` have every thread, the one started before `main` too, born on the block
+//!   near their GPU.
 //!
 //! `GOSET_VM_CONSOLE=DIR` keeps each guest's console in `DIR/console-<smp>.txt`.
 //!
@@ -25,6 +29,7 @@ mod checks;
 mod console;
 mod image;
 mod qemu;
+mod ranks;
 mod script;
 
 use shim_tests::*;
@@ -38,6 +43,8 @@ pub(crate) struct Shape {
     pub(crate) smp: &'static str,
     pub(crate) nodes: &'static [&'static str],
     pub(crate) smt: bool,
+    /// Two display devices stand in for GPUs, behind PCI expander bridges on nodes 0 and 1.
+    pub(crate) gpus: bool,
 }
 
 const SHAPES: [Shape; 3] = [
@@ -46,18 +53,21 @@ const SHAPES: [Shape; 3] = [
         smp: "8,sockets=2,cores=2,threads=2",
         nodes: &["0-3", "4-7"],
         smt: true,
+        gpus: true,
     },
     Shape {
         name: "1 socket x 4 cores x 2 threads, 1 node",
         smp: "8,sockets=1,cores=4,threads=2",
         nodes: &["0-7"],
         smt: true,
+        gpus: false,
     },
     Shape {
         name: "6 CPUs in 3 nodes of 1, 2 and 3",
         smp: "6,sockets=1,cores=6,threads=1",
         nodes: &["0", "1-2", "3-5"],
         smt: false,
+        gpus: false,
     },
 ];
 
@@ -117,8 +127,12 @@ fn goset_in_guests_with_smt_and_numa() {
     ) else {
         return;
     };
+    let Some(rank_worker) = Program::c("rank_worker.c") else {
+        return;
+    };
     let llvm = Program::llvm_omp("omp.c");
     let mut programs = vec![
+        (rank_worker.path(), script::RANK_WORKER),
         (threads.path(), script::THREADS),
         (threads_static.path(), script::THREADS_STATIC),
         (numa_memory.path(), script::NUMA_MEMORY),

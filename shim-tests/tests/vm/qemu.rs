@@ -55,6 +55,19 @@ fn boot_once(shape: &Shape, kernel: &Path, initrd: &Path) -> Result<String, Stri
             &format!("node,nodeid={id},cpus={cpus},memdev=m{id}"),
         ]);
     }
+    if shape.gpus {
+        // Display devices (PCI class 0x0380) behind expander bridges whose root buses the
+        // guest's ACPI puts on nodes 0 and 1: gpu0 and gpu1 to goset, with a numa_node each.
+        cmd.args(["-vga", "none"]);
+        for (node, bus) in [(0, 32), (1, 64)] {
+            cmd.args([
+                "-device",
+                &format!("pxb,id=pxb{node},bus_nr={bus},numa_node={node},bus=pci.0"),
+                "-device",
+                &format!("bochs-display,bus=pxb{node},addr=0"),
+            ]);
+        }
+    }
     cmd.arg("-kernel")
         .arg(kernel)
         .arg("-initrd")

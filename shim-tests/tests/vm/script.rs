@@ -27,6 +27,7 @@ pub(crate) const THREADS_STATIC: &str = "/opt/t/placed_threads_static";
 pub(crate) const NUMA_MEMORY: &str = "/opt/t/numa_memory";
 pub(crate) const OMP_GOMP: &str = "/opt/t/omp_gomp";
 pub(crate) const OMP_LLVM: &str = "/opt/t/omp_llvm";
+pub(crate) const RANK_WORKER: &str = "/opt/t/rank_worker";
 
 /// The guest's `/init` being written: setup lines, and scenarios between markers.
 struct Init(String);
@@ -99,6 +100,25 @@ impl Sizes {
     }
 }
 
+/// `--near gpu:local-rank` with gpu0 on node 0 and gpu1 on node 1 (see `qemu.rs`): a shell
+/// forks 4 workers with `LOCAL_RANK=0..3` (ranks 2 and 3 wrap round to GPUs 0 and 1); the dry
+/// run's Ranks table (see `crate::ranks`). The bandwidth of ranks near and far from their
+/// GPU's node is `launcher/bench/ranks-guest.sh`'s: a guest boot has no time to spare for it.
+fn gpu_ranks(s: &mut Init) {
+    let ranks = "--near gpu:local-rank -n 8 --per-process 2";
+    let workers: String = (0..4)
+        .map(|r| format!("LOCAL_RANK={r} {RANK_WORKER} & "))
+        .collect();
+    s.scenario(
+        "gpu-ranks",
+        &format!("{RUN} {ranks} -- sh -c '{workers}wait'"),
+    );
+    s.scenario(
+        "gpu-ranks-dry",
+        &format!("/opt/goset/goset-run --sample 0 {ranks} --dry-run"),
+    );
+}
+
 /// The guest's `/init`: the facts of its sysfs, then each scenario between markers.
 pub(crate) fn init_script(shape: &Shape, llvm: bool) -> String {
     let sizes = Sizes::of(shape);
@@ -116,6 +136,9 @@ pub(crate) fn init_script(shape: &Shape, llvm: bool) -> String {
     placement(&mut s, shape, sizes);
     numa_and_teams(&mut s, shape, sizes, llvm);
     isolation(&mut s, shape, sizes);
+    if shape.gpus {
+        gpu_ranks(&mut s);
+    }
     bounds(&mut s, shape, sizes);
     s.line("echo '== END'\npoweroff -f");
     s.0

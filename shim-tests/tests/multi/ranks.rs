@@ -1,0 +1,97 @@
+//! Local ranks near their GPUs, by hand (`GOSET_CPUS` and `GOSET_RANK_BLOCKS`, the plan's
+//! `rank_blocks` as `goset-run --near gpu:local-rank` writes it): a launcher forks workers
+//! with `LOCAL_RANK`; each worker's threads, the one its constructor starts before `main`
+//! included, are born on its GPU's block, whatever order the workers start in. The same
+//! through goset-run with a device standing in for a GPU is the VM test's.
+
+use shim_tests::*;
+
+/// Two CPUs `(a, b)` as blocks of GPUs 0 and 1; `None` (with a note) on one CPU.
+fn two_blocks() -> Option<(usize, usize)> {
+    match own_allowed()[..] {
+        [a, b, ..] => Some((a, b)),
+        _ => {
+            skip_note("needs two CPUs");
+            None
+        }
+    }
+}
+
+fn by_hand_ranks(a: usize, b: usize, script: &str) -> Outcome {
+    let mut cmd = by_hand("sh", &format!("{a},{b}"));
+    cmd.env("GOSET_RANK_BLOCKS", format!("0:{a};1:{b}"))
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .args(["-c", script]);
+    run(cmd)
+}
+
+#[test]
+fn each_rank_threads_are_born_on_its_gpus_block_before_main() {
+    let (Some(prog), Some((a, b))) = (Program::c("rank_worker.c"), two_blocks()) else {
+        return;
+    };
+    let p = prog.path_str();
+    // Rank 1 starts first: the block is its GPU's, not the first free one.
+    let outcome = by_hand_ranks(
+        a,
+        b,
+        &format!("LOCAL_RANK=1 {p} & sleep 0.1; LOCAL_RANK=0 {p} & wait"),
+    );
+    outcome.expect_code(0);
+    let reports = reports(&outcome);
+    assert_eq!(
+        reports.len(),
+        6,
+        "two ranks of three threads\n{}",
+        outcome.dump()
+    );
+    for r in &reports {
+        let block = if r.field("rank") == "0" { a } else { b };
+        assert_eq!(
+            r.allowed,
+            [block],
+            "{} thread of rank {} on its block\n{}",
+            r.role,
+            r.field("rank"),
+            outcome.dump()
+        );
+    }
+    assert_eq!(with_role(&reports, "early").len(), 2);
+}
+
+#[test]
+fn every_local_rank_variable_and_the_visible_list_name_the_gpu() {
+    let (Some(prog), Some((a, b))) = (Program::c("rank_worker.c"), two_blocks()) else {
+        return;
+    };
+    let p = prog.path_str();
+    // Local rank 0 of a job that sees GPU 1 only drives GPU 1.
+    let outcome = by_hand_ranks(a, b, &format!("CUDA_VISIBLE_DEVICES=1 LOCAL_RANK=0 {p}"));
+    outcome.expect_code(0);
+    for r in reports(&outcome) {
+        assert_eq!(r.allowed, [b], "{}\n{}", r.role, outcome.dump());
+    }
+    // Every launcher's variable names the rank: Slurm's, Open MPI's, MPICH's, --instances'.
+    for var in [
+        "SLURM_LOCALID",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "PMI_LOCAL_RANK",
+        "GOSET_INSTANCE",
+    ] {
+        let outcome = by_hand_ranks(a, b, &format!("{var}=1 {p}"));
+        outcome.expect_code(0);
+        for r in reports(&outcome) {
+            assert_eq!(r.allowed, [b], "{var}: {}\n{}", r.role, outcome.dump());
+        }
+    }
+    let uuid = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
+    let outcome = by_hand_ranks(
+        a,
+        b,
+        &format!("CUDA_VISIBLE_DEVICES={uuid} LOCAL_RANK=0 {p}"),
+    );
+    outcome.expect_code(0);
+    let warning = assert_one_warning(&outcome);
+    assert!(warning.contains("GPU UUID or MIG name"), "{warning}");
+    assert_eq!(reports(&outcome).len(), 3);
+}
