@@ -15,10 +15,11 @@ pub struct RunArgs {
     /// Number of task CPUs (one per thread the task runs).
     #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 1)]
     pub count: usize,
-    /// Noise sampling window in milliseconds before selection (at most 60000); 0 ranks by
-    /// topology alone.
-    #[arg(long, value_name = "MS", default_value_t = 250)]
-    pub sample: u64,
+    /// Noise sampling window in milliseconds before selection (at most 60000; default 250,
+    /// or 30 when the node's noise record is recent); 0 ranks by the record alone, or by
+    /// topology alone without one.
+    #[arg(long, value_name = "MS")]
+    pub sample: Option<u64>,
     /// SMT policy: spread = one thread per physical core first; pack = fill a core's siblings first.
     #[arg(long, value_enum, default_value_t = SmtArg::Spread)]
     pub smt: SmtArg,

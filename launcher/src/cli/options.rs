@@ -17,6 +17,9 @@ use std::time::Duration;
 /// Longest `--wait`: a typo must not block a job slot forever.
 pub const MAX_WAIT_S: u64 = 86_400;
 
+/// The sampling window without `--sample` and without a recent noise record.
+pub const DEFAULT_SAMPLE_MS: u64 = 250;
+
 /// Longest noise sampling window: a typo such as `--sample 99999999` must not sleep for a day.
 pub const MAX_SAMPLE_MS: u64 = 60_000;
 
@@ -44,8 +47,9 @@ pub struct RunOptions {
     pub exclude: CpuExpr,
     /// `--near`'s device, as named; looked up in sysfs under `fsroot`.
     pub near: Option<String>,
-    /// Noise sampling window.
-    pub sample: Duration,
+    /// Noise sampling window (`--sample`); `None`: [`DEFAULT_SAMPLE_MS`], or shorter with a
+    /// recent noise record.
+    pub sample: Option<Duration>,
     /// Housekeeper poll interval.
     pub interval: Duration,
     /// Skip mask for the shim.
@@ -229,10 +233,9 @@ impl RunArgs {
         if self.interval == 0 {
             return Err(Error::Usage("--interval 0: must be at least 1 ms".into()));
         }
-        if self.sample > MAX_SAMPLE_MS {
+        if let Some(ms) = self.sample.filter(|&ms| ms > MAX_SAMPLE_MS) {
             return Err(Error::Usage(format!(
-                "--sample {}: at most {MAX_SAMPLE_MS} ms (60 s); noise is a rate, a longer window adds nothing",
-                self.sample
+                "--sample {ms}: at most {MAX_SAMPLE_MS} ms (60 s); noise is a rate, a longer window adds nothing"
             )));
         }
         if self.command.is_empty() && !self.dry_run {
@@ -291,7 +294,7 @@ impl RunArgs {
             include: cpulist_arg("include", &self.include)?,
             exclude: cpulist_arg("exclude", &self.exclude)?,
             near: self.near.clone(),
-            sample: Duration::from_millis(self.sample),
+            sample: self.sample.map(Duration::from_millis),
             interval: Duration::from_millis(self.interval),
             skip: skip_arg(&self.skip)?,
             main_on_housekeeper: self.main_on_housekeeper,

@@ -63,6 +63,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         selection,
         bookings,
         booked: _booked,
+        mut learned,
     } = cpus::select_cpus(opts)?;
     if let Some(sig) = crate::signals::pending() {
         return Err(Error::Interrupted(sig));
@@ -77,6 +78,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let mut errors = errors_of(&topo, &noise);
     let json = JsonSink::open(opts.json.as_deref())?;
     if opts.dry_run {
+        if let Some(l) = &learned {
+            cpus::save_learned(opts, l);
+        }
         output::to_stderr(&head.dry_run(&errors));
         let report = JsonReport::dry_run(&sel_report, opts.placement, bookings, errors);
         return Ok(json::with_report(0, json.write("goset-run", &report)));
@@ -92,7 +96,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         hierarchy.as_ref(),
         &isolating::isolation_setup(opts, &topo, &selection)?,
     )?;
-    let mut run = execute::execute(opts, &selection, &prepared, &mut isolation)?;
+    let machine = learned.as_ref().map(|l| l.ctx.machine.clone());
+    let mut run = execute::execute(opts, &selection, &prepared, &mut isolation, machine)?;
+    if let (Some(l), Some(seen)) = (&mut learned, &run.learned) {
+        l.record.merge(seen);
+        cpus::save_learned(opts, l);
+    }
     // Threads by process, so that a process's rows stay together.
     run.threads.sort_by_key(|t| t.placement.pid);
     let processes = report::processes::build(&run.threads, &run.instances, |c| {
