@@ -155,24 +155,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<BenchCli, clap:
     ))
 }
 
-/// Parses `5s`, `500ms`, `2m`, `1.5` (seconds), `0`.
+/// Parses `5s`, `500ms`, `2m`, `1.5` (seconds), `0` ([`goset::cli::parse_duration`]).
 pub fn parse_duration(text: &str, option: &str) -> Result<Duration, Error> {
-    let t = text.trim();
-    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    match number.parse::<f64>() {
-        Ok(v) if v >= 0.0 && (v * scale) < 1e7 => Ok(Duration::from_secs_f64(v * scale)),
-        _ => Err(Error::Usage(format!(
-            "{option} {text}: not a duration (expected e.g. 5s, 500ms, 2m, 0)"
-        ))),
-    }
+    goset::cli::parse_duration(text, option).map_err(Error::Usage)
 }
 
 /// The modes asked for, in table order.

@@ -229,6 +229,17 @@ pub enum GosetCommand {
         /// The group's name, as bare goset lists it (goset-<task>).
         name: String,
     },
+    /// Show what each CPU lost to noise, and to what, over the last seconds, minutes and day,
+    /// from the node's noise record (runs keep it; --watch adds to it).
+    Noise {
+        /// First sample every CPU for DURATION (5s, 2m; a poll of /proc/stat and
+        /// /proc/interrupts a second) into the record, and print what that cost.
+        #[arg(long, value_name = "DURATION")]
+        watch: Option<String>,
+        /// Write the report as JSON to FILE (- for stdout).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// Print the shell completions of goset and goset-run, for `source <(goset completions
     /// bash)` (make install installs them, goset-bench's too).
     Completions {

@@ -17,6 +17,27 @@ use std::time::Duration;
 /// Longest `--wait`: a typo must not block a job slot forever.
 pub const MAX_WAIT_S: u64 = 86_400;
 
+/// Parses a duration given to `option`: `5s`, `500ms`, `2m`, `1.5` (seconds), `0`; else the
+/// line that says what is accepted.
+pub fn parse_duration(text: &str, option: &str) -> std::result::Result<Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v >= 0.0 && (v * scale) < 1e7 => Ok(Duration::from_secs_f64(v * scale)),
+        _ => Err(format!(
+            "{option} {text}: not a duration (expected e.g. 5s, 500ms, 2m, 0)"
+        )),
+    }
+}
+
 /// The sampling window without `--sample` and without a recent noise record.
 pub const DEFAULT_SAMPLE_MS: u64 = 250;
 

@@ -37,6 +37,8 @@ pub(super) struct Executed {
     pub instances: Vec<(i32, Ending)>,
     /// What the run saw of every CPU, for the noise record.
     pub learned: Option<Record>,
+    /// What the record knew of the task CPUs against what the run saw (filled by the launch).
+    pub record_rows: Vec<crate::report::record::KnownAndSeen>,
 }
 
 /// Starts the task, keeps house until it ends, and adds up the run. `machine`: where the
@@ -124,6 +126,7 @@ pub(super) fn execute(
         exit_code: ending.exit_code(),
         instances,
         learned: feed.map(|f| f.record),
+        record_rows: Vec::new(),
     })
 }
 

@@ -75,7 +75,8 @@ impl Head<'_> {
         format!(
             "{}{}{}{}{}{}{iso_table}{}",
             self.render(),
-            tele::render_telemetry(&run.telemetry),
+            tele::render_telemetry(&run.telemetry)
+                + &report::record::render_known_and_seen(&run.record_rows),
             report::processes::render(processes),
             threads_table,
             tele::render_moves(&run.telemetry),

@@ -4,6 +4,7 @@
 
 pub mod isolation;
 pub mod processes;
+pub mod record;
 pub mod table;
 pub mod telemetry;
 
