@@ -135,7 +135,7 @@ pub fn deb(opts: Deb) -> Result<String, Error> {
     };
     install(&place, opts.from)?;
 
-    let items = crate::items()?;
+    let items = crate::items(&place.prefix)?;
     let built: Vec<PathBuf> = (items.iter())
         .filter(|i| matches!(i.content, Content::Built(_)))
         .map(|i| root.join("usr").join(&i.path))

@@ -239,6 +239,9 @@ pub enum GosetCommand {
         /// Write the report as JSON to FILE (- for stdout).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Print only what the watch cost, and warnings (for the systemd timer's journal).
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Print the shell completions of goset and goset-run, for `source <(goset completions
     /// bash)` (make install installs them, goset-bench's too).

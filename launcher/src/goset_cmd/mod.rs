@@ -52,7 +52,9 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, "goset"));
     let result = match &cli.command {
         Some(GosetCommand::Topology { json, fsroot }) => topology::run(fsroot, *json),
-        Some(GosetCommand::Noise { watch, json }) => noise::run(watch.as_deref(), json.as_deref()),
+        Some(GosetCommand::Noise { watch, json, quiet }) => {
+            noise::run(watch.as_deref(), json.as_deref(), *quiet)
+        }
         Some(GosetCommand::Restore) => restore::run(),
         Some(GosetCommand::RmCgroup { name }) => rm_cgroup::run(name),
         Some(GosetCommand::Completions { shell }) => {

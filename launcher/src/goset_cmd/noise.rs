@@ -59,8 +59,8 @@ fn watch(length: Duration, machine: &str) -> (Record, WatchCost) {
     (f.record, cost)
 }
 
-/// Runs `goset noise`.
-pub fn run(watch_for: Option<&str>, json: Option<&Path>) -> Result<()> {
+/// Runs `goset noise`; `quiet`: no report on stderr (the watch's cost and warnings still).
+pub fn run(watch_for: Option<&str>, json: Option<&Path>, quiet: bool) -> Result<()> {
     let length = watch_for
         .map(|w| crate::cli::parse_duration(w, "--watch"))
         .transpose()
@@ -102,12 +102,16 @@ pub fn run(watch_for: Option<&str>, json: Option<&Path>) -> Result<()> {
     let report = (loaded.record.as_ref())
         .map(|(path, r)| NoiseReport::new(&path.display().to_string(), r, ctx.now));
     match &report {
+        _ if quiet => {}
         Some(r) => output::to_stderr(&render(r)),
-        None => output::to_stderr(&format!(
-            "Noise record\n  none yet in {}: goset-run keeps one as it runs; `goset noise --watch 60s` \
-             samples every CPU into it\n",
-            file::own_dir().display()
-        )),
+        None => output::to_stderr(&match file::own_dir() {
+            Some(dir) => format!(
+                "Noise record\n  none yet in {}: goset-run keeps one as it runs; `goset noise \
+                 --watch 60s` samples every CPU into it\n",
+                dir.display()
+            ),
+            None => format!("Noise record\n  off ({}={})\n", file::DIR_VAR, file::OFF),
+        }),
     }
     if let Some(path) = json {
         let value = Json {

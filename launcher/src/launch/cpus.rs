@@ -97,7 +97,7 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     machine_select.sample_ms = blended.window_ms;
     machine_select.load_tie_pct = Some(blended.load_tie_pct);
     let scores = blended.scores;
-    let learned = root.is_live().then(|| {
+    let learned = (root.is_live() && record::file::own_dir().is_some()).then(|| {
         let ctx = (known.as_ref()).map_or_else(Context::here, |(c, _)| c.clone());
         let mut learned = Record::new(&ctx.machine, ctx.now);
         if let Some((before, after)) = &snapshots {

@@ -70,27 +70,34 @@ impl Context {
     }
 }
 
-/// The directory this process writes its record in.
-pub fn own_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os(DIR_VAR).filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    if booking::euid() == 0 {
-        PathBuf::from(booking::SHARED)
-    } else {
-        crate::rundir::base_dir().join("bookings")
+/// The value of [`DIR_VAR`] that turns the record off: nothing read, nothing written (the
+/// end-to-end tests use it, so that their runs neither learn from each other nor teach the
+/// node's record their deliberate noise).
+pub const OFF: &str = "none";
+
+/// [`DIR_VAR`], where set and not empty.
+fn dir_var() -> Option<std::ffi::OsString> {
+    std::env::var_os(DIR_VAR).filter(|d| !d.is_empty())
+}
+
+/// The directory this process writes its record in; `None` where [`DIR_VAR`] is [`OFF`].
+pub fn own_dir() -> Option<PathBuf> {
+    match dir_var() {
+        Some(d) if d == OFF => None,
+        Some(d) => Some(PathBuf::from(d)),
+        None if booking::euid() == 0 => Some(PathBuf::from(booking::SHARED)),
+        None => Some(crate::rundir::base_dir().join("bookings")),
     }
 }
 
 /// The directories this process reads a record from: its own, and for a user (unless
 /// [`DIR_VAR`] is set) root's shared one.
 pub fn read_dirs() -> Vec<PathBuf> {
-    let own = own_dir();
     let shared = PathBuf::from(booking::SHARED);
-    if std::env::var_os(DIR_VAR).is_some_and(|d| !d.is_empty()) || own == shared {
-        vec![own]
-    } else {
-        vec![own, shared]
+    match own_dir() {
+        None => Vec::new(),
+        Some(own) if dir_var().is_some() || own == shared => vec![own],
+        Some(own) => vec![own, shared],
     }
 }
 
@@ -220,7 +227,10 @@ fn read_at(
 /// result back; returns the file written. A record there that is not to be believed is
 /// replaced, and said so in the returned warnings.
 pub fn save(ctx: &Context, new: &Record) -> Result<(PathBuf, Vec<String>), String> {
-    save_in(&own_dir(), ctx, new)
+    match own_dir() {
+        Some(dir) => save_in(&dir, ctx, new),
+        None => Ok((PathBuf::new(), Vec::new())),
+    }
 }
 
 /// [`save`] into `dir`.

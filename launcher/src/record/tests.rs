@@ -3,6 +3,7 @@
 
 use super::blend;
 use super::decay::*;
+use super::feed;
 use super::file::{self, Context};
 use crate::noise::{CpuNoise, Noise, LOAD_WEIGHT};
 use std::collections::BTreeMap;
@@ -342,4 +343,94 @@ fn the_blend_keeps_periodic_noise_breaks_ties_and_lets_new_load_win() {
     assert_eq!(b.scores[&1], quiet.cpus[&1].score(false, 30));
     assert_eq!(b.load_tie_pct, crate::select::LOAD_TIE_PCT);
     let _: BTreeMap<usize, f64> = b.scores;
+}
+
+/// `/proc/stat` of two CPUs with these cumulative busy (user) ticks out of `total` each.
+fn stat_text(busy: [u64; 2], total: u64) -> String {
+    let mut s = format!(
+        "cpu  {} 0 0 {}\n",
+        busy[0] + busy[1],
+        2 * total - busy[0] - busy[1]
+    );
+    for (c, b) in busy.iter().enumerate() {
+        s.push_str(&format!("cpu{c} {b} 0 0 {}\n", total - b));
+    }
+    s
+}
+
+/// Ticks (10 ms) in `[from, to)` seconds that a source busy 0.5 s of every 5 s spends busy.
+fn periodic_ticks(from: f64, to: f64) -> u64 {
+    let mut busy = 0.0;
+    let mut k = 0.0;
+    while k * 5.0 < to {
+        let (a, b) = (k * 5.0, k * 5.0 + 0.5);
+        busy += (b.min(to) - a.max(from)).max(0.0);
+        k += 1.0;
+    }
+    (busy * 100.0).round() as u64
+}
+
+/// The scenario with the counters made up and the selection real: CPU 1 busy 0.5 s
+/// of every 5 s, both CPUs 3 % busy otherwise; 12 s of 1 s polls feed a record; then 8
+/// launches at spread moments, each with a 250 ms sample. With the record every launch avoids
+/// CPU 1; with the sample alone most land on it (the tie-break leaves CPU 0's core).
+#[test]
+fn a_periodic_source_learned_over_12_s_is_avoided_by_every_launch() {
+    use crate::noise::{noise_between, Snapshot};
+    use crate::select::{plan, Options};
+    let base = std::time::Instant::now();
+    let missing = |f: &str| {
+        Err(crate::fsroot::ReadError {
+            file: f.into(),
+            reason: "missing".into(),
+        })
+    };
+    let snap = |t: f64| {
+        let ticks = (t * 100.0) as u64;
+        let bg = (t * 3.0) as u64;
+        let busy = [bg, bg + periodic_ticks(0.0, t)];
+        Snapshot::from_texts(
+            base + std::time::Duration::from_secs_f64(t),
+            missing("/proc/interrupts"),
+            missing("/proc/softirqs"),
+            Ok(stat_text(busy, ticks)),
+        )
+    };
+    let mut record = Record::new("m1", feed::unix_now());
+    for i in 0..12 {
+        let t = 0.3 + i as f64;
+        super::feed::add(&mut record, &snap(t), &snap(t + 1.0), &[]);
+    }
+    let minutes = record.view(MINUTES, feed::unix_now());
+    assert!(
+        minutes[&1].lost_pct() > minutes[&0].lost_pct() + 5.0,
+        "{minutes:?}"
+    );
+    let topo = crate::topology::synthetic::machine(2, 1, 1);
+    let choose = |sample: &Noise, with_record: bool| {
+        let b = blend::scores(sample, with_record.then_some(&minutes), false);
+        let opts = Options {
+            count: 1,
+            sample_ms: b.window_ms,
+            load_tie_pct: Some(b.load_tie_pct),
+            ..Options::default()
+        };
+        plan(&topo, &b.scores, &opts).unwrap().task_cpus[0]
+    };
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for k in 0..8 {
+        let t = 12.3 + 0.7 * k as f64;
+        let sample = noise_between(&snap(t), &snap(t + 0.25));
+        with.push(choose(&sample, true));
+        without.push(choose(&sample, false));
+    }
+    assert_eq!(with, [0; 8], "with the record (sample alone: {without:?})");
+    assert!(
+        without.iter().filter(|&&c| c == 1).count() >= 5,
+        "the sample alone misses the source: {without:?}"
+    );
+    // A job that started a moment ago on CPU 0 outweighs the record.
+    let mut now_busy = noise_between(&snap(20.3), &snap(20.55));
+    now_busy.cpus.get_mut(&0).unwrap().busy_pct = 100.0;
+    assert_eq!(choose(&now_busy, true), 1);
 }

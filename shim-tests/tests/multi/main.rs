@@ -5,5 +5,6 @@
 mod booking;
 mod by_hand_tree;
 mod mpi;
+mod noise_record;
 mod process;
 mod slurm;
