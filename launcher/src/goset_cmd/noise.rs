@@ -38,7 +38,7 @@ struct Json<'a> {
 fn watch(length: Duration, machine: &str) -> (Record, WatchCost) {
     let started = Instant::now();
     let cpu_before = crate::housekeeper::own_cpu_time();
-    let mut f = feed::Feed::start(&crate::fsroot::FsRoot::default(), machine, Vec::new());
+    let mut f = feed::Feed::start(&crate::fsroot::FsRoot::default(), machine, Vec::new(), None);
     let mut polls = 1;
     while started.elapsed() < length && crate::signals::pending().is_none() {
         let left = length.saturating_sub(started.elapsed());

@@ -40,6 +40,8 @@ pub(super) struct Learned {
     pub record: Record,
     /// The record's minutes view, where it took part in the selection.
     pub minutes: Option<BTreeMap<usize, record::View>>,
+    /// The sample's last snapshot: where the run's own observations start.
+    pub last: Option<noise::Snapshot>,
 }
 
 /// The node's noise record, where one is trusted; each one ignored is said once (unless
@@ -107,6 +109,7 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
             ctx,
             record: learned,
             minutes: minutes.filter(|_| blended.informed),
+            last: snapshots.map(|(_, after)| after),
         }
     });
     let registry = open_registry(root)?;

@@ -42,14 +42,14 @@ pub(super) struct Executed {
 }
 
 /// Starts the task, keeps house until it ends, and adds up the run. `machine`: where the
-/// node's noise record is kept, the machine it names; the housekeeper then feeds a record of
-/// every CPU as it polls.
+/// node's noise record is kept, the machine it names and the selection's last snapshot; the
+/// housekeeper then feeds a record of every CPU as it polls, from that snapshot on.
 pub(super) fn execute(
     opts: &RunOptions,
     selection: &select::Selection,
     prepared: &Prepared,
     isolation: &mut Isolation,
-    machine: Option<String>,
+    machine: Option<(String, Option<crate::noise::Snapshot>)>,
 ) -> Result<Executed> {
     let settings = settings(opts, selection);
     let run_dir = prepared.run_dir.as_ref();
@@ -97,7 +97,7 @@ pub(super) fn execute(
         .chain([&selection.housekeeper_cpu])
         .copied()
         .collect();
-    let mut feed = machine.map(|m| Feed::start(&root, &m, own));
+    let mut feed = machine.map(|(m, before)| Feed::start(&root, &m, own, before));
     let ended = task::wait_all(&tasks, opts.interval, || {
         hk.poll();
         if let Some(f) = &mut feed {
@@ -105,9 +105,7 @@ pub(super) fn execute(
         }
         isolation.check_drift();
     });
-    if let Some(f) = &mut feed {
-        f.take();
-    }
+    let learned = feed.map(Feed::finish);
     let wall_s = started.elapsed().as_secs_f64();
     relays.finish();
     let (ending, rusage, instances) = endings(&tasks, &ended);
@@ -125,7 +123,7 @@ pub(super) fn execute(
         errors,
         exit_code: ending.exit_code(),
         instances,
-        learned: feed.map(|f| f.record),
+        learned,
         record_rows: Vec::new(),
     })
 }

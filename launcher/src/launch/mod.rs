@@ -116,7 +116,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         hierarchy.as_ref(),
         &isolating::isolation_setup(opts, &topo, &selection)?,
     )?;
-    let machine = learned.as_ref().map(|l| l.ctx.machine.clone());
+    let machine = (learned.as_mut()).map(|l| (l.ctx.machine.clone(), l.last.take()));
     let mut run = execute::execute(opts, &selection, &prepared, &mut isolation, machine)?;
     let record_use = learned.as_mut().map(|l| {
         let seen = run.learned.as_ref().map_or_else(BTreeMap::new, |r| {

@@ -226,7 +226,8 @@ impl Record {
 
     /// Moves every sum forward to `now` (decays them); an earlier `now` changes nothing.
     pub fn advance(&mut self, now: f64) {
-        if !(now > self.updated) {
+        // A NaN or an earlier instant moves nothing.
+        if now.partial_cmp(&self.updated) != Some(std::cmp::Ordering::Greater) {
             return;
         }
         let dt = now - self.updated;

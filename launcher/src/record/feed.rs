@@ -10,6 +10,10 @@ use crate::noise::{self, Snapshot};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The shortest interval [`Feed::finish`] still adds: `/proc/stat`'s ticks make a shorter one
+/// mostly rounding, and a run of `true` need not pay for a last reading.
+pub const MIN_LAST: Duration = Duration::from_millis(100);
+
 /// How often a run's housekeeper (and `goset noise --watch`) reads the counters for the
 /// record: `/proc/stat` counts 10 ms ticks, so a second resolves 1 % of a CPU, and three
 /// file reads a second cost well under 0.1 % of one.
@@ -85,12 +89,13 @@ pub struct Feed {
 }
 
 impl Feed {
-    /// Starts with a snapshot now. `own`: see [`observations`].
-    pub fn start(root: &FsRoot, machine: &str, own: Vec<usize>) -> Feed {
+    /// Starts from `before` (the selection's last snapshot), else a snapshot now. `own`: see
+    /// [`observations`].
+    pub fn start(root: &FsRoot, machine: &str, own: Vec<usize>, before: Option<Snapshot>) -> Feed {
         Feed {
             root: root.clone(),
             own,
-            before: Snapshot::read(root),
+            before: before.unwrap_or_else(|| Snapshot::read(root)),
             record: Record::new(machine, unix_now()),
         }
     }
@@ -100,6 +105,15 @@ impl Feed {
         if self.before.taken.elapsed() >= FEED_PERIOD {
             self.take();
         }
+    }
+
+    /// Adds what changed since the last snapshot unless that was under [`MIN_LAST`] ago, and
+    /// returns the record.
+    pub fn finish(mut self) -> Record {
+        if self.before.taken.elapsed() >= MIN_LAST {
+            self.take();
+        }
+        self.record
     }
 
     /// Adds what changed since the last snapshot, however recent.

@@ -179,7 +179,7 @@ fn save_merges_under_the_lock_and_load_reads_it_back() {
     assert_eq!(meta.permissions().mode() & 0o777, 0o644);
     // A second save merges: the same average, twice the coverage.
     file::save_in(&sub, &ctx(now), &learned(now)).unwrap();
-    let loaded = file::load_from(&[sub.clone()], &ctx(now));
+    let loaded = file::load_from(std::slice::from_ref(&sub), &ctx(now));
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     let (p, r) = loaded.record.unwrap();
     assert_eq!(p, path);
