@@ -58,15 +58,18 @@ pub struct Blended {
 /// [`RECENT_COVERED_S`] of the minutes horizon: the default launch then samples for
 /// [`SHORT_SAMPLE_MS`] only.
 pub fn recent(record: &Record, now: f64) -> bool {
-    let minutes = record.view(MINUTES, now);
-    now - record.updated <= RECENT_S
-        && !minutes.is_empty()
-        && minutes.values().all(|v| v.covered_s >= RECENT_COVERED_S)
+    now - record.updated <= RECENT_S && coverage(&record.view(MINUTES, now)) >= RECENT_COVERED_S
+}
+
+/// How much of the minutes horizon a view covers: the best-covered CPU's (every feed observes
+/// every CPU; a CPU only a probe saw has no coverage of its own).
+fn coverage(minutes: &BTreeMap<usize, View>) -> f64 {
+    minutes.values().map(|v| v.covered_s).fold(0.0, f64::max)
 }
 
 /// Whether the minutes view of a record is worth combining: it covers enough of the horizon.
 pub fn usable(minutes: &BTreeMap<usize, View>) -> bool {
-    !minutes.is_empty() && minutes.values().all(|v| v.covered_s >= MIN_COVERED_S)
+    coverage(minutes) >= MIN_COVERED_S
 }
 
 /// The scores of `sample` combined with the record's `minutes` view (if [`usable`]). `steer`:
@@ -84,11 +87,9 @@ pub fn scores(sample: &Noise, minutes: Option<&BTreeMap<usize, View>>, steer: bo
             informed: false,
         };
     };
-    let covered = minutes
-        .values()
-        .map(|v| v.covered_s)
-        .fold(f64::MAX, f64::min);
-    let window_ms = ((covered * 1000.0) as u64).min(MAX_RATE_WINDOW_MS).max(w);
+    let window_ms = ((coverage(minutes) * 1000.0) as u64)
+        .min(MAX_RATE_WINDOW_MS)
+        .max(w);
     let mut cpus: Vec<usize> = minutes.keys().copied().collect();
     cpus.extend(sample.cpus.keys());
     cpus.sort_unstable();
