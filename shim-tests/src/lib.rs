@@ -359,9 +359,14 @@ impl Drop for LauncherLock {
     }
 }
 
-/// Runs `goset-run args` and asserts that it succeeded.
+/// Runs `goset-run args` (the noise record off, as [`clean_command`] has it) and asserts that
+/// it succeeded.
 pub fn goset_run_ok(args: &[&str]) -> std::process::Output {
-    let out = Command::new(goset_run_bin()).args(args).output().unwrap();
+    let out = Command::new(goset_run_bin())
+        .env("GOSET_NOISE_DIR", "none")
+        .args(args)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",
