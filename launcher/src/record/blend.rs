@@ -8,7 +8,7 @@
 //! - the interrupt rate is the record's, unless the sample's is significantly higher (a storm
 //!   that just began);
 //! - loads are told apart from [`RECORD_TIE_PCT`] instead of the sample's coarser tie, and
-//!   rates as if measured over the record's coverage (at most a minute).
+//!   rates as if measured over the record's coverage (at most a second).
 //!
 //! Without such a record the sample alone decides, as before. Must not: read files.
 
@@ -38,8 +38,10 @@ pub const SHORT_SAMPLE_MS: u64 = 30;
 /// one; 2 keeps a CPU that loses 4 % apart from an idle one.
 pub const RECORD_TIE_PCT: f64 = 2.0;
 
-/// The longest window rates are compared as if measured over.
-const MAX_RATE_WINDOW_MS: u64 = 60_000;
+/// The longest window rates are compared as if measured over: the record's rates are steadier
+/// than a sample's, but a minute's counts would make a dozen timer interrupts a second a tier,
+/// enough to leave a favoured core; a second keeps differences that small a tie.
+const MAX_RATE_WINDOW_MS: u64 = 1000;
 
 /// What the scores are and how finely they are told apart.
 #[derive(Debug, Clone, PartialEq)]
