@@ -8,8 +8,11 @@
 //! - `feed.rs`: two counter snapshots as observations of every CPU; [`feed::Feed`], fed as a
 //!   run goes;
 //! - `file.rs`: where the record lives, whose it may be, reading and replacing it;
-//! - `blend.rs`: a fresh sample and the record combined into selection's scores (pure);
-//! - `watch.rs`: `goset noise --watch` and the `goset noise` report.
+//! - `blend.rs`: a fresh sample and the record combined into selection's scores (pure).
+//!
+//! `goset noise` (`goset_cmd/noise.rs`) watches into it and shows it (`report/record.rs`); a
+//! run's launch feeds it (`launch/cpus.rs`, `launch/execute.rs`). A direct probe adds its
+//! result with [`Record::add_probe`] and [`file::save`].
 //!
 //! Sources, per CPU and horizon: other tasks' load (user, nice and system time), irq and
 //! softirq time (where the kernel accounts it), steal, detours a direct probe measured, and
