@@ -94,9 +94,9 @@ pub struct BenchCli {
     /// The goset-run to use (default: beside goset-bench, else on PATH).
     #[arg(long, value_name = "PATH")]
     pub goset_run: Option<PathBuf>,
-    /// A background load of ours on these CPUs for the whole experiment, busy DUTY of the time
-    /// (default 50%): `0`, `0-1:30%`.
-    #[arg(long, value_name = "CPULIST[:DUTY]")]
+    /// A background load of ours on these CPUs for the whole experiment, busy DUTY of each
+    /// PERIOD (default 50% of 10 ms): `0`, `0-1:30%`, `1:10%/5s` (0.5 s of every 5 s).
+    #[arg(long, value_name = "CPULIST[:DUTY[/PERIOD]]")]
     pub noise: Option<String>,
     /// With --noise: start the load in each run, SECS after the run starts (a CPU that turns
     /// noisy mid-run), rather than for the whole experiment: `2`, `2s`, `500ms`.
