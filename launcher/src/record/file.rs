@@ -8,7 +8,7 @@
 //!
 //! Trust: a record is read only from a directory owned by root or this user and writable by
 //! no one else (or only with the sticky bit), and only when the file is a regular file (opened
-//! with `O_NOFOLLOW`) owned by the directory's owner, writable by no one else, at most
+//! with `O_NOFOLLOW`, one link) owned by the directory's owner, writable by no one else, at most
 //! [`MAX_BYTES`], of this machine and its CPUs, with no time in the future and every number in
 //! range ([`Record::check`]). Anything else is ignored, with one line saying why. A process
 //! writes only into a directory it owns: root the shared one, a user their own; nobody can
@@ -192,6 +192,11 @@ fn read_at(
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() {
         return Err("not a regular file".into());
+    }
+    // A second name is another file planted under this one (the record is only ever renamed
+    // into place, never linked).
+    if meta.nlink() != 1 {
+        return Err(format!("a file of {} names (a hard link)", meta.nlink()));
     }
     if meta.uid() != dir_meta.uid() {
         return Err(format!(

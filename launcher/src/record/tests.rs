@@ -239,10 +239,14 @@ fn hostile_records_are_ignored_with_one_warning() {
     )
     .unwrap();
     assert!(ignored(dir.path(), now).contains("writable by others"));
-    // A symbolic link to a good record.
+    // A hard link to a good record.
     let elsewhere = tempfile::tempdir().unwrap();
     let target = write(elsewhere.path(), &good);
     std::fs::remove_file(dir.path().join(file::FILE)).unwrap();
+    std::fs::hard_link(&target, dir.path().join(file::FILE)).unwrap();
+    assert!(ignored(dir.path(), now).contains("hard link"));
+    std::fs::remove_file(dir.path().join(file::FILE)).unwrap();
+    // A symbolic link to a good record.
     std::os::unix::fs::symlink(&target, dir.path().join(file::FILE)).unwrap();
     assert!(ignored(dir.path(), now).contains("symbolic link"));
     // A directory that is a link.
