@@ -71,7 +71,7 @@ Documentation=man:goset(1)
 
 [Timer]
 OnBootSec=5min
-OnUnitActiveSec=15min
+OnUnitActiveSec=10min
 RandomizedDelaySec=60
 
 [Install]

@@ -170,7 +170,7 @@ fn check_noise_units(prefix: &Path) {
     let exec = format!("ExecStart={}/bin/goset noise --watch 60s", prefix.display());
     assert!(service.contains(&exec), "{service}");
     let timer = std::fs::read_to_string(units.join("goset-noise.timer")).unwrap();
-    assert!(timer.contains("OnUnitActiveSec=15min") && timer.contains("WantedBy=timers.target"));
+    assert!(timer.contains("OnUnitActiveSec=10min") && timer.contains("WantedBy=timers.target"));
     assert!(
         !units.join("timers.target.wants").exists(),
         "installed disabled"

@@ -27,8 +27,9 @@ pub const MIN_COVERED_S: f64 = 10.0;
 pub const RECENT_COVERED_S: f64 = 50.0;
 
 /// Longest time ago the record may have been updated for the default launch to shorten its
-/// sample ([`SHORT_SAMPLE_MS`]).
-pub const RECENT_S: f64 = 600.0;
+/// sample ([`SHORT_SAMPLE_MS`]): a quarter of an hour, so that the systemd timer's watch every
+/// 10 minutes keeps a node's record recent however rarely it runs tasks.
+pub const RECENT_S: f64 = 900.0;
 
 /// The default sample with a recent record: 3 ticks, enough to see a CPU that is busy now.
 pub const SHORT_SAMPLE_MS: u64 = 30;
@@ -56,11 +57,12 @@ pub struct Blended {
     pub informed: bool,
 }
 
-/// Whether `record` is recent at `now` (updated within [`RECENT_S`]) and covers at least
-/// [`RECENT_COVERED_S`] of the minutes horizon: the default launch then samples for
-/// [`SHORT_SAMPLE_MS`] only.
+/// Whether `record` is recent at `now` (updated within [`RECENT_S`]) and, when it was updated,
+/// covered at least [`RECENT_COVERED_S`] of the minutes horizon (a minute watched): the default
+/// launch then samples for [`SHORT_SAMPLE_MS`] only.
 pub fn recent(record: &Record, now: f64) -> bool {
-    now - record.updated <= RECENT_S && coverage(&record.view(MINUTES, now)) >= RECENT_COVERED_S
+    now - record.updated <= RECENT_S
+        && coverage(&record.view(MINUTES, record.updated)) >= RECENT_COVERED_S
 }
 
 /// How much of the minutes horizon a view covers: the best-covered CPU's (every feed observes

@@ -333,7 +333,9 @@ fn the_blend_keeps_periodic_noise_breaks_ties_and_lets_new_load_win() {
     let none = Noise::default();
     let b = blend::scores(&none, Some(&minutes), false);
     assert_eq!((load_of(b.scores[&0]), load_of(b.scores[&1])), (2.0, 13.0));
-    assert!(blend::recent(&r, now) && !blend::recent(&r, now + 1200.0));
+    // Recent for a quarter of an hour after its minute was watched, whatever the decay since.
+    assert!(blend::recent(&r, now) && blend::recent(&r, now + 840.0));
+    assert!(!blend::recent(&r, now + 1000.0));
     // Too little coverage, or no record: the sample alone, as without a record.
     let mut young = Record::new("m1", now);
     young.observe(1, now, &obs(5.0, 90.0));
