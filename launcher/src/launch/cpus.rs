@@ -38,10 +38,14 @@ pub(super) struct Learned {
     pub ctx: Context,
     /// Observations so far: the selection's sample; the run's housekeeper adds its own.
     pub record: Record,
-    /// The record's minutes view, where it took part in the selection.
+    /// The record's minutes view at selection, where there was a record.
     pub minutes: Option<BTreeMap<usize, record::View>>,
+    /// Whether it took part in the selection (it covered enough).
+    pub informed: bool,
     /// The sample's last snapshot: where the run's own observations start.
     pub last: Option<noise::Snapshot>,
+    /// Other runs' task CPUs when this one selected: their load is not recorded.
+    pub booked: Vec<usize>,
 }
 
 /// The node's noise record, where one is trusted; each one ignored is said once (unless
@@ -99,18 +103,14 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     machine_select.sample_ms = blended.window_ms;
     machine_select.load_tie_pct = Some(blended.load_tie_pct);
     let scores = blended.scores;
-    let learned = (root.is_live() && record::file::own_dir().is_some()).then(|| {
-        let ctx = (known.as_ref()).map_or_else(Context::here, |(c, _)| c.clone());
-        let mut learned = Record::new(&ctx.machine, ctx.now);
-        if let Some((before, after)) = &snapshots {
-            feed::add(&mut learned, before, after, &[]);
-        }
-        Learned {
-            ctx,
-            record: learned,
-            minutes: minutes.filter(|_| blended.informed),
-            last: snapshots.map(|(_, after)| after),
-        }
+    let keep = root.is_live() && record::file::own_dir().is_some();
+    let mut learned = keep.then(|| Learned {
+        ctx: (known.as_ref()).map_or_else(Context::here, |(c, _)| c.clone()),
+        record: Record::new("", 0.0),
+        minutes,
+        informed: blended.informed,
+        last: None,
+        booked: Vec::new(),
     });
     let registry = open_registry(root)?;
     let deadline = opts.wait.map(|w| Instant::now() + w);
@@ -120,6 +120,15 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
             None => None,
         };
         let bookings = registry.as_ref().map(|r| r.live(true)).unwrap_or_default();
+        if let Some(l) = &mut learned {
+            // Other runs' tasks are goset's own work, not noise: their CPUs' load is not
+            // recorded (it would keep a CPU a finished run used looking busy for minutes).
+            l.booked = booking::booked_cpus(&bookings);
+            l.record = Record::new(&l.ctx.machine, l.ctx.now);
+            if let Some((before, after)) = &snapshots {
+                feed::add(&mut l.record, before, after, &l.booked);
+            }
+        }
         let mut select_opts = machine_select.clone();
         if !opts.share {
             select_opts.exclude.extend(booking::booked_cpus(&bookings));
@@ -131,6 +140,9 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
                     _ => None,
                 };
                 drop(locked);
+                if let Some(l) = &mut learned {
+                    l.last = snapshots.map(|(_, after)| after);
+                }
                 return Ok(Selected {
                     topo,
                     noise,

@@ -38,18 +38,19 @@ pub(super) struct Executed {
     /// What the run saw of every CPU, for the noise record.
     pub learned: Option<Record>,
     /// What the record knew of the task CPUs against what the run saw (filled by the launch).
-    pub record_rows: Vec<crate::report::record::KnownAndSeen>,
+    pub record_use: Option<crate::report::record::RecordUse>,
 }
 
 /// Starts the task, keeps house until it ends, and adds up the run. `machine`: where the
-/// node's noise record is kept, the machine it names and the selection's last snapshot; the
-/// housekeeper then feeds a record of every CPU as it polls, from that snapshot on.
+/// node's noise record is kept, the machine it names, the selection's last snapshot and other
+/// runs' task CPUs; the housekeeper then feeds a record of every CPU as it polls, from that
+/// snapshot on (other tasks' load left out on this run's CPUs and theirs).
 pub(super) fn execute(
     opts: &RunOptions,
     selection: &select::Selection,
     prepared: &Prepared,
     isolation: &mut Isolation,
-    machine: Option<(String, Option<crate::noise::Snapshot>)>,
+    machine: Option<(String, Option<crate::noise::Snapshot>, Vec<usize>)>,
 ) -> Result<Executed> {
     let settings = settings(opts, selection);
     let run_dir = prepared.run_dir.as_ref();
@@ -97,7 +98,10 @@ pub(super) fn execute(
         .chain([&selection.housekeeper_cpu])
         .copied()
         .collect();
-    let mut feed = machine.map(|(m, before)| Feed::start(&root, &m, own, before));
+    let mut feed = machine.map(|(m, before, others)| {
+        let own = own.iter().chain(&others).copied().collect();
+        Feed::start(&root, &m, own, before)
+    });
     let ended = task::wait_all(&tasks, opts.interval, || {
         hk.poll();
         if let Some(f) = &mut feed {
@@ -124,7 +128,7 @@ pub(super) fn execute(
         exit_code: ending.exit_code(),
         instances,
         learned,
-        record_rows: Vec::new(),
+        record_use: None,
     })
 }
 

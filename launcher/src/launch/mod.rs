@@ -56,7 +56,7 @@ fn record_use(
 ) -> report::record::RecordUse {
     let known = learned.minutes.clone().unwrap_or_default();
     report::record::RecordUse {
-        informed: learned.minutes.is_some(),
+        informed: learned.informed,
         sample_ms: noise.window_ms,
         cpus: report::record::known_and_seen(&selection.task_cpus, &known, &seen),
     }
@@ -116,7 +116,8 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         hierarchy.as_ref(),
         &isolating::isolation_setup(opts, &topo, &selection)?,
     )?;
-    let machine = (learned.as_mut()).map(|l| (l.ctx.machine.clone(), l.last.take()));
+    let machine =
+        (learned.as_mut()).map(|l| (l.ctx.machine.clone(), l.last.take(), l.booked.clone()));
     let mut run = execute::execute(opts, &selection, &prepared, &mut isolation, machine)?;
     let record_use = learned.as_mut().map(|l| {
         let seen = run.learned.as_ref().map_or_else(BTreeMap::new, |r| {
@@ -132,7 +133,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         cpus::save_learned(opts, l);
         record_use(l, &selection, &noise, seen)
     });
-    run.record_rows = (record_use.as_ref()).map_or_else(Vec::new, |u| u.cpus.clone());
+    run.record_use = record_use.clone();
     // Threads by process, so that a process's rows stay together.
     run.threads.sort_by_key(|t| t.placement.pid);
     let processes = report::processes::build(&run.threads, &run.instances, |c| {

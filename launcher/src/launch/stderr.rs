@@ -76,7 +76,8 @@ impl Head<'_> {
             "{}{}{}{}{}{}{iso_table}{}",
             self.render(),
             tele::render_telemetry(&run.telemetry)
-                + &report::record::render_known_and_seen(&run.record_rows),
+                + &(run.record_use.as_ref())
+                    .map_or_else(String::new, report::record::render_known_and_seen),
             report::processes::render(processes),
             threads_table,
             tele::render_moves(&run.telemetry),

@@ -230,14 +230,21 @@ pub fn known_and_seen(
         .collect()
 }
 
-/// The Noise record table of a run's report.
-pub fn render_known_and_seen(rows: &[KnownAndSeen]) -> String {
+/// The Noise record table of a run's report: what the record knew of each task CPU (`-` for
+/// nothing), whether that counted in the selection, and what the run saw.
+pub fn render_known_and_seen(u: &RecordUse) -> String {
+    let rows = &u.cpus;
     if rows.is_empty() {
         return String::new();
     }
     let title = format!(
-        "Noise record ({} horizon) against this run",
-        HORIZON_NAMES[MINUTES]
+        "Noise record ({} horizon) against this run{}",
+        HORIZON_NAMES[MINUTES],
+        if u.informed {
+            ""
+        } else {
+            " (too little observed to count in the selection)"
+        }
     );
     let mut t = Table::new(
         &title,
@@ -251,7 +258,11 @@ pub fn render_known_and_seen(rows: &[KnownAndSeen]) -> String {
     for r in rows {
         t.row(vec![
             r.cpu.to_string(),
-            pct(r.known_lost_pct),
+            if r.known_covered_s > 0.0 {
+                pct(r.known_lost_pct)
+            } else {
+                "-".into()
+            },
             format!("{:.0}", r.known_covered_s),
             r.seen_lost_pct.map_or("n/a".into(), pct),
         ]);
@@ -296,6 +307,15 @@ mod tests {
         assert_eq!(json["cpus"][1]["horizons"][1]["horizon"], "10 min");
         assert!(json["cpus"][1]["horizons"][1]["load_pct"].as_f64().unwrap() > 9.0);
         let rows = known_and_seen(&[1], &rec.view(MINUTES, 30.0), &BTreeMap::from([(1, 2.0)]));
-        assert!(render_known_and_seen(&rows).contains("run saw"));
+        let used = RecordUse {
+            informed: true,
+            sample_ms: 30,
+            cpus: rows,
+        };
+        let table = render_known_and_seen(&used);
+        assert!(
+            table.contains("run saw") && !table.contains("too little"),
+            "{table}"
+        );
     }
 }
