@@ -94,9 +94,9 @@ pub struct BenchCli {
     /// The goset-run to use (default: beside goset-bench, else on PATH).
     #[arg(long, value_name = "PATH")]
     pub goset_run: Option<PathBuf>,
-    /// A background load of ours on these CPUs for the whole experiment, busy DUTY of the time
-    /// (default 50%): `0`, `0-1:30%`.
-    #[arg(long, value_name = "CPULIST[:DUTY]")]
+    /// A background load of ours on these CPUs for the whole experiment, busy DUTY of each
+    /// PERIOD (default 50% of 10 ms): `0`, `0-1:30%`, `1:10%/5s` (0.5 s of every 5 s).
+    #[arg(long, value_name = "CPULIST[:DUTY[/PERIOD]]")]
     pub noise: Option<String>,
     /// With --noise: start the load in each run, SECS after the run starts (a CPU that turns
     /// noisy mid-run), rather than for the whole experiment: `2`, `2s`, `500ms`.
@@ -155,24 +155,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<BenchCli, clap:
     ))
 }
 
-/// Parses `5s`, `500ms`, `2m`, `1.5` (seconds), `0`.
+/// Parses `5s`, `500ms`, `2m`, `1.5` (seconds), `0` ([`goset::cli::parse_duration`]).
 pub fn parse_duration(text: &str, option: &str) -> Result<Duration, Error> {
-    let t = text.trim();
-    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    match number.parse::<f64>() {
-        Ok(v) if v >= 0.0 && (v * scale) < 1e7 => Ok(Duration::from_secs_f64(v * scale)),
-        _ => Err(Error::Usage(format!(
-            "{option} {text}: not a duration (expected e.g. 5s, 500ms, 2m, 0)"
-        ))),
-    }
+    goset::cli::parse_duration(text, option).map_err(Error::Usage)
 }
 
 /// The modes asked for, in table order.

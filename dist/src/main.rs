@@ -1,7 +1,8 @@
 //! `goset-dist install --prefix DIR`: installs a built goset (`make install` runs it, see
 //! docs/install.md): the programs into `bin/`, `libgoset.so` into `lib/` (where goset-run looks
 //! for it: beside itself, then `../lib/`), and man pages and shell completions generated from
-//! the programs' own clap commands. `goset-dist uninstall` removes what install puts there.
+//! the programs' own clap commands, and a systemd service and timer that keep the node's noise
+//! record fresh (not enabled). `goset-dist uninstall` removes what install puts there.
 //! `goset-dist deb` builds a Debian package of the same files (`make deb`; deb.rs).
 //!
 //! A crate of its own: it needs goset-bench's command, and goset-bench depends on the launcher.
@@ -87,6 +88,32 @@ fn slurm_items(prefix: &Path) -> Item {
     }
 }
 
+/// The systemd service that samples every CPU into the node's noise record, and its timer
+/// (installed, never enabled: `systemctl enable --now goset-noise.timer` turns it on).
+const NOISE_SERVICE: &str = "[Unit]
+Description=goset: sample every CPU's noise into the node's noise record
+Documentation=man:goset(1)
+
+[Service]
+Type=oneshot
+ExecStart=@PREFIX@/bin/goset noise --watch 60s --quiet
+Nice=10
+";
+
+/// See [`NOISE_SERVICE`].
+const NOISE_TIMER: &str = "[Unit]
+Description=goset: keep the node's noise record fresh (off by default)
+Documentation=man:goset(1)
+
+[Timer]
+OnBootSec=5min
+OnUnitActiveSec=10min
+RandomizedDelaySec=60
+
+[Install]
+WantedBy=timers.target
+";
+
 /// Every file install writes, the generated ones rendered.
 fn items(prefix: &Path) -> Result<Vec<Item>, Error> {
     let mut items = Vec::new();
@@ -124,6 +151,18 @@ fn items(prefix: &Path) -> Result<Vec<Item>, Error> {
         etc: false,
     });
     items.push(slurm_items(prefix));
+    let service = NOISE_SERVICE.replace("@PREFIX@", &prefix.display().to_string());
+    for (name, text) in [
+        ("goset-noise.service", service.as_str()),
+        ("goset-noise.timer", NOISE_TIMER),
+    ] {
+        items.push(Item {
+            path: Path::new("lib/systemd/system").join(name),
+            mode: 0o644,
+            content: Content::Text(text.as_bytes().to_vec()),
+            etc: false,
+        });
+    }
     Ok(items)
 }
 

@@ -56,7 +56,7 @@ impl Booking {
 }
 
 /// The shared registry, when this user may write to it.
-const SHARED: &str = "/run/goset/bookings";
+pub(crate) const SHARED: &str = "/run/goset/bookings";
 
 /// How long a launcher waits for the registry's lock without `--wait`: selecting and booking
 /// take milliseconds, so a lock held this long is held by something else.
@@ -100,7 +100,7 @@ fn writable(dir: &Path) -> bool {
     unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
 }
 
-fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() }
 }
@@ -112,7 +112,7 @@ fn c_name(name: &str) -> std::io::Result<CString> {
 /// Whether a registry directory owned by `uid` with `mode` is safe to book in: owned by root
 /// (the shared one) or by this user, and writable by others only with the sticky bit (so that
 /// nobody removes or replaces another user's files).
-fn check_dir(dir: &Path, meta: &std::fs::Metadata) -> std::io::Result<()> {
+pub(crate) fn check_dir(dir: &Path, meta: &std::fs::Metadata) -> std::io::Result<()> {
     let bad = |why: String| {
         Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
@@ -172,7 +172,7 @@ impl Registry {
         let dir_fd = OwnedFd::from(dir_file);
         let group_shares = meta.mode() & 0o020 != 0;
         let mode = if group_shares { 0o660 } else { 0o600 };
-        let lock = open_lock(&dir_fd, meta.uid(), mode)?;
+        let lock = open_lock(&dir_fd, "lock", meta.uid(), mode)?;
         Ok(Registry {
             dir: dir.to_path_buf(),
             dir_fd,
@@ -338,11 +338,17 @@ fn booking_stem(name: &str) -> Option<(&str, bool)> {
     Some((rest.split_once(".booking.")?.0, true))
 }
 
-/// Opens (creating it if needed) the registry's `lock` in `dir_fd`, owned by `owner` with
-/// `mode`: a lock file of another owner is replaced when this user is `owner` (root in the
-/// shared registry), refused otherwise; a wider mode is narrowed.
-fn open_lock(dir_fd: &OwnedFd, owner: u32, mode: u32) -> std::io::Result<File> {
-    let name = c_name("lock")?;
+/// Opens (creating it if needed) the lock file `name` in `dir_fd` (the registry's `lock`, the
+/// noise record's), owned by `owner` with `mode`: a lock file of another owner is replaced
+/// when this user is `owner` (root in the shared registry), refused otherwise; a wider mode is
+/// narrowed.
+pub(crate) fn open_lock(
+    dir_fd: &OwnedFd,
+    name: &str,
+    owner: u32,
+    mode: u32,
+) -> std::io::Result<File> {
+    let name = c_name(name)?;
     let open = || {
         let flags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a NUL-terminated name relative to the open directory.

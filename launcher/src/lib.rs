@@ -18,6 +18,7 @@ pub mod output;
 pub mod placement_log;
 pub mod privilege;
 pub mod procfs;
+pub mod record;
 pub mod report;
 pub mod rundir;
 pub mod select;

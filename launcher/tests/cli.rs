@@ -586,3 +586,59 @@ fn devices_and_fifos_in_an_fsroot_dump_are_errors_not_endless_reads() {
         assert!(stderr.contains(&line), "{stderr}");
     }
 }
+
+/// `goset noise`: a bad `--watch` is one usage line; a watch fills a private record
+/// (`GOSET_NOISE_DIR`) whose report goes to stderr and `--json`, with its cost; a garbage record
+/// is ignored with one warning, and replaced by the next watch.
+#[test]
+fn goset_noise_watches_into_a_private_record_and_ignores_garbage() {
+    for bad in ["0", "5x", "2d"] {
+        let out = run("goset", &["noise", "--watch", bad]);
+        assert_eq!(out.status.code(), Some(2), "--watch {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(&format!("goset: --watch {bad}")) || err.contains("--watch"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let noise = |args: &[&str]| {
+        Command::new(common::bin("goset"))
+            .env("GOSET_NOISE_DIR", dir.path())
+            .arg("noise")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    std::fs::write(dir.path().join("noise.record"), "garbage").unwrap();
+    let out = noise(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("ignored").count(), 1, "{err}");
+    assert!(err.contains("none yet"), "{err}");
+    let out = noise(&["--watch", "1s", "--json", "-"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("of CPU time") && err.contains("replaced"),
+        "{err}"
+    );
+    assert!(err.contains("10 min") && err.contains("lost %"), "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json["watch"]["polls"].as_u64().unwrap() >= 2, "{json}");
+    let cpus = json["record"]["cpus"].as_array().unwrap();
+    assert!(!cpus.is_empty());
+    assert_eq!(cpus[0]["horizons"].as_array().unwrap().len(), 3);
+    assert!(
+        json["record"]["cpus"][0]["horizons"][0]["covered_s"]
+            .as_f64()
+            .unwrap()
+            > 0.5
+    );
+    // Off: nothing read, nothing written.
+    let off = Command::new(common::bin("goset"))
+        .env("GOSET_NOISE_DIR", "none")
+        .args(["noise", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(off.status.success());
+    assert!(String::from_utf8_lossy(&off.stderr).is_empty());
+}

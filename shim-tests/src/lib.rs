@@ -285,7 +285,9 @@ fn run_within(mut cmd: Command, limit: Duration) -> Outcome {
 const PLACEMENT_VARS: [&str; 4] = ["GOSET_", "OMP_", "KMP_", "GOMP_"];
 
 /// A command for `program` with a clean placement environment: no inherited `LD_PRELOAD`,
-/// `GOSET_*`, `OMP_*`, `KMP_*` or `GOMP_*`.
+/// `GOSET_*`, `OMP_*`, `KMP_*` or `GOMP_*`, and the noise record off (`GOSET_NOISE_DIR=none`),
+/// so that one test's deliberate noise neither steers another's selection nor enters the
+/// node's record; a test of the record names a directory of its own.
 pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new(program);
     cmd.env_remove("LD_PRELOAD");
@@ -295,6 +297,7 @@ pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
             cmd.env_remove(&key);
         }
     }
+    cmd.env("GOSET_NOISE_DIR", "none");
     cmd
 }
 
@@ -356,9 +359,14 @@ impl Drop for LauncherLock {
     }
 }
 
-/// Runs `goset-run args` and asserts that it succeeded.
+/// Runs `goset-run args` (the noise record off, as [`clean_command`] has it) and asserts that
+/// it succeeded.
 pub fn goset_run_ok(args: &[&str]) -> std::process::Output {
-    let out = Command::new(goset_run_bin()).args(args).output().unwrap();
+    let out = Command::new(goset_run_bin())
+        .env("GOSET_NOISE_DIR", "none")
+        .args(args)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",

@@ -176,6 +176,35 @@ fn check_bash_completion(prefix: &Path) {
     assert_eq!(out.stdout, "--smt\n", "{}", out.dump());
 }
 
+/// The noise record's service runs the installed goset's watch, and its timer is installed
+/// but not enabled (no `.wants` link: off by default); `systemd-analyze verify`, where
+/// present, finds nothing to say of them.
+fn check_noise_units(prefix: &Path) {
+    let units = prefix.join("lib/systemd/system");
+    let service = std::fs::read_to_string(units.join("goset-noise.service")).unwrap();
+    let exec = format!("ExecStart={}/bin/goset noise --watch 60s", prefix.display());
+    assert!(service.contains(&exec), "{service}");
+    let timer = std::fs::read_to_string(units.join("goset-noise.timer")).unwrap();
+    assert!(timer.contains("OnUnitActiveSec=10min") && timer.contains("WantedBy=timers.target"));
+    assert!(
+        !units.join("timers.target.wants").exists(),
+        "installed disabled"
+    );
+    // --man=no: the pages are in the prefix, not where man looks.
+    let verify = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(units.join("goset-noise.timer"))
+        .arg(units.join("goset-noise.service"))
+        .output();
+    if let Ok(out) = verify {
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !said.contains("goset-noise"),
+            "systemd-analyze verify: {said}"
+        );
+    }
+}
+
 /// `goset completions SHELL` prints goset's and goset-run's installed scripts.
 fn check_completions_command(prefix: &Path) {
     for (shell, path) in [
@@ -218,7 +247,11 @@ fn installs_into_a_prefix_that_runs_renders_and_completes() {
     }
     run(cmd).expect_code(0);
     check_modes(&prefix);
-    let mut want: Vec<PathBuf> = vec!["lib/libgoset.so".into()];
+    let mut want: Vec<PathBuf> = vec![
+        "lib/libgoset.so".into(),
+        "lib/systemd/system/goset-noise.service".into(),
+        "lib/systemd/system/goset-noise.timer".into(),
+    ];
     if plugin {
         want.push("lib/goset/goset_spank.so".into());
         // Under PREFIX/etc for a prefix other than /usr.
@@ -246,6 +279,7 @@ fn installs_into_a_prefix_that_runs_renders_and_completes() {
     want.sort();
     assert_eq!(files_under(&prefix), want);
 
+    check_noise_units(&prefix);
     check_placement(&prefix);
     check_man_pages(&prefix, "");
     check_bash_completion(&prefix);
@@ -332,6 +366,8 @@ fn check_contents(deb: &Path, plugin: bool) {
     files.sort();
     let mut want: Vec<PathBuf> = vec![
         "usr/lib/libgoset.so".into(),
+        "usr/lib/systemd/system/goset-noise.service".into(),
+        "usr/lib/systemd/system/goset-noise.timer".into(),
         "usr/share/doc/goset/copyright".into(),
     ];
     if plugin {

@@ -15,10 +15,11 @@ pub struct RunArgs {
     /// Number of task CPUs (one per thread the task runs).
     #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 1)]
     pub count: usize,
-    /// Noise sampling window in milliseconds before selection (at most 60000); 0 ranks by
-    /// topology alone.
-    #[arg(long, value_name = "MS", default_value_t = 250)]
-    pub sample: u64,
+    /// Noise sampling window in milliseconds before selection (at most 60000; default 250,
+    /// or 30 when the node's noise record is recent); 0 ranks by the record alone, or by
+    /// topology alone without one.
+    #[arg(long, value_name = "MS")]
+    pub sample: Option<u64>,
     /// SMT policy: spread = one thread per physical core first; pack = fill a core's siblings first.
     #[arg(long, value_enum, default_value_t = SmtArg::Spread)]
     pub smt: SmtArg,
@@ -234,6 +235,20 @@ pub enum GosetCommand {
     RmCgroup {
         /// The group's name, as bare goset lists it (goset-<task>).
         name: String,
+    },
+    /// Show what each CPU lost to noise, and to what, over the last seconds, minutes and day,
+    /// from the node's noise record (runs keep it; --watch adds to it).
+    Noise {
+        /// First sample every CPU for DURATION (5s, 2m; a poll of /proc/stat and
+        /// /proc/interrupts a second) into the record, and print what that cost.
+        #[arg(long, value_name = "DURATION")]
+        watch: Option<String>,
+        /// Write the report as JSON to FILE (- for stdout).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Print only what the watch cost, and warnings (for the systemd timer's journal).
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Print the shell completions of goset and goset-run, for `source <(goset completions
     /// bash)` (make install installs them, goset-bench's too).

@@ -8,7 +8,9 @@ mod options;
 mod spelling;
 
 pub use args::{GosetCli, GosetCommand, Placement, RunArgs, RunCli, Shell, SmtArg};
-pub use options::{fsroot, NoiseMoves, RunOptions, MAX_SAMPLE_MS, MAX_WAIT_S};
+pub use options::{
+    fsroot, parse_duration, NoiseMoves, RunOptions, DEFAULT_SAMPLE_MS, MAX_SAMPLE_MS, MAX_WAIT_S,
+};
 pub use spelling::{normalize_args, normalize_go_spellings};
 
 /// Treats an empty `GOSET_FSROOT` as unset (clap would take it for a missing value). Called

@@ -18,6 +18,30 @@ use std::time::Duration;
 /// Longest `--wait`: a typo must not block a job slot forever.
 pub const MAX_WAIT_S: u64 = 86_400;
 
+/// Parses a duration given to `option`: `5s`, `500ms`, `2m`, `1.5` (seconds), `0`; else the
+/// line that says what is accepted.
+pub fn parse_duration(text: &str, option: &str) -> std::result::Result<Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v >= 0.0 && (v * scale) < 1e7 => Ok(Duration::from_secs_f64(v * scale)),
+        _ => Err(format!(
+            "{option} {text}: not a duration (expected e.g. 5s, 500ms, 2m, 0)"
+        )),
+    }
+}
+
+/// The sampling window without `--sample` and without a recent noise record.
+pub const DEFAULT_SAMPLE_MS: u64 = 250;
+
 /// Longest noise sampling window: a typo such as `--sample 99999999` must not sleep for a day.
 pub const MAX_SAMPLE_MS: u64 = 60_000;
 
@@ -48,8 +72,9 @@ pub struct RunOptions {
     pub near: Option<String>,
     /// `--near gpu:local-rank`: each local rank near its GPU, its share cut this way.
     pub ranks: Option<ShareMode>,
-    /// Noise sampling window.
-    pub sample: Duration,
+    /// Noise sampling window (`--sample`); `None`: [`DEFAULT_SAMPLE_MS`], or shorter with a
+    /// recent noise record.
+    pub sample: Option<Duration>,
     /// Housekeeper poll interval.
     pub interval: Duration,
     /// Skip mask for the shim.
@@ -288,10 +313,9 @@ impl RunArgs {
         if self.interval == 0 {
             return Err(Error::Usage("--interval 0: must be at least 1 ms".into()));
         }
-        if self.sample > MAX_SAMPLE_MS {
+        if let Some(ms) = self.sample.filter(|&ms| ms > MAX_SAMPLE_MS) {
             return Err(Error::Usage(format!(
-                "--sample {}: at most {MAX_SAMPLE_MS} ms (60 s); noise is a rate, a longer window adds nothing",
-                self.sample
+                "--sample {ms}: at most {MAX_SAMPLE_MS} ms (60 s); noise is a rate, a longer window adds nothing"
             )));
         }
         if self.command.is_empty() && !self.dry_run {
@@ -360,7 +384,7 @@ impl RunArgs {
             exclude: cpulist_arg("exclude", &self.exclude)?,
             near,
             ranks,
-            sample: Duration::from_millis(self.sample),
+            sample: self.sample.map(Duration::from_millis),
             interval: Duration::from_millis(self.interval),
             skip: skip_arg(&self.skip)?,
             main_on_housekeeper: self.main_on_housekeeper,

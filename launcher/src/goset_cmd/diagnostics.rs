@@ -88,6 +88,12 @@ pub struct Diagnostics {
     pub bookings: Vec<crate::booking::Booking>,
     /// Journals of runs whose launcher died with changes not undone (`goset restore`).
     pub stale_journals: Vec<crate::isolate::journal::Stale>,
+    /// The node's noise record, where one is trusted (`goset noise` shows it in full).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise: Option<crate::report::record::NoiseReport>,
+    /// Lines saying which noise records were ignored, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub noise_warnings: Vec<String>,
     /// Files that could not be read.
     pub errors: Vec<ReadError>,
 }
@@ -213,6 +219,16 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
         Some(Ok(registry)) => registry.live(false),
         _ => Vec::new(),
     };
+    let (noise, noise_warnings) = if root.is_live() {
+        let ctx = crate::record::file::Context::here();
+        let loaded = crate::record::file::load(&ctx);
+        let report = (loaded.record.as_ref()).map(|(path, r)| {
+            crate::report::record::NoiseReport::new(&path.display().to_string(), r, ctx.now)
+        });
+        (report, loaded.warnings)
+    } else {
+        (None, Vec::new())
+    };
     Ok(Diagnostics {
         summary,
         cpus,
@@ -221,6 +237,8 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
         irqbalance,
         bookings,
         stale_journals,
+        noise,
+        noise_warnings,
         errors,
     })
 }
@@ -245,6 +263,12 @@ pub fn render(d: &Diagnostics) -> String {
         &d.bookings,
         "Bookings (live runs)",
     ));
+    if let Some(n) = &d.noise {
+        out.push_str(&crate::report::record::render_brief(n));
+    }
+    for w in &d.noise_warnings {
+        out.push_str(&format!("  warning: {w}\n"));
+    }
     write_trouble(d, &mut out);
     out
 }

@@ -11,11 +11,12 @@ use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
 use crate::noise::{self, Noise};
 use crate::output;
+use crate::record::{self, blend, feed, file::Context, Record};
 use crate::select;
 use crate::topology::Topology;
 use goset_plan::CpuSet;
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What selection decided, and the bookings it saw.
 pub(super) struct Selected {
@@ -26,6 +27,53 @@ pub(super) struct Selected {
     pub bookings: Vec<Booking>,
     /// This run's booking (none for a dry run, or without a registry), held until the run ends.
     pub booked: Option<booking::Booked>,
+    /// What this run adds to the node's noise record, and what the record knew (on the live
+    /// machine only).
+    pub learned: Option<Learned>,
+}
+
+/// What this run learns for the noise record, and what the record told its selection.
+pub(super) struct Learned {
+    /// This machine, when the selection was made.
+    pub ctx: Context,
+    /// Observations so far: the selection's sample; the run's housekeeper adds its own.
+    pub record: Record,
+    /// The record's minutes view at selection, where there was a record.
+    pub minutes: Option<BTreeMap<usize, record::View>>,
+    /// Whether it took part in the selection (it covered enough).
+    pub informed: bool,
+    /// The sample's last snapshot: where the run's own observations start.
+    pub last: Option<noise::Snapshot>,
+    /// Other runs' task CPUs when this one selected: their load is not recorded.
+    pub booked: Vec<usize>,
+}
+
+/// The node's noise record, where one is trusted; each one ignored is said once (unless
+/// `--quiet`).
+fn known_record(opts: &RunOptions) -> Option<(Context, Record)> {
+    let ctx = Context::here();
+    let loaded = record::file::load(&ctx);
+    if !opts.quiet {
+        for w in &loaded.warnings {
+            output::to_stderr(&format!("goset-run: warning: {w}\n"));
+        }
+    }
+    loaded.record.map(|(_, r)| (ctx, r))
+}
+
+/// Adds what this run learned to the node's noise record (a failure is a warning, unless
+/// `--quiet`: the run itself is done).
+pub(super) fn save_learned(opts: &RunOptions, learned: &Learned) {
+    let said = record::file::save(&learned.ctx, &learned.record);
+    let lines = match said {
+        Ok((_, warnings)) => warnings,
+        Err(e) => vec![e],
+    };
+    if !opts.quiet {
+        for w in lines {
+            output::to_stderr(&format!("goset-run: warning: {w}\n"));
+        }
+    }
 }
 
 /// Reads the machine, samples the noise, then selects and books under the registry's lock
@@ -39,14 +87,34 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     let ranks = super::ranks::request(opts, &topo, |v| {
         std::env::var_os(v).map(|x| x.into_encoded_bytes())
     })?;
-    let noise = noise::sample(root, opts.sample);
-    machine_select.sample_ms = noise.window_ms;
-    let scores: BTreeMap<usize, f64> = noise
-        .cpus
-        .iter()
-        // Steerable interrupts are about to be moved away: they do not count against a CPU.
-        .map(|(&cpu, n)| (cpu, n.score(opts.isolation.steer, noise.window_ms)))
-        .collect();
+    let known = root.is_live().then(|| known_record(opts)).flatten();
+    let window = opts.sample.unwrap_or_else(|| {
+        let recent = (known.as_ref()).is_some_and(|(ctx, r)| blend::recent(r, ctx.now));
+        Duration::from_millis(if recent {
+            blend::SHORT_SAMPLE_MS
+        } else {
+            crate::cli::DEFAULT_SAMPLE_MS
+        })
+    });
+    let snapshots = noise::sample_snapshots(root, window);
+    let noise = (snapshots.as_ref())
+        .map(|(before, after)| noise::noise_between(before, after))
+        .unwrap_or_default();
+    let minutes = (known.as_ref()).map(|(ctx, r)| r.view(record::MINUTES, ctx.now));
+    // Steerable interrupts are about to be moved away: they do not count against a CPU.
+    let blended = blend::scores(&noise, minutes.as_ref(), opts.isolation.steer);
+    machine_select.sample_ms = blended.window_ms;
+    machine_select.load_tie_pct = Some(blended.load_tie_pct);
+    let scores = blended.scores;
+    let keep = root.is_live() && record::file::own_dir().is_some();
+    let mut learned = keep.then(|| Learned {
+        ctx: (known.as_ref()).map_or_else(Context::here, |(c, _)| c.clone()),
+        record: Record::new("", 0.0),
+        minutes,
+        informed: blended.informed,
+        last: None,
+        booked: Vec::new(),
+    });
     let registry = open_registry(root)?;
     let deadline = opts.wait.map(|w| Instant::now() + w);
     loop {
@@ -55,6 +123,15 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
             None => None,
         };
         let bookings = registry.as_ref().map(|r| r.live(true)).unwrap_or_default();
+        if let Some(l) = &mut learned {
+            // Other runs' tasks are goset's own work, not noise: their CPUs' load is not
+            // recorded (it would keep a CPU a finished run used looking busy for minutes).
+            l.booked = booking::booked_cpus(&bookings);
+            l.record = Record::new(&l.ctx.machine, l.ctx.now);
+            if let Some((before, after)) = &snapshots {
+                feed::add(&mut l.record, before, after, &l.booked);
+            }
+        }
         let mut select_opts = machine_select.clone();
         if !opts.share {
             select_opts.exclude.extend(booking::booked_cpus(&bookings));
@@ -66,12 +143,16 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
                     _ => None,
                 };
                 drop(locked);
+                if let Some(l) = &mut learned {
+                    l.last = snapshots.map(|(_, after)| after);
+                }
                 return Ok(Selected {
                     topo,
                     noise,
                     selection,
                     bookings,
                     booked,
+                    learned,
                 });
             }
             // Without the other runs' CPUs it would work: they are what is missing.

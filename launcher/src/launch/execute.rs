@@ -15,6 +15,7 @@ use crate::housekeeper::{Housekeeper, Settings, ThreadReport};
 use crate::instances;
 use crate::isolate::Isolation;
 use crate::placement_log;
+use crate::record::{feed::Feed, Record};
 use crate::rundir::RunDir;
 use crate::select;
 use crate::summary::RunSummary;
@@ -34,14 +35,22 @@ pub(super) struct Executed {
     pub exit_code: i32,
     /// Each copy's pid and ending, in index order (one without `--instances`).
     pub instances: Vec<(i32, Ending)>,
+    /// What the run saw of every CPU, for the noise record.
+    pub learned: Option<Record>,
+    /// What the record knew of the task CPUs against what the run saw (filled by the launch).
+    pub record_use: Option<crate::report::record::RecordUse>,
 }
 
-/// Starts the task, keeps house until it ends, and adds up the run.
+/// Starts the task, keeps house until it ends, and adds up the run. `machine`: where the
+/// node's noise record is kept, the machine it names, the selection's last snapshot and other
+/// runs' task CPUs; the housekeeper then feeds a record of every CPU as it polls, from that
+/// snapshot on (other tasks' load left out on this run's CPUs and theirs).
 pub(super) fn execute(
     opts: &RunOptions,
     selection: &select::Selection,
     prepared: &Prepared,
     isolation: &mut Isolation,
+    machine: Option<(String, Option<crate::noise::Snapshot>, Vec<usize>)>,
 ) -> Result<Executed> {
     let settings = settings(opts, selection);
     let run_dir = prepared.run_dir.as_ref();
@@ -83,10 +92,24 @@ pub(super) fn execute(
         hk.attach(task.pid());
     }
     pin_self(selection.housekeeper_cpu);
+    // The task's and the launcher's own time is not other tasks' load.
+    let own: Vec<usize> = (selection.task_cpus.iter())
+        .chain(&selection.spares)
+        .chain([&selection.housekeeper_cpu])
+        .copied()
+        .collect();
+    let mut feed = machine.map(|(m, before, others)| {
+        let own = own.iter().chain(&others).copied().collect();
+        Feed::start(&root, &m, own, before)
+    });
     let ended = task::wait_all(&tasks, opts.interval, || {
         hk.poll();
+        if let Some(f) = &mut feed {
+            f.poll();
+        }
         isolation.check_drift();
     });
+    let learned = feed.map(Feed::finish);
     let wall_s = started.elapsed().as_secs_f64();
     relays.finish();
     let (ending, rusage, instances) = endings(&tasks, &ended);
@@ -109,6 +132,8 @@ pub(super) fn execute(
         errors,
         exit_code: ending.exit_code(),
         instances,
+        learned,
+        record_use: None,
     })
 }
 

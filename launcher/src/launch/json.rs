@@ -47,6 +47,10 @@ pub struct JsonReport<'a> {
     /// them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isolation: Option<IsolationReport>,
+    /// What the node's noise record knew of the task CPUs, and what the run saw; absent off
+    /// the live machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise_record: Option<crate::report::record::RecordUse>,
     /// Other runs' bookings when this one selected.
     pub bookings: Vec<Booking>,
     /// Files that could not be read, once each.
@@ -70,6 +74,7 @@ impl<'a> JsonReport<'a> {
             processes: Vec::new(),
             telemetry: None,
             isolation: None,
+            noise_record: None,
             bookings,
             errors,
         }

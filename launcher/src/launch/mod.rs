@@ -24,10 +24,12 @@ use crate::fsroot::ReadError;
 use crate::isolate::{self, Isolation};
 use crate::noise::Noise;
 use crate::output;
+use crate::record;
 use crate::report;
 use crate::topology::Topology;
 use cpus::Selected;
 use json::JsonSink;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 
 /// The files the topology and the noise sampling could not read, once each.
@@ -43,6 +45,22 @@ fn merge_errors(into: &mut Vec<ReadError>, more: &[ReadError]) {
         if !into.contains(e) {
             into.push(e.clone());
         }
+    }
+}
+
+/// How this run used the noise record: what it knew of each task CPU, against `seen` (lost %
+/// per CPU over the run).
+fn record_use(
+    learned: &cpus::Learned,
+    selection: &crate::select::Selection,
+    noise: &Noise,
+    seen: BTreeMap<usize, f64>,
+) -> report::record::RecordUse {
+    let known = learned.minutes.clone().unwrap_or_default();
+    report::record::RecordUse {
+        informed: learned.informed,
+        sample_ms: noise.window_ms,
+        cpus: report::record::known_and_seen(&selection.task_cpus, &known, &seen),
     }
 }
 
@@ -65,6 +83,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         selection,
         bookings,
         booked: _booked,
+        mut learned,
     } = cpus::select_cpus(opts)?;
     if let Some(sig) = crate::signals::pending() {
         return Err(Error::Interrupted(sig));
@@ -79,8 +98,13 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let mut errors = errors_of(&topo, &noise);
     let json = JsonSink::open(opts.json.as_deref())?;
     if opts.dry_run {
+        let record_use = learned.as_ref().map(|l| {
+            cpus::save_learned(opts, l);
+            record_use(l, &selection, &noise, BTreeMap::new())
+        });
         output::to_stderr(&head.dry_run(&errors));
-        let report = JsonReport::dry_run(&sel_report, opts.placement, bookings, errors);
+        let mut report = JsonReport::dry_run(&sel_report, opts.placement, bookings, errors);
+        report.noise_record = record_use;
         return Ok(json::with_report(0, json.write("goset-run", &report)));
     }
 
@@ -94,7 +118,24 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         hierarchy.as_ref(),
         &isolating::isolation_setup(opts, &topo, &selection)?,
     )?;
-    let mut run = execute::execute(opts, &selection, &prepared, &mut isolation)?;
+    let machine =
+        (learned.as_mut()).map(|l| (l.ctx.machine.clone(), l.last.take(), l.booked.clone()));
+    let mut run = execute::execute(opts, &selection, &prepared, &mut isolation, machine)?;
+    let record_use = learned.as_mut().map(|l| {
+        let seen = run.learned.as_ref().map_or_else(BTreeMap::new, |r| {
+            // The longest horizon barely decays over the run: its average is the run's.
+            let views = r.view(record::HORIZONS_S.len() - 1, l.ctx.now.max(r.updated));
+            (views.into_iter())
+                .map(|(c, v)| (c, v.lost_pct()))
+                .collect()
+        });
+        if let Some(r) = &run.learned {
+            l.record.merge(r);
+        }
+        cpus::save_learned(opts, l);
+        record_use(l, &selection, &noise, seen)
+    });
+    run.record_use = record_use.clone();
     // Threads by process, so that a process's rows stay together.
     run.threads.sort_by_key(|t| t.placement.pid);
     let mut processes = report::processes::build(&run.threads, &run.instances, |c| {
@@ -118,6 +159,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         processes,
         telemetry: Some(run.telemetry),
         isolation: iso_report,
+        noise_record: record_use,
         bookings,
         errors,
     };

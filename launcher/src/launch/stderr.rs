@@ -86,7 +86,9 @@ impl Head<'_> {
             "{}{}{}{}{}{}{}{iso_table}{}",
             self.render(),
             self.sharing(later),
-            tele::render_telemetry(&run.telemetry),
+            tele::render_telemetry(&run.telemetry)
+                + &(run.record_use.as_ref())
+                    .map_or_else(String::new, report::record::render_known_and_seen),
             report::processes::render(processes),
             threads_table,
             tele::render_moves(&run.telemetry),

@@ -34,7 +34,7 @@ mod fixtures;
 pub use interrupts::{
     parse_interrupts, parse_softirqs, CounterRow, Interrupts, IrqKind, IrqRow, Softirqs,
 };
-pub use per_cpu::{delta, delta_for, CpuNoise, LOAD_WEIGHT};
+pub use per_cpu::{compose_score, delta, delta_for, CpuNoise, LOAD_WEIGHT};
 pub use snapshot::Snapshot;
 pub use stat::{parse_proc_stat, CpuTimes, ProcStat};
 
@@ -71,13 +71,25 @@ pub struct Noise {
 /// reads nothing (a CPU without an entry has no noise, and a dump need not hold
 /// `/proc/interrupts`). Missing files are listed in the result's errors, never fatal.
 pub fn sample(root: &FsRoot, window: Duration) -> Noise {
+    match sample_snapshots(root, window) {
+        Some((before, after)) => noise_between(&before, &after),
+        None => Noise::default(),
+    }
+}
+
+/// The two snapshots [`sample`] takes `window` apart; `None` for a zero window.
+pub fn sample_snapshots(root: &FsRoot, window: Duration) -> Option<(Snapshot, Snapshot)> {
     if window.is_zero() {
-        return Noise::default();
+        return None;
     }
     let before = Snapshot::read(root);
     // A signal that ends the run need not wait for the whole window.
     crate::signals::sleep(window);
-    let after = Snapshot::read(root);
+    Some((before, Snapshot::read(root)))
+}
+
+/// The noise between two snapshots, with both snapshots' errors.
+pub fn noise_between(before: &Snapshot, after: &Snapshot) -> Noise {
     let elapsed = after.taken.saturating_duration_since(before.taken);
     let mut errors = before.errors.clone();
     for e in &after.errors {
@@ -89,7 +101,7 @@ pub fn sample(root: &FsRoot, window: Duration) -> Noise {
         window_ms: u64::try_from(elapsed.as_millis())
             .unwrap_or(u64::MAX)
             .max(1),
-        cpus: delta(&before, &after),
+        cpus: delta(before, after),
         errors,
     }
 }

@@ -78,11 +78,19 @@ impl CpuNoise {
         if window_ms == 0 {
             return 0.0;
         }
-        let rate = self.irq_rate(steer, window_ms).min(LOAD_WEIGHT - 1.0);
         let quantum = 100.0 * (1000.0 / USER_HZ as f64) / window_ms as f64;
-        let load = (self.busy_pct + self.steal_pct - quantum).max(0.0).floor();
-        rate + LOAD_WEIGHT * load
+        compose_score(
+            self.irq_rate(steer, window_ms),
+            self.busy_pct + self.steal_pct - quantum,
+        )
     }
+}
+
+/// A score from its parts: interrupt events per second (capped below [`LOAD_WEIGHT`]) and
+/// percent of load (whole percent count); see [`CpuNoise::score`]. The noise record's blend
+/// ([`crate::record`]) makes its scores here too.
+pub fn compose_score(rate: f64, load_pct: f64) -> f64 {
+    rate.clamp(0.0, LOAD_WEIGHT - 1.0) + LOAD_WEIGHT * load_pct.max(0.0).floor()
 }
 
 /// Per-CPU noise between two snapshots, for every CPU seen in both (in any of the files).

@@ -5,6 +5,7 @@
 pub mod isolation;
 pub mod processes;
 pub mod ranks;
+pub mod record;
 pub mod sharing;
 pub mod table;
 pub mod telemetry;

@@ -38,6 +38,7 @@ pub mod ranks;
 mod team;
 
 pub use error::SelectError;
+pub use rank::{significant, LOAD_TIE_PCT};
 use team::{candidate_items, choose, cpus_of, take_team};
 
 use crate::topology::{Device, Topology};
@@ -119,6 +120,9 @@ pub struct Options {
     /// The window the noise scores were measured over, in ms: what tells two interrupt rates
     /// apart. 0 (no measurement) counts as one second.
     pub sample_ms: u64,
+    /// Loads closer than this many points are one tier; `None`: [`rank::LOAD_TIE_PCT`], what a
+    /// sample resolves (a noise record resolves finer).
+    pub load_tie_pct: Option<f64>,
 }
 
 /// The decision.

@@ -120,10 +120,15 @@ fn tiered(values: &[f64], apart: impl Fn(f64, f64) -> bool) -> (Vec<u32>, Vec<f6
 }
 
 /// Each core's load (whole percent of other work and steal) as selection counts it: loads
-/// less than [`LOAD_TIE_PCT`] above the lowest of their tier count as that lowest, so that a
-/// stray tick of another process does not move a team.
-pub fn counted_loads(loads: &[f64]) -> Vec<f64> {
-    tiered(loads, |low, high| high - low >= LOAD_TIE_PCT).1
+/// less than `tie` points ([`LOAD_TIE_PCT`] for a sample alone) above the lowest of their tier
+/// count as that lowest, so that a stray tick of another process does not move a team.
+pub fn counted_loads(loads: &[f64], tie: f64) -> Vec<f64> {
+    tiered(loads, |low, high| high - low >= tie).1
+}
+
+/// The load tie of `opts` (see [`Options::load_tie_pct`]).
+pub fn load_tie(opts: &Options) -> f64 {
+    opts.load_tie_pct.unwrap_or(LOAD_TIE_PCT)
 }
 
 /// Whether interrupt rate `high` is measurably above `low` over a window of `window_s`
@@ -144,13 +149,13 @@ pub struct Core {
 
 /// Orders the threads of one core: by their own load ([`counted_loads`]), then by their own
 /// noise tier among them, then by number.
-pub fn thread_order(cpus: &mut [usize], noise: &BTreeMap<usize, f64>, window_s: f64) {
+pub fn thread_order(cpus: &mut [usize], noise: &BTreeMap<usize, f64>, window_s: f64, tie: f64) {
     let parts: Vec<(f64, f64)> = (cpus.iter())
         .map(|c| split_score(noise.get(c).copied().unwrap_or(0.0)))
         .collect();
     let rates: Vec<f64> = parts.iter().map(|p| p.0).collect();
     let tier = tiers(&rates, window_s);
-    let loads = counted_loads(&parts.iter().map(|p| p.1).collect::<Vec<_>>());
+    let loads = counted_loads(&parts.iter().map(|p| p.1).collect::<Vec<_>>(), tie);
     let key: BTreeMap<usize, (u64, u32)> = (cpus.iter().enumerate())
         .map(|(i, &c)| (c, (loads[i] as u64, tier[i])))
         .collect();
@@ -192,7 +197,7 @@ pub fn items(
     let loads: Vec<f64> = (cores.iter())
         .map(|k| whole(k).into_iter().map(|c| split_score(score(c)).1).sum())
         .collect();
-    let loads = counted_loads(&loads);
+    let loads = counted_loads(&loads, load_tie(opts));
     let mut out = Vec::new();
     for (i, k) in cores.iter().enumerate() {
         let members = whole(k);
@@ -265,10 +270,12 @@ mod tests {
     #[test]
     fn a_stray_tick_of_load_is_no_load_and_a_real_one_is() {
         assert_eq!(
-            counted_loads(&[0.0, 2.0, 4.0, 40.0, 43.0]),
+            counted_loads(&[0.0, 2.0, 4.0, 40.0, 43.0], LOAD_TIE_PCT),
             [0.0, 0.0, 0.0, 40.0, 40.0]
         );
-        assert_eq!(counted_loads(&[3.0, 9.0]), [3.0, 9.0]);
+        assert_eq!(counted_loads(&[3.0, 9.0], LOAD_TIE_PCT), [3.0, 9.0]);
+        // A record resolves finer: 4 points apart is a difference.
+        assert_eq!(counted_loads(&[0.0, 1.0, 4.0], 2.0), [0.0, 0.0, 4.0]);
     }
 
     #[test]

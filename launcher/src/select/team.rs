@@ -27,7 +27,12 @@ pub(super) fn candidate_items(
     for (mut queue, _) in queues {
         let used = queue.iter().filter(|c| include.contains(c)).count();
         queue.retain(|c| !include.contains(c));
-        rank::thread_order(&mut queue, noise, rank::window_s(opts));
+        rank::thread_order(
+            &mut queue,
+            noise,
+            rank::window_s(opts),
+            rank::load_tie(opts),
+        );
         if !queue.is_empty() {
             cores.push(rank::Core { queue, used });
         }

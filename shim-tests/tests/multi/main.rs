@@ -6,6 +6,7 @@ mod booking;
 mod by_hand_tree;
 mod housekeeper_sharing;
 mod mpi;
+mod noise_record;
 mod process;
 mod ranks;
 mod slurm;

@@ -271,6 +271,7 @@ impl TaskRun {
             isolation: None,
             bookings: bookings.clone(),
             errors,
+            noise_record: None,
         };
         self.json.write("goset-run", &report);
         finished
