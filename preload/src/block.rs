@@ -8,7 +8,8 @@
 //! when its environment holds an `OMP_NUM_THREADS` smaller than the task (a user's team
 //! size: goset-run sets it to the slot count), unless it is the task's first process (a
 //! single-process task keeps the plan's order). A process that already runs inside a live
-//! block (a forked child, an exec'd image) keeps to that block; launchers take none. Where the
+//! block (a forked child, an exec'd image) keeps to that block, if the block is its own or a
+//! forebear's; launchers take none. Where the
 //! plan gives rank blocks (`--near gpu:local-rank`), a local rank takes its GPU's
 //! (`crate::rank`, asked first) and a process of no rank none. Must not:
 //! allocate (the partition lives in the loader's static scratch).
@@ -37,6 +38,16 @@ pub(crate) fn block_of(plan: &Plan, table: &SlotTable, owner: u32) -> CpuSet {
         .collect()
 }
 
+/// Whether another process's live block holds `slot` though process `pid` does not descend
+/// from that process ([`placement::descends_from`]): `pid` merely sits there (the housekeeper
+/// placed it before that block was taken), and a forked child's claim on its forebear's block
+/// is not its to make.
+pub(crate) fn sits_in_anothers(table: &SlotTable, pid: i32, slot: usize) -> bool {
+    table
+        .owner(slot)
+        .is_some_and(|o| o != pid as u32 && !gone(o) && !placement::descends_from(o as i32))
+}
+
 /// Whether process `pid` has ended.
 pub(crate) fn gone(pid: u32) -> bool {
     !placement::alive(pid as i32)
@@ -53,9 +64,11 @@ pub fn take(
     scratch: &mut [u16; MAX_SLOTS],
 ) -> Option<CpuSet> {
     let slots = plan.slot_count();
-    let own = table.find(pid).map(|(_, slot)| slot);
+    // A slot of another's block this process merely sits on is left: it takes its own.
+    let own = (table.find(pid).map(|(_, slot)| slot)).filter(|&s| !sits_in_anothers(table, pid, s));
     // Already inside a live block: the image before an exec took it, or the process that
-    // forked this one did (not so for a first process, whose slot goset-run claimed).
+    // forked this one (or a forebear) did (not so for a first process, whose slot goset-run
+    // claimed).
     if let Some(owner) = own.and_then(|s| table.owner(s)) {
         if owner == pid as u32 || (!first && !gone(owner)) {
             return Some(block_of(plan, table, owner)).filter(|b| !b.is_empty());
@@ -117,10 +130,20 @@ mod tests {
         assert_eq!(b.iter().collect::<Vec<_>>(), [4, 5, 6, 7]);
         // No block left.
         assert_eq!(take(&plan, table, 2, false, &mut scratch), None);
-        // A process whose main thread holds a slot of a live block keeps to that block.
+        // A process whose main thread holds a slot of a live block keeps to that block when
+        // it descends from the block's process (every process descends from pid 1)...
         let slot = (0..8).find(|&s| plan.cpu_of_slot(s) == Some(5)).unwrap();
         table.claim_at(4242, slot).unwrap();
         assert_eq!(take(&plan, table, 4242, false, &mut scratch), Some(b));
+        // ... and not when it merely sits there: with every block taken it gets none.
+        table.release_block(1);
+        assert!(table.take_block(
+            2,
+            8,
+            |s| b.contains(plan.cpu_of_slot(s).unwrap()),
+            |_| false
+        ));
+        assert_eq!(take(&plan, table, 4242, false, &mut scratch), None);
         // Without a size in the plan, only a team size the environment asks for counts, and
         // never for the task's first process.
         plan.per_process = 0;

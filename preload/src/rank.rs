@@ -25,7 +25,9 @@ pub fn take(plan: &Plan, table: &SlotTable, pid: i32) -> Option<Option<CpuSet>> 
     }
     let get = |name: &str| crate::env::get(name.as_bytes());
     let rank = ranks::local_rank(get)?;
-    let own = table.find(pid).map(|(_, slot)| slot);
+    // A slot of another's block this process merely sits on is no parent's block.
+    let own = (table.find(pid).map(|(_, slot)| slot))
+        .filter(|&s| !crate::block::sits_in_anothers(table, pid, s));
     let gpu = match ranks::gpu_of_rank(rank, plan.ranks.gpus(), get) {
         RankGpu::Gpu { gpu, .. } => gpu,
         RankGpu::NotAnIndex { var, .. } => {
