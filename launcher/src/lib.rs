@@ -17,6 +17,7 @@ pub mod noise;
 pub mod output;
 pub mod placement_log;
 pub mod privilege;
+pub mod probe;
 pub mod procfs;
 pub mod report;
 pub mod rundir;
