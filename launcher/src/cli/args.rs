@@ -219,6 +219,24 @@ pub enum GosetCommand {
         #[arg(long, value_name = "DIR", env = "GOSET_FSROOT")]
         fsroot: Option<PathBuf>,
     },
+    /// Measure each CPU's detours directly: one busy thread per CPU, all at once, pinned,
+    /// SCHED_FIFO where permitted, reading the clock in a tight loop; a gap over the threshold
+    /// is a detour. Ranks the CPUs by the time they lost (table on stderr).
+    Probe {
+        /// Busy time of each probe thread in milliseconds (at most 10000).
+        #[arg(long, value_name = "MS", default_value_t = crate::probe::DEFAULT_MS)]
+        ms: u64,
+        /// The CPUs to probe (cpulist or likwid-pin expressions); default: every online CPU
+        /// this process may use.
+        #[arg(long, value_name = "LIST")]
+        cpus: Option<String>,
+        /// A gap between two clock readings longer than this many microseconds is a detour.
+        #[arg(long, value_name = "US", default_value_t = 5)]
+        threshold_us: u64,
+        /// Also write the result as JSON to FILE (- for stdout).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// Undo what runs whose launcher died (kill -9, OOM) left changed: cgroups, IRQ affinity,
     /// irqbalance. Idempotent.
     Restore,

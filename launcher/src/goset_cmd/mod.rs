@@ -1,5 +1,5 @@
 //! The `goset` command, one file per subcommand: without one, the machine's diagnostics
-//! ([`diagnostics`]); `topology`, `restore`, `rm-cgroup` and `completions`; with `-- CMD`, a
+//! ([`diagnostics`]); `topology`, `probe`, `restore`, `rm-cgroup` and `completions`; with `-- CMD`, a
 //! pinned run exactly as goset-run does it ([`crate::launch`]).
 //!
 //! Owns: parsing `goset`'s command line, picking the subcommand, and its exit code. It is the
@@ -8,6 +8,7 @@
 //! modules share belongs below, in [`crate::procfs`] or [`crate::topology`].
 
 pub mod diagnostics;
+pub mod probe;
 pub mod restore;
 pub mod rm_cgroup;
 pub mod topology;
@@ -51,6 +52,17 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         .unwrap_or_else(|e| crate::cli::exit_on_clap_error(e, "goset"));
     let result = match &cli.command {
         Some(GosetCommand::Topology { json, fsroot }) => topology::run(fsroot, *json),
+        Some(GosetCommand::Probe {
+            ms,
+            cpus,
+            threshold_us,
+            json,
+        }) => probe::run(&probe::ProbeArgs {
+            ms: *ms,
+            cpus,
+            threshold_us: *threshold_us,
+            json,
+        }),
         Some(GosetCommand::Restore) => restore::run(),
         Some(GosetCommand::RmCgroup { name }) => rm_cgroup::run(name),
         Some(GosetCommand::Completions { shell }) => {

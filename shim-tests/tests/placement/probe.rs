@@ -1,0 +1,167 @@
+//! `goset probe` on this machine: a real-time detour source on one CPU (`fifo_duty.c`, busy
+//! 100 µs of every 1 ms) is seen as that CPU's lost time, the CPU ranked last; without the
+//! privilege for SCHED_FIFO the probe says it ran at normal priority.
+
+use shim_tests::{give_away, goset_bin, is_root, launcher_lock, skip_note, two_online_cpus, Build};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// The source's duty cycle: busy `BUSY_US` of every `PERIOD_US`, i.e. 10%.
+const BUSY_US: u64 = 100;
+const PERIOD_US: u64 = 1000;
+/// The source's real-time priority: above the probe's (1), so the probe sees it as a detour.
+const SOURCE_PRIORITY: &str = "10";
+/// A detour of the source lasts 100 µs; one this long is something else on the machine (the
+/// hypervisor, a long interrupt), and a probe window holding one says nothing exact about
+/// the source's share.
+const FOREIGN_DETOUR_NS: u64 = 1_000_000;
+
+/// The source under `timeout`, ended when dropped: `timeout` is sent SIGTERM, which it passes
+/// on to the source before it exits (killed, it would leave the source running).
+struct Source(Child);
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory preconditions; the pid is our unreaped child's.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+/// `goset probe --ms 1000 --cpus 0,1 --json FILE` as the caller, or as nobody with `nobody`;
+/// its JSON.
+fn probe(nobody: bool) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("probe.json");
+    if nobody {
+        // nobody writes the JSON into a directory of its own.
+        give_away(dir.path());
+    }
+    let mut cmd = if nobody {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(goset_bin());
+        c
+    } else {
+        Command::new(goset_bin())
+    };
+    let out = cmd
+        .args(["probe", "--ms", "1000", "--cpus", "0,1", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run goset probe");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "goset probe failed: {stderr}");
+    assert!(stderr.contains("cost: "), "the cost is printed: {stderr}");
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+/// CPU `cpu`'s entry of a probe's JSON.
+fn cpu_of(v: &serde_json::Value, cpu: u64) -> &serde_json::Value {
+    (v["cpus"].as_array().unwrap().iter())
+        .find(|c| c["cpu"] == cpu)
+        .unwrap_or_else(|| panic!("no CPU {cpu} in {v}"))
+}
+
+fn lost_pct(v: &serde_json::Value, cpu: u64) -> f64 {
+    let c = cpu_of(v, cpu);
+    100.0 * c["lost_ns"].as_f64().unwrap() / c["duration_ns"].as_f64().unwrap()
+}
+
+#[test]
+fn a_fifo_detour_source_is_ranked_last_with_its_duty_cycle() {
+    if !two_online_cpus() {
+        return;
+    }
+    if !is_root() {
+        skip_note("a SCHED_FIFO source and a SCHED_FIFO probe need root (CI runs as root)");
+        return;
+    }
+    let build = Build::new();
+    let Some(exe) = build.c("fifo_duty.c", "fifo_duty") else {
+        return;
+    };
+    // The probe and the source each take a whole CPU's worth of real-time time: nothing else
+    // of this group may run meanwhile.
+    let _alone = launcher_lock();
+    let noisy = 1u64;
+    let mut tries = Vec::new();
+    for _ in 0..5 {
+        // The same CPU's own loss without the source, just before: the hypervisor's timer
+        // ticks alone cost a few percent on a VM.
+        let before = probe(false);
+        assert_eq!(
+            before["policy"], "SCHED_FIFO",
+            "root probes at SCHED_FIFO: {before}"
+        );
+        let mut child = Command::new("timeout")
+            .args(["-k", "1", "30"])
+            .arg(&exe)
+            .args([
+                &noisy.to_string(),
+                &BUSY_US.to_string(),
+                &PERIOD_US.to_string(),
+            ])
+            .arg(SOURCE_PRIORITY)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("timeout (coreutils) runs the source");
+        let mut ready = String::new();
+        let stdout = child.stdout.take().unwrap();
+        let source = Source(child);
+        BufReader::new(stdout).read_line(&mut ready).unwrap();
+        assert_eq!(ready.trim(), "ready", "the source started");
+        let during = probe(false);
+        drop(source);
+
+        let ranking: Vec<u64> = (during["ranking"].as_array().unwrap().iter())
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            ranking.last(),
+            Some(&noisy),
+            "the source's CPU must rank last: {during}"
+        );
+        let share = lost_pct(&during, noisy) - lost_pct(&before, noisy);
+        let longest = |v: &serde_json::Value| cpu_of(v, noisy)["longest_ns"].as_u64().unwrap();
+        tries.push(format!(
+            "lost {:.2}% with the source, {:.2}% without, longest {} / {} ns",
+            lost_pct(&during, noisy),
+            lost_pct(&before, noisy),
+            longest(&during),
+            longest(&before)
+        ));
+        if longest(&during).max(longest(&before)) >= FOREIGN_DETOUR_NS {
+            continue;
+        }
+        let duty = 100.0 * BUSY_US as f64 / PERIOD_US as f64;
+        assert!(
+            (share - duty).abs() <= 3.0,
+            "the source's share {share:.2}% is not within 3 points of its {duty}% duty: {}",
+            tries.join("; ")
+        );
+        return;
+    }
+    panic!(
+        "every probe window held a detour of over 1 ms that is not the source's: {}",
+        tries.join("; ")
+    );
+}
+
+#[test]
+fn without_the_privilege_the_probe_runs_at_normal_priority_and_says_so() {
+    if !two_online_cpus() {
+        return;
+    }
+    if !is_root() {
+        skip_note("running the probe as nobody needs root to switch to nobody");
+        return;
+    }
+    let _alone = launcher_lock();
+    let v = probe(true);
+    assert_eq!(v["policy"], "normal", "{v}");
+    for cpu in [0, 1] {
+        assert_eq!(cpu_of(&v, cpu)["fifo"], false, "{v}");
+        assert!(cpu_of(&v, cpu)["duration_ns"].as_u64().unwrap() >= 1_000_000_000);
+    }
+}
