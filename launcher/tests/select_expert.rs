@@ -8,10 +8,18 @@
 mod common;
 
 use goset::fsroot::FsRoot;
-use goset::noise::LOAD_WEIGHT;
+use goset::noise::Score;
 use goset::select::{plan, Options, Selection};
 use goset::topology::Topology;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// A score of `per_s` interrupt events a second and nothing else.
+fn rate(per_s: f64) -> Score {
+    Score {
+        rate: per_s,
+        ..Score::default()
+    }
+}
 
 /// hwloc's groups of each CPU: `(level name, column)`.
 const LEVELS: [(&str, &str); 4] = [
@@ -69,7 +77,7 @@ impl Machine {
         count.values().copied().max().unwrap_or(0)
     }
 
-    fn select(&self, n: usize, noise: &BTreeMap<usize, f64>) -> Selection {
+    fn select(&self, n: usize, noise: &BTreeMap<usize, Score>) -> Selection {
         let opts = Options {
             count: n,
             sample_ms: 250,
@@ -164,8 +172,8 @@ fn quiet_machines_get_the_fastest_kind_in_one_domain_and_the_housekeeper_on_the_
 fn a_few_interrupts_a_second_change_nothing() {
     for m in machines() {
         // 0 to 6 events a second, made up per CPU: what idle CPUs differ by.
-        let stray: BTreeMap<usize, f64> = (m.topo.candidates().into_iter())
-            .map(|c| (c, ((c * 5 + 3) % 7) as f64))
+        let stray: BTreeMap<usize, Score> = (m.topo.candidates().into_iter())
+            .map(|c| (c, rate(((c * 5 + 3) % 7) as f64)))
             .collect();
         for n in m.sizes() {
             let quiet = m.select(n, &BTreeMap::new());
@@ -189,7 +197,16 @@ fn a_busy_fast_core_loses_and_the_report_says_so() {
             .filter(|&c| m.topo.cpu(c).unwrap().online)
             .collect();
         // Another task keeps the core 60% busy: 0.4 of a fast core is less than any idle one.
-        let busy: BTreeMap<usize, f64> = core.iter().map(|&c| (c, 60.0 * LOAD_WEIGHT)).collect();
+        let busy: BTreeMap<usize, Score> = core
+            .iter()
+            .map(|&c| {
+                let busy = Score {
+                    load_pct: 60.0,
+                    ..Score::default()
+                };
+                (c, busy)
+            })
+            .collect();
         let sel = m.select(1, &busy);
         assert!(
             !core.contains(&sel.task_cpus[0]),
@@ -206,8 +223,8 @@ fn a_quiet_cpu_0_among_timer_noise_wins_and_a_storm_on_a_cluster_moves_the_team_
     for m in machines() {
         let top = m.top_class();
         // Every CPU takes 1000 timer interrupts a second, CPU 0 none.
-        let timers: BTreeMap<usize, f64> = (m.topo.candidates().into_iter())
-            .map(|c| (c, if c == 0 { 0.0 } else { 1000.0 }))
+        let timers: BTreeMap<usize, Score> = (m.topo.candidates().into_iter())
+            .map(|c| (c, rate(if c == 0 { 0.0 } else { 1000.0 })))
             .collect();
         let sel = m.select(1, &timers);
         let zero_alone = m
@@ -233,9 +250,9 @@ fn a_quiet_cpu_0_among_timer_noise_wins_and_a_storm_on_a_cluster_moves_the_team_
         let n = m.biggest(column);
         let quiet = m.select(n, &BTreeMap::new());
         let hit = m.group(quiet.task_cpus[0], column);
-        let storm: BTreeMap<usize, f64> = (m.topo.candidates().into_iter())
+        let storm: BTreeMap<usize, Score> = (m.topo.candidates().into_iter())
             .filter(|&c| m.group(c, column) == hit)
-            .map(|c| (c, 20000.0))
+            .map(|c| (c, rate(20000.0)))
             .collect();
         let sel = m.select(n, &storm);
         let what = format!("{} -n {n} ({level}): {:?}", m.name, sel.task_cpus);

@@ -38,7 +38,7 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     let mut machine_select = machine_options(opts, &topo)?;
     let noise = noise::sample(root, opts.sample);
     machine_select.sample_ms = noise.window_ms;
-    let scores: BTreeMap<usize, f64> = noise
+    let scores: BTreeMap<usize, noise::Score> = noise
         .cpus
         .iter()
         // Steerable interrupts are about to be moved away: they do not count against a CPU.

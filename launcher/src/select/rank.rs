@@ -6,7 +6,7 @@
 //! Pure: a function of the topology, the noise scores and the options.
 
 use super::{KindChoice, Options, SmtPolicy};
-use crate::noise::LOAD_WEIGHT;
+use crate::noise::Score;
 use crate::topology::Topology;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -80,13 +80,6 @@ impl Item {
     }
 }
 
-/// A score's two parts: interrupt events per second and whole percent of load beyond one
-/// tick (see [`crate::noise::CpuNoise::score`]).
-pub fn split_score(score: f64) -> (f64, f64) {
-    let load = (score / LOAD_WEIGHT).floor().max(0.0);
-    ((score - load * LOAD_WEIGHT).max(0.0), load)
-}
-
 /// The noise tier of each rate: rates sorted, a new tier starts at the first rate that is
 /// significantly above the quietest of the current tier ([`significant`]). Comparing with the
 /// tier's quietest, not the previous rate, keeps a long chain of small steps from joining the
@@ -144,13 +137,13 @@ pub struct Core {
 
 /// Orders the threads of one core: by their own load ([`counted_loads`]), then by their own
 /// noise tier among them, then by number.
-pub fn thread_order(cpus: &mut [usize], noise: &BTreeMap<usize, f64>, window_s: f64) {
-    let parts: Vec<(f64, f64)> = (cpus.iter())
-        .map(|c| split_score(noise.get(c).copied().unwrap_or(0.0)))
+pub fn thread_order(cpus: &mut [usize], noise: &BTreeMap<usize, Score>, window_s: f64) {
+    let parts: Vec<Score> = (cpus.iter())
+        .map(|c| noise.get(c).copied().unwrap_or_default())
         .collect();
-    let rates: Vec<f64> = parts.iter().map(|p| p.0).collect();
+    let rates: Vec<f64> = parts.iter().map(|p| p.rate).collect();
     let tier = tiers(&rates, window_s);
-    let loads = counted_loads(&parts.iter().map(|p| p.1).collect::<Vec<_>>());
+    let loads = counted_loads(&parts.iter().map(Score::lost_pct).collect::<Vec<_>>());
     let key: BTreeMap<usize, (u64, u32)> = (cpus.iter().enumerate())
         .map(|(i, &c)| (c, (loads[i] as u64, tier[i])))
         .collect();
@@ -171,11 +164,11 @@ pub fn window_s(opts: &Options) -> f64 {
 pub fn items(
     topo: &Topology,
     cores: &[Core],
-    noise: &BTreeMap<usize, f64>,
+    noise: &BTreeMap<usize, Score>,
     opts: &Options,
 ) -> Vec<Item> {
     let window_s = window_s(opts);
-    let score = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
+    let score = |c: usize| noise.get(&c).copied().unwrap_or_default();
     let online_siblings = |c: usize| -> Vec<usize> {
         match topo.cpu(c) {
             Some(i) if !i.siblings.is_empty() => (i.siblings.iter().copied())
@@ -186,11 +179,11 @@ pub fn items(
     };
     let whole = |k: &Core| -> Vec<usize> { online_siblings(k.queue[0]) };
     let rates: Vec<f64> = (cores.iter())
-        .map(|k| whole(k).into_iter().map(|c| split_score(score(c)).0).sum())
+        .map(|k| whole(k).into_iter().map(|c| score(c).rate).sum())
         .collect();
     let tier = tiers(&rates, window_s);
     let loads: Vec<f64> = (cores.iter())
-        .map(|k| whole(k).into_iter().map(|c| split_score(score(c)).1).sum())
+        .map(|k| whole(k).into_iter().map(|c| score(c).lost_pct()).sum())
         .collect();
     let loads = counted_loads(&loads);
     let mut out = Vec::new();
@@ -269,12 +262,5 @@ mod tests {
             [0.0, 0.0, 0.0, 40.0, 40.0]
         );
         assert_eq!(counted_loads(&[3.0, 9.0]), [3.0, 9.0]);
-    }
-
-    #[test]
-    fn a_score_splits_into_its_rate_and_its_load() {
-        assert_eq!(split_score(0.0), (0.0, 0.0));
-        assert_eq!(split_score(250.0), (250.0, 0.0));
-        assert_eq!(split_score(3.0 * LOAD_WEIGHT + 12.0), (12.0, 3.0));
     }
 }

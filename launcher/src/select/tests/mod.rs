@@ -12,8 +12,24 @@ fn opts(count: usize) -> Options {
     }
 }
 
-fn quiet() -> BTreeMap<usize, f64> {
+fn quiet() -> BTreeMap<usize, Score> {
     BTreeMap::new()
+}
+
+/// A score of `per_s` interrupt events a second and nothing else.
+pub(super) fn rate(per_s: f64) -> Score {
+    Score {
+        rate: per_s,
+        ..Score::default()
+    }
+}
+
+/// A score of `pct` percent of the CPU taken by another task.
+pub(super) fn busy(pct: f64) -> Score {
+    Score {
+        load_pct: pct,
+        ..Score::default()
+    }
 }
 
 #[test]
@@ -38,7 +54,13 @@ fn spread_uses_every_core_before_a_sibling_and_pack_fills_cores() {
 fn a_noisy_sibling_makes_its_core_rank_lower() {
     let topo = machine(2, 2, 1);
     // CPU 1 itself is quiet, but its sibling 3 is busy: core {0,2} wins despite CPU 0.
-    let noise: BTreeMap<usize, f64> = [(1, 0.0), (3, 5e6), (0, 10.0), (2, 10.0)].into();
+    let noise: BTreeMap<usize, Score> = [
+        (1, rate(0.0)),
+        (3, busy(5.0)),
+        (0, rate(10.0)),
+        (2, rate(10.0)),
+    ]
+    .into();
     let sel = plan(&topo, &noise, &opts(1)).unwrap();
     assert_eq!(sel.task_cpus, vec![0]);
     assert_eq!(sel.core_cost[&1], 5e6);
@@ -229,7 +251,7 @@ fn numa_choices() {
 #[test]
 fn a_busy_cpu_loses_to_a_quiet_one_and_ties_are_deterministic() {
     let topo = machine(2, 1, 1);
-    let busy_one: BTreeMap<usize, f64> = [(0, 100.0), (1, 96e6)].into();
+    let busy_one: BTreeMap<usize, Score> = [(0, rate(100.0)), (1, busy(96.0))].into();
     assert_eq!(plan(&topo, &busy_one, &opts(1)).unwrap().task_cpus, vec![0]);
     let a = plan(&topo, &quiet(), &opts(2)).unwrap();
     let b = plan(&topo, &quiet(), &opts(2)).unwrap();
@@ -297,7 +319,7 @@ fn spares_are_the_next_quietest_cpus_and_the_housekeeper_avoids_them() {
     let topo = machine(4, 1, 1);
     // CPU 2 is noisy: the task takes the quietest, the spare the next, the housekeeper what
     // is left.
-    let noise = BTreeMap::from([(2, 5e6)]);
+    let noise = BTreeMap::from([(2, busy(5.0))]);
     let s = plan(
         &topo,
         &noise,
