@@ -19,6 +19,11 @@ pub struct RunArgs {
     /// topology alone.
     #[arg(long, value_name = "MS", default_value_t = 250)]
     pub sample: u64,
+    /// Before selection, probe every candidate CPU for MS ms at once, one busy thread each (as
+    /// `goset probe` does, at most 10000): the time each CPU loses to detours counts against
+    /// it. 0, the default: no probe.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub probe: u64,
     /// SMT policy: spread = one thread per physical core first; pack = fill a core's siblings first.
     #[arg(long, value_enum, default_value_t = SmtArg::Spread)]
     pub smt: SmtArg,

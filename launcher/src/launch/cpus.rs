@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
 use crate::noise::{self, Noise};
 use crate::output;
+use crate::probe;
 use crate::select;
 use crate::topology::Topology;
 use goset_plan::CpuSet;
@@ -36,15 +37,20 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     let topo = Topology::read(root)
         .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
     let mut machine_select = machine_options(opts, &topo)?;
+    let registry = open_registry(root)?;
+    // Before the sample: the probe's busy threads would be the sample's load.
+    let probe = probe_candidates(opts, &topo, &machine_select, registry.as_ref());
     let noise = noise::sample(root, opts.sample);
     machine_select.sample_ms = noise.window_ms;
-    let scores: BTreeMap<usize, noise::Score> = noise
+    let mut scores: BTreeMap<usize, noise::Score> = noise
         .cpus
         .iter()
         // Steerable interrupts are about to be moved away: they do not count against a CPU.
         .map(|(&cpu, n)| (cpu, n.score(opts.isolation.steer, noise.window_ms)))
         .collect();
-    let registry = open_registry(root)?;
+    for p in probe.iter().flat_map(|p| &p.cpus) {
+        scores.entry(p.cpu).or_default().probe_lost_pct = Some(p.lost_pct());
+    }
     let deadline = opts.wait.map(|w| Instant::now() + w);
     loop {
         let locked = match &registry {
@@ -85,6 +91,46 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
         }
         return Err(held_error(opts, &bookings, conflict));
     }
+}
+
+/// `--probe`: the detour probe on the candidate CPUs other runs have not booked (a probe's
+/// busy thread on another run's CPU would disturb that run, even with `--share`), with a line
+/// on stderr saying what it found and cost (unless `--quiet`). `None` without `--probe`.
+fn probe_candidates(
+    opts: &RunOptions,
+    topo: &Topology,
+    select_opts: &select::Options,
+    registry: Option<&booking::Registry>,
+) -> Option<probe::Probe> {
+    if opts.probe.is_zero() {
+        return None;
+    }
+    let booked = registry.map_or_else(Vec::new, |r| booking::booked_cpus(&r.live(false)));
+    let cpus: Vec<usize> = (topo.candidates().into_iter())
+        .filter(|c| !select_opts.exclude.contains(c) && !booked.contains(c))
+        .collect();
+    let found = probe::run(&cpus, opts.probe, probe::DEFAULT_THRESHOLD);
+    if !opts.quiet {
+        output::to_stderr(&probe_line(&found));
+    }
+    Some(found)
+}
+
+/// One line of what the probe found: its policy and cost, and each CPU's lost time.
+fn probe_line(p: &probe::Probe) -> String {
+    let lost: Vec<String> = (p.cpus.iter())
+        .map(|c| format!("{} {:.1}%", c.cpu, c.lost_pct()))
+        .collect();
+    let failed: String = (p.failed.iter())
+        .map(|(cpu, why)| format!("; CPU {cpu} not probed: {why}"))
+        .collect();
+    format!(
+        "goset-run: probe: {} ms at {}, {:.0} CPU-ms; lost per CPU: {}{failed}\n",
+        p.duration_ms,
+        p.policy(),
+        p.cost_cpu_ms,
+        lost.join(", ")
+    )
 }
 
 /// The booking registry, on the live machine only: another machine's dump has no runs of this

@@ -1,8 +1,11 @@
 //! `goset probe` on this machine: a real-time detour source on one CPU (`fifo_duty.c`, busy
-//! 100 µs of every 1 ms) is seen as that CPU's lost time, the CPU ranked last; without the
-//! privilege for SCHED_FIFO the probe says it ran at normal priority.
+//! 100 µs of every 1 ms) is seen as that CPU's lost time, the CPU ranked last, and
+//! `goset-run --probe` selects the other CPU; without the privilege for SCHED_FIFO the probe
+//! says it ran at normal priority.
 
-use shim_tests::{give_away, goset_bin, is_root, launcher_lock, skip_note, two_online_cpus, Build};
+use shim_tests::{
+    give_away, goset_bin, goset_run_ok, is_root, launcher_lock, skip_note, two_online_cpus, Build,
+};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
@@ -19,6 +22,30 @@ const FOREIGN_DETOUR_NS: u64 = 1_000_000;
 /// The source under `timeout`, ended when dropped: `timeout` is sent SIGTERM, which it passes
 /// on to the source before it exits (killed, it would leave the source running).
 struct Source(Child);
+
+impl Source {
+    /// Starts `exe` (`fifo_duty`) on `cpu` and waits until it runs at SCHED_FIFO.
+    fn start(exe: &std::path::Path, cpu: u64) -> Source {
+        let mut child = Command::new("timeout")
+            .args(["-k", "1", "60"])
+            .arg(exe)
+            .args([
+                &cpu.to_string(),
+                &BUSY_US.to_string(),
+                &PERIOD_US.to_string(),
+            ])
+            .arg(SOURCE_PRIORITY)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("timeout (coreutils) runs the source");
+        let stdout = child.stdout.take().unwrap();
+        let source = Source(child);
+        let mut ready = String::new();
+        BufReader::new(stdout).read_line(&mut ready).unwrap();
+        assert_eq!(ready.trim(), "ready", "the source started");
+        source
+    }
+}
 
 impl Drop for Source {
     fn drop(&mut self) {
@@ -94,23 +121,7 @@ fn a_fifo_detour_source_is_ranked_last_with_its_duty_cycle() {
             before["policy"], "SCHED_FIFO",
             "root probes at SCHED_FIFO: {before}"
         );
-        let mut child = Command::new("timeout")
-            .args(["-k", "1", "30"])
-            .arg(&exe)
-            .args([
-                &noisy.to_string(),
-                &BUSY_US.to_string(),
-                &PERIOD_US.to_string(),
-            ])
-            .arg(SOURCE_PRIORITY)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("timeout (coreutils) runs the source");
-        let mut ready = String::new();
-        let stdout = child.stdout.take().unwrap();
-        let source = Source(child);
-        BufReader::new(stdout).read_line(&mut ready).unwrap();
-        assert_eq!(ready.trim(), "ready", "the source started");
+        let source = Source::start(&exe, noisy);
         let during = probe(false);
         drop(source);
 
@@ -164,4 +175,54 @@ fn without_the_privilege_the_probe_runs_at_normal_priority_and_says_so() {
         assert_eq!(cpu_of(&v, cpu)["fifo"], false, "{v}");
         assert!(cpu_of(&v, cpu)["duration_ns"].as_u64().unwrap() >= 1_000_000_000);
     }
+}
+
+#[test]
+fn goset_run_with_a_probe_leaves_the_cpu_of_a_detour_source() {
+    if !two_online_cpus() {
+        return;
+    }
+    if !is_root() {
+        skip_note("a SCHED_FIFO source needs root (CI runs as root)");
+        return;
+    }
+    let build = Build::new();
+    let Some(exe) = build.c("fifo_duty.c", "fifo_duty") else {
+        return;
+    };
+    let _alone = launcher_lock();
+    let select = |probe: &str| -> Vec<u64> {
+        let json = tempfile::NamedTempFile::new().unwrap();
+        let path = json.path().to_str().unwrap();
+        let out = goset_run_ok(&[
+            "--dry-run",
+            "-n",
+            "1",
+            "--sample",
+            "0",
+            "--probe",
+            probe,
+            "--json",
+            path,
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.contains("goset-run: probe: "),
+            probe != "0",
+            "the probe's line: {stderr}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        (v["selection"]["task_cpus"].as_array().unwrap().iter())
+            .map(|c| c.as_u64().unwrap())
+            .collect()
+    };
+    // By topology alone, -n 1 avoids CPU 0's core: CPU 1, where the source runs.
+    let source = Source::start(&exe, 1);
+    assert_eq!(select("0"), [1], "the test's premise: topology picks CPU 1");
+    assert_eq!(
+        select("1000"),
+        [0],
+        "the probe saw the source's 10% on CPU 1"
+    );
+    drop(source);
 }
