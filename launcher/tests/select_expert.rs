@@ -78,9 +78,14 @@ impl Machine {
     }
 
     fn select(&self, n: usize, noise: &BTreeMap<usize, Score>) -> Selection {
+        self.select_over(n, noise, 250)
+    }
+
+    /// [`Machine::select`] with noise measured over `sample_ms`.
+    fn select_over(&self, n: usize, noise: &BTreeMap<usize, Score>, sample_ms: u64) -> Selection {
         let opts = Options {
             count: n,
-            sample_ms: 250,
+            sample_ms,
             ..Default::default()
         };
         plan(&self.topo, noise, &opts).unwrap_or_else(|e| panic!("{}: -n {n}: {e}", self.name))
@@ -274,5 +279,40 @@ fn a_quiet_cpu_0_among_timer_noise_wins_and_a_storm_on_a_cluster_moves_the_team_
             assert_eq!(groups.len(), 1, "{what}");
             assert!(!sel.passed_over.is_empty(), "{what}");
         }
+    }
+}
+
+#[test]
+fn a_core_with_an_offline_sibling_is_no_quieter_per_thread() {
+    // The i7-14700K case on every machine: one fast core's SMT sibling offline, every CPU idle
+    // at the same 35 events a second, measured over a second (35 and 70 a second are told
+    // apart over it). Summed per core, the one-thread core looked quieter and won -n 1 over
+    // the favoured core; per hardware thread every core is the same, and favour decides.
+    for mut m in machines() {
+        let quiet = m.select(1, &BTreeMap::new()).task_cpus;
+        let Some(other) = (m.fast_cores().into_iter()).find(|&c| {
+            let sibs = &m.topo.cpu(c).unwrap().siblings;
+            sibs.len() > 1 && !sibs.contains(&quiet[0])
+        }) else {
+            continue;
+        };
+        let offline = *m.topo.cpu(other).unwrap().siblings.iter().max().unwrap();
+        let at = m.topo.cpus.iter().position(|c| c.cpu == offline).unwrap();
+        m.topo.cpus[at].online = false;
+        let even: BTreeMap<usize, Score> = (m.topo.candidates().into_iter())
+            .map(|c| (c, rate(35.0)))
+            .collect();
+        let sel = m.select_over(1, &even, 1000);
+        assert_eq!(
+            sel.task_cpus, quiet,
+            "{}: CPU {offline} offline, all at 35/s: -n 1 left the quiet choice",
+            m.name
+        );
+        assert!(
+            sel.passed_over.is_empty(),
+            "{}: {:?}",
+            m.name,
+            sel.passed_over
+        );
     }
 }

@@ -178,8 +178,14 @@ pub fn items(
         }
     };
     let whole = |k: &Core| -> Vec<usize> { online_siblings(k.queue[0]) };
+    // Per hardware thread: a core whose sibling is offline, or that has no SMT, is not
+    // quieter for having half the threads to take interrupts.
     let rates: Vec<f64> = (cores.iter())
-        .map(|k| whole(k).into_iter().map(|c| score(c).rate).sum())
+        .map(|k| {
+            let members = whole(k);
+            let sum: f64 = members.iter().map(|&c| score(c).rate).sum();
+            sum / members.len().max(1) as f64
+        })
         .collect();
     let tier = tiers(&rates, window_s);
     let loads: Vec<f64> = (cores.iter())
