@@ -316,3 +316,57 @@ fn a_core_with_an_offline_sibling_is_no_quieter_per_thread() {
         );
     }
 }
+
+#[test]
+fn past_the_physical_cores_the_main_thread_keeps_a_core_and_siblings_go_to_the_least_favoured() {
+    for m in machines() {
+        let core_of = |c: usize| m.group(c, "core_siblings_smt");
+        let cores: BTreeSet<String> = m.topo.candidates().into_iter().map(core_of).collect();
+        let n = cores.len() + 1;
+        if n > m.topo.candidates().len() {
+            continue; // no SMT: no second thread to place
+        }
+        let sel = m.select(n, &BTreeMap::new());
+        let what = format!("{} -n {n}: {:?}", m.name, sel.task_cpus);
+        let on_core = |core: &String| {
+            sel.task_cpus
+                .iter()
+                .filter(|&&c| core_of(c) == *core)
+                .count()
+        };
+        assert_eq!(
+            on_core(&core_of(sel.task_cpus[0])),
+            1,
+            "{what}: slot 0 shares its core"
+        );
+        let favour = |c: usize| {
+            (m.topo.cpu(c).unwrap().siblings.iter())
+                .filter_map(|&s| m.topo.cpu(s).and_then(|i| i.favour))
+                .max()
+                .unwrap_or(0)
+        };
+        let doubled: Vec<usize> = (sel.task_cpus.iter().copied())
+            .filter(|&c| on_core(&core_of(c)) > 1)
+            .collect();
+        // Among the cores of its kind class that have a second thread to give.
+        let smt = |c: usize| {
+            (m.topo.candidates().into_iter())
+                .filter(|&x| core_of(x) == core_of(c))
+                .count()
+                > 1
+        };
+        for &c in &doubled {
+            let class = m.topo.class_of(c);
+            let least = (sel.task_cpus.iter().copied())
+                .filter(|&x| smt(x) && m.topo.class_of(x) == class)
+                .map(favour)
+                .min()
+                .unwrap();
+            assert_eq!(
+                favour(c),
+                least,
+                "{what}: a second thread on CPU {c}'s core, more favoured than the least of its class"
+            );
+        }
+    }
+}

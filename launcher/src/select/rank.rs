@@ -44,7 +44,8 @@ pub struct Coarse {
     pub tier: u32,
 }
 
-/// The tie-breaks among threads of equal [`Coarse`] key: lower is better. Raw noise is none
+/// The tie-breaks among threads of equal [`Coarse`] key: lower is better; a core's second
+/// thread with `--smt spread` has its core's fields reversed ([`Fine::of`]). Raw noise is none
 /// of them: a difference the window cannot tell apart must not move the task, so that the
 /// same machine gives the same CPUs run after run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -60,6 +61,36 @@ pub struct Fine {
     pub thread: usize,
     /// The CPU itself.
     pub cpu: usize,
+}
+
+/// Above any favour a core has (`highest_perf` and AMD's ranking are 0-255): a second
+/// thread's favour is counted as `MAX_FAVOUR - favour` (see [`Fine::of`]).
+const MAX_FAVOUR: u64 = 1 << 16;
+
+impl Fine {
+    /// The tie-breaks of `cpu`, the `thread`-th handed out of its core (the lowest CPU
+    /// `core`, with `favour`, holding CPU 0 or not). A `late` thread (a core's second with
+    /// `--smt spread`) goes the other way round the cores: to the least favoured, CPU 0's,
+    /// the highest numbered core first, so that the first threads' best cores (slot 0's, the
+    /// main thread's, above all) keep a core of their own as long as any core can give one.
+    pub fn of(favour: u64, cpu0: bool, core: usize, thread: usize, cpu: usize, late: bool) -> Fine {
+        if !late {
+            return Fine {
+                favour: Reverse(favour),
+                cpu0,
+                core,
+                thread,
+                cpu,
+            };
+        }
+        Fine {
+            favour: Reverse(MAX_FAVOUR.saturating_sub(favour)),
+            cpu0: !cpu0,
+            core: usize::MAX - core,
+            thread,
+            cpu,
+        }
+    }
 }
 
 /// One candidate hardware thread.
@@ -219,13 +250,14 @@ pub fn items(
                     value: Reverse(perf as u64 * free * share),
                     tier: tier[i],
                 },
-                fine: Fine {
-                    favour: Reverse(favour),
-                    cpu0: members.contains(&0),
-                    core: members.iter().copied().min().unwrap_or(cpu),
+                fine: Fine::of(
+                    favour,
+                    members.contains(&0),
+                    members.iter().copied().min().unwrap_or(cpu),
                     thread,
                     cpu,
-                },
+                    share == SIBLING_SHARE,
+                ),
             });
         }
     }

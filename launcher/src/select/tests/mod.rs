@@ -36,8 +36,9 @@ pub(super) fn busy(pct: f64) -> Score {
 fn spread_uses_every_core_before_a_sibling_and_pack_fills_cores() {
     let topo = machine(4, 2, 1);
     let spread = plan(&topo, &quiet(), &opts(5)).unwrap();
-    // Cores without CPU 0 first, then CPU 0's core; the fifth CPU is a sibling.
-    assert_eq!(spread.task_cpus, vec![1, 2, 3, 0, 5]);
+    // Cores without CPU 0 first, then CPU 0's core; the fifth CPU is a sibling, on the core
+    // handed out last (CPU 0's), so that slot 0's core stays the main thread's own.
+    assert_eq!(spread.task_cpus, vec![1, 2, 3, 0, 4]);
     let pack = plan(
         &topo,
         &quiet(),
@@ -400,7 +401,8 @@ fn gpu1() -> Device {
 fn near_keeps_to_the_devices_cpus_and_auto_is_its_node() {
     let topo = two_node_machine();
     let sel = near(&topo, NumaChoice::Near, 4, gpu1()).unwrap();
-    assert_eq!(sel.task_cpus, [2, 3, 6, 7]);
+    // Slot 0's core (2, 6) gives its second thread last.
+    assert_eq!(sel.task_cpus, [2, 3, 7, 6]);
     assert_eq!(sel.node, Some(1), "the default is the device's node");
     assert_eq!(
         near(&topo, NumaChoice::Auto, 4, gpu1()).unwrap().node,
@@ -457,7 +459,7 @@ fn near_a_device_of_unknown_locality_is_its_node_or_anywhere() {
     let topo = two_node_machine();
     // No local_cpulist: the node's CPUs.
     let node_only = near(&topo, NumaChoice::Auto, 4, device(Some(1), None)).unwrap();
-    assert_eq!(node_only.task_cpus, [2, 3, 6, 7]);
+    assert_eq!(node_only.task_cpus, [2, 3, 7, 6]);
     // No locality: every CPU; by default no node, and auto as without --near (the biggest
     // node, the lowest on ties).
     let nowhere = || device(None, Some((0..8).collect()));
