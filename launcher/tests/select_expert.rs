@@ -370,3 +370,45 @@ fn past_the_physical_cores_the_main_thread_keeps_a_core_and_siblings_go_to_the_l
         }
     }
 }
+
+#[test]
+fn cpu_kind_efficient_takes_whole_kinds_in_hwlocs_order() {
+    for m in machines() {
+        let kind = |c: usize| m.topo.cpu(c).and_then(|i| i.kind).unwrap_or(0);
+        let mut sizes: BTreeMap<usize, usize> = BTreeMap::new();
+        for c in m.topo.candidates() {
+            *sizes.entry(kind(c)).or_default() += 1;
+        }
+        if sizes.len() < 2 {
+            continue;
+        }
+        for n in 1..=m.topo.candidates().len() {
+            let opts = Options {
+                count: n,
+                sample_ms: 250,
+                cpu_kind: goset::select::KindChoice::Efficient,
+                ..Default::default()
+            };
+            let sel = plan(&m.topo, &BTreeMap::new(), &opts).unwrap();
+            let mut got: BTreeMap<usize, usize> = BTreeMap::new();
+            for &c in &sel.task_cpus {
+                *got.entry(kind(c)).or_default() += 1;
+            }
+            // The least performant kind fills first, then the next, as hwloc orders them.
+            let mut left = n;
+            let want: BTreeMap<usize, usize> = (sizes.iter())
+                .map(|(&k, &size)| {
+                    let take = size.min(left);
+                    left -= take;
+                    (k, take)
+                })
+                .filter(|&(_, t)| t > 0)
+                .collect();
+            assert_eq!(
+                got, want,
+                "{} --cpu-kind efficient -n {n}: {:?}",
+                m.name, sel.task_cpus
+            );
+        }
+    }
+}

@@ -33,7 +33,8 @@ pub const SIGNIFICANCE: f64 = 3.0;
 /// The key selection never trades for compactness: lower is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Coarse {
-    /// `--cpu-kind efficient`: the kind's class, slowest first; 0 otherwise.
+    /// `--cpu-kind efficient`: the kind (hwloc's order, the least performant first); 0
+    /// otherwise.
     pub class: usize,
     /// The share of a core of the fastest kind the task gets from this thread, in units of
     /// 10^-8: the kind's speed (permille) × the percent other work and steal leave
@@ -230,7 +231,9 @@ pub fn items(
         let first = k.queue[0];
         let (class, perf) = match opts.cpu_kind {
             KindChoice::Performance => (0, topo.perf_of(first)),
-            KindChoice::Efficient => (topo.class_of(first), 1000),
+            // hwloc's kind order, not the coarser classes: two A720 kinds at 3.15 and
+            // 2.96 GHz are two steps, the slower first.
+            KindChoice::Efficient => (topo.cpu(first).and_then(|i| i.kind).unwrap_or(0), 1000),
             KindChoice::Any | KindChoice::Kind(_) => (0, 1000),
         };
         let favour = (members.iter())
