@@ -412,3 +412,20 @@ fn cpu_kind_efficient_takes_whole_kinds_in_hwlocs_order() {
         }
     }
 }
+
+#[test]
+fn a_cluster_is_a_domain_where_the_last_level_cache_is_per_core() {
+    // The RK3588-like dump and its copy without the L3 (each core's L2 is then the last
+    // level): with CPU 4 stormy, -n 2 of the A76s keeps to one cluster (6-7), never 5 and 6.
+    for name in ["8arm-4a55+4a76", "8arm-4a55+4a76-nol3"] {
+        let m = Machine::read(name);
+        let storm: BTreeMap<usize, Score> = [(4, rate(20000.0))].into();
+        let sel = m.select(2, &storm);
+        assert_eq!(
+            sorted(&sel.task_cpus),
+            [6, 7],
+            "{name}: {:?}",
+            sel.task_cpus
+        );
+    }
+}
