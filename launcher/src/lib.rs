@@ -7,6 +7,7 @@ pub mod cli;
 pub mod completions;
 pub mod elf;
 pub mod error;
+pub mod explain;
 pub mod fsroot;
 pub mod goset_cmd;
 pub mod housekeeper;

@@ -1,10 +1,11 @@
-//! `goset probe`: the detour probe on this machine's CPUs, ranked quietest first, as a table
-//! on stderr and with `--json FILE` as JSON.
+//! `goset probe`: the detour probe on this machine's CPUs, ranked quietest first, each CPU's
+//! noise named under the table ([`crate::explain`]), on stderr and with `--json FILE` as JSON.
 //!
 //! Must not: measure (that is [`crate::probe`]) or select.
 
 use super::print_json;
 use crate::error::{Error, Result};
+use crate::explain::{self, CpuExplanation, Reading};
 use crate::fsroot::FsRoot;
 use crate::probe::{self, CpuProbe, Probe};
 use crate::report::table::Table;
@@ -12,7 +13,7 @@ use crate::report::telemetry::duration;
 use crate::topology::{CpuExpr, Topology};
 use serde::Serialize;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest threshold accepted, in µs: a gap of a millisecond is a scheduling question,
 /// not a detour.
@@ -39,6 +40,8 @@ struct Report<'a> {
     policy: &'static str,
     /// The CPUs probed, quietest first.
     ranking: Vec<usize>,
+    /// Each probed CPU's sources by name over the probe, in ranking order.
+    explained: Vec<CpuExplanation>,
 }
 
 /// `goset probe [--ms MS] [--cpus LIST] [--threshold-us US] [--json FILE]`.
@@ -57,11 +60,16 @@ pub fn run(args: &ProbeArgs) -> Result<()> {
         )));
     }
     let cpus = cpus_to_probe(args.cpus)?;
+    let root = FsRoot::default();
+    let me = Some(std::process::id());
+    let before = Reading::read(&root, me);
+    let started = Instant::now();
     let probe = probe::run(
         &cpus,
         Duration::from_millis(args.ms),
         Duration::from_micros(args.threshold_us),
     );
+    let why = explain::explain(&before, &Reading::read(&root, me), started.elapsed());
     if probe.cpus.is_empty() {
         let why: Vec<String> = (probe.failed.iter())
             .map(|(c, e)| format!("CPU {c}: {e}"))
@@ -71,12 +79,17 @@ pub fn run(args: &ProbeArgs) -> Result<()> {
             why.join("; ")
         )));
     }
-    crate::output::to_stderr(&render(&probe));
+    let ranking = probe::ranking(&probe.cpus);
+    let explained: Vec<CpuExplanation> = (ranking.iter())
+        .filter_map(|c| why.get(c).cloned())
+        .collect();
+    crate::output::to_stderr(&(render(&probe) + &render_why(&explained)));
     if let Some(path) = args.json {
         let report = Report {
             probe: &probe,
             policy: probe.policy(),
-            ranking: probe::ranking(&probe.cpus),
+            ranking,
+            explained,
         };
         print_json(&report, Some(path))?;
     }
@@ -147,6 +160,19 @@ pub fn render(probe: &Probe) -> String {
         duration(Some(probe.wall_ms / 1e3))
     ));
     out
+}
+
+/// Each CPU's sources by name, under a heading, in the order given.
+fn render_why(explained: &[CpuExplanation]) -> String {
+    let body: String = (explained.iter())
+        .map(|e| (e, explain::render(e)))
+        .filter(|(_, lines)| !lines.is_empty())
+        .map(|(e, lines)| format!("  CPU {}\n{lines}", e.cpu))
+        .collect();
+    if body.is_empty() {
+        return body;
+    }
+    format!("What ran there during the probe (threads in 10 ms ticks)\n{body}")
 }
 
 fn row(rank: usize, p: &CpuProbe) -> Vec<String> {

@@ -1,5 +1,6 @@
 //! `goset probe` on this machine: a real-time detour source on one CPU (`fifo_duty.c`, busy
-//! 100 µs of every 1 ms) is seen as that CPU's lost time, the CPU ranked last, and
+//! 100 µs of every 1 ms) is seen as that CPU's lost time, the CPU ranked last, the source
+//! named among what ran there, and
 //! `goset-run --probe` selects the other CPU; without the privilege for SCHED_FIFO the probe
 //! says it ran at normal priority.
 
@@ -133,6 +134,16 @@ fn a_fifo_detour_source_is_ranked_last_with_its_duty_cycle() {
             Some(&noisy),
             "the source's CPU must rank last: {during}"
         );
+        // The noise is named: the source among the threads that ran on its CPU, with its
+        // share, and the CPU's interrupt lines.
+        let why = (during["explained"].as_array().unwrap().iter())
+            .find(|e| e["cpu"] == noisy)
+            .unwrap_or_else(|| panic!("no explanation of CPU {noisy}: {during}"));
+        let named = (why["tasks"].as_array().unwrap().iter())
+            .find(|t| t["comm"] == "fifo_duty")
+            .unwrap_or_else(|| panic!("the source is not named: {why}"));
+        assert!(named["cpu_pct"].as_f64().unwrap() >= 7.0, "{why}");
+        assert!(!why["irqs"].as_array().unwrap().is_empty(), "{why}");
         let share = lost_pct(&during, noisy) - lost_pct(&before, noisy);
         let longest = |v: &serde_json::Value| cpu_of(v, noisy)["longest_ns"].as_u64().unwrap();
         tries.push(format!(
