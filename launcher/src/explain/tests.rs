@@ -1,5 +1,6 @@
 use super::*;
 use crate::fsroot::FsRoot;
+use crate::noise::tests::Spinner;
 use crate::noise::{parse_interrupts, parse_softirqs};
 
 const INT_BEFORE: &str = "           CPU0       CPU1
@@ -115,16 +116,6 @@ fn advice_for_a_steerable_irq_and_for_the_tick_where_no_thread_is_busy() {
         e[&0].advice.as_deref(),
         Some("the timer tick runs: nohz_full=0 stops it while one task runs there")
     );
-}
-
-/// Kills and reaps the child when dropped, whatever the test did.
-struct Spinner(std::process::Child);
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

@@ -98,7 +98,7 @@ pub fn sample(root: &FsRoot, window: Duration) -> Noise {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::time::Instant;
 
@@ -201,8 +201,9 @@ mod tests {
         }
     }
 
-    /// Kills and reaps the child when dropped, whatever the test did.
-    struct Spinner(std::process::Child);
+    /// Kills and reaps the child when dropped, whatever the test did (other modules' tests
+    /// use it too).
+    pub(crate) struct Spinner(pub(crate) std::process::Child);
 
     impl Drop for Spinner {
         fn drop(&mut self) {

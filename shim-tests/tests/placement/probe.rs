@@ -96,17 +96,24 @@ fn lost_pct(v: &serde_json::Value, cpu: u64) -> f64 {
     100.0 * c["lost_ns"].as_f64().unwrap() / c["duration_ns"].as_f64().unwrap()
 }
 
-#[test]
-fn a_fifo_detour_source_is_ranked_last_with_its_duty_cycle() {
+/// `fifo_duty` built, on a machine where a test can use it: two CPUs and root (for SCHED_FIFO);
+/// `None`, saying why, elsewhere.
+fn source_program() -> Option<(Build, std::path::PathBuf)> {
     if !two_online_cpus() {
-        return;
+        return None;
     }
     if !is_root() {
         skip_note("a SCHED_FIFO source and a SCHED_FIFO probe need root (CI runs as root)");
-        return;
+        return None;
     }
     let build = Build::new();
-    let Some(exe) = build.c("fifo_duty.c", "fifo_duty") else {
+    let exe = build.c("fifo_duty.c", "fifo_duty")?;
+    Some((build, exe))
+}
+
+#[test]
+fn a_fifo_detour_source_is_ranked_last_with_its_duty_cycle() {
+    let Some((_build, exe)) = source_program() else {
         return;
     };
     // The probe and the source each take a whole CPU's worth of real-time time: nothing else
@@ -190,15 +197,7 @@ fn without_the_privilege_the_probe_runs_at_normal_priority_and_says_so() {
 
 #[test]
 fn goset_run_with_a_probe_leaves_the_cpu_of_a_detour_source() {
-    if !two_online_cpus() {
-        return;
-    }
-    if !is_root() {
-        skip_note("a SCHED_FIFO source needs root (CI runs as root)");
-        return;
-    }
-    let build = Build::new();
-    let Some(exe) = build.c("fifo_duty.c", "fifo_duty") else {
+    let Some((_build, exe)) = source_program() else {
         return;
     };
     let _alone = launcher_lock();
