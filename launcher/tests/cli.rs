@@ -586,3 +586,42 @@ fn devices_and_fifos_in_an_fsroot_dump_are_errors_not_endless_reads() {
         assert!(stderr.contains(&line), "{stderr}");
     }
 }
+
+#[test]
+fn goset_probe_refuses_bad_values_in_one_line_before_probing() {
+    for (args, line) in [
+        (
+            &["--ms", "0"][..],
+            "goset: --ms 0: expected 1 to 10000 (ms of busy time on every CPU probed)",
+        ),
+        (
+            &["--ms", "10001"],
+            "goset: --ms 10001: expected 1 to 10000 (ms of busy time on every CPU probed)",
+        ),
+        (
+            &["--threshold-us", "0"],
+            "goset: --threshold-us 0: expected 1 to 1000",
+        ),
+        (
+            &["--cpus", "1000"],
+            "goset: --cpus '1000': CPU 1000 not online or not allowed to this process",
+        ),
+    ] {
+        let out = run("goset", &[&["probe"], args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("{line}\n"),
+            "{args:?}"
+        );
+    }
+    let out = run("goset", &["probe", "--cpus", "1-x"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("goset: --cpus '1-x': ") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = run("goset-run", &["--probe", "10001", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+}
