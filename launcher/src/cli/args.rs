@@ -224,9 +224,12 @@ pub enum GosetCommand {
         #[arg(long, value_name = "DIR", env = "GOSET_FSROOT")]
         fsroot: Option<PathBuf>,
     },
-    /// Measure each CPU's detours directly: one busy thread per CPU, all at once, pinned,
-    /// SCHED_FIFO where permitted, reading the clock in a tight loop; a gap over the threshold
-    /// is a detour. Ranks the CPUs by the time they lost (table on stderr).
+    /// Measure each CPU's detours directly, rank the CPUs by the time they lost, and name
+    /// what ran there.
+    ///
+    /// One busy thread per CPU, all at once, pinned, SCHED_FIFO where permitted, reads the
+    /// clock in a tight loop; a gap over the threshold is a detour. A table on stderr, with
+    /// the cost in CPU-ms.
     Probe {
         /// Busy time of each probe thread in milliseconds (at most 10000).
         #[arg(long, value_name = "MS", default_value_t = crate::probe::DEFAULT_MS)]
