@@ -20,40 +20,48 @@ const SOURCE_PRIORITY: &str = "10";
 /// the source's share.
 const FOREIGN_DETOUR_NS: u64 = 1_000_000;
 
-/// The source under `timeout`, ended when dropped: `timeout` is sent SIGTERM, which it passes
-/// on to the source before it exits (killed, it would leave the source running).
-struct Source(Child);
+/// A child under `timeout`, ended when dropped: `timeout` is sent SIGTERM, which it passes on
+/// to its command before it exits (killed, it would leave the command running).
+struct Timed(Child);
 
-impl Source {
-    /// Starts `exe` (`fifo_duty`) on `cpu` and waits until it runs at SCHED_FIFO.
-    fn start(exe: &std::path::Path, cpu: u64) -> Source {
-        let mut child = Command::new("timeout")
-            .args(["-k", "1", "60"])
-            .arg(exe)
-            .args([
-                &cpu.to_string(),
-                &BUSY_US.to_string(),
-                &PERIOD_US.to_string(),
-            ])
-            .arg(SOURCE_PRIORITY)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("timeout (coreutils) runs the source");
-        let stdout = child.stdout.take().unwrap();
-        let source = Source(child);
-        let mut ready = String::new();
-        BufReader::new(stdout).read_line(&mut ready).unwrap();
-        assert_eq!(ready.trim(), "ready", "the source started");
-        source
-    }
+/// The source, `exe` (`fifo_duty`), on `cpu`, once it runs at SCHED_FIFO.
+fn start_source(exe: &std::path::Path, cpu: u64) -> Timed {
+    let mut child = Command::new("timeout")
+        .args(["-k", "1", "60"])
+        .arg(exe)
+        .args([
+            &cpu.to_string(),
+            &BUSY_US.to_string(),
+            &PERIOD_US.to_string(),
+        ])
+        .arg(SOURCE_PRIORITY)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("timeout (coreutils) runs the source");
+    let stdout = child.stdout.take().unwrap();
+    let source = Timed(child);
+    let mut ready = String::new();
+    BufReader::new(stdout).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready", "the source started");
+    source
 }
 
-impl Drop for Source {
+impl Drop for Timed {
     fn drop(&mut self) {
         // SAFETY: kill has no memory preconditions; the pid is our unreaped child's.
         unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
         let _ = self.0.wait();
     }
+}
+
+/// A busy loop of normal priority pinned to `cpu`, under `timeout`, ended when dropped.
+fn spin_on(cpu: usize) -> Timed {
+    let child = Command::new("timeout")
+        .args(["-k", "1", "120", "taskset", "-c", &cpu.to_string()])
+        .args(["sh", "-c", "while :; do :; done"])
+        .spawn()
+        .expect("timeout and taskset run the busy loop");
+    Timed(child)
 }
 
 /// `goset probe --ms 1000 --cpus 0,1 --json FILE` as the caller, or as nobody with `nobody`;
@@ -120,6 +128,9 @@ fn a_fifo_detour_source_is_ranked_last_with_its_duty_cycle() {
     // of this group may run meanwhile.
     let _alone = launcher_lock();
     let noisy = 1u64;
+    // Normal work on the other CPU, as a shared machine has: the FIFO probe preempts it, so it
+    // must not change the ranking or the source's measured share.
+    let _load = spin_on(0);
     let mut tries = Vec::new();
     for _ in 0..5 {
         // The same CPU's own loss without the source, just before: the hypervisor's timer
@@ -129,7 +140,7 @@ fn a_fifo_detour_source_is_ranked_last_with_its_duty_cycle() {
             before["policy"], "SCHED_FIFO",
             "root probes at SCHED_FIFO: {before}"
         );
-        let source = Source::start(&exe, noisy);
+        let source = start_source(&exe, noisy);
         let during = probe(false);
         drop(source);
 
@@ -227,7 +238,7 @@ fn goset_run_with_a_probe_leaves_the_cpu_of_a_detour_source() {
             .collect()
     };
     // By topology alone, -n 1 avoids CPU 0's core: CPU 1, where the source runs.
-    let source = Source::start(&exe, 1);
+    let source = start_source(&exe, 1);
     assert_eq!(select("0"), [1], "the test's premise: topology picks CPU 1");
     assert_eq!(
         select("1000"),
