@@ -2,8 +2,8 @@
 //! driver), softirq kinds and the processes and kernel threads that ran there between two
 //! readings, and one line of advice where a remedy exists.
 //!
-//! Owns: [`explain`] (two [`Reading`]s to per-CPU [`CpuExplanation`]s, pure), the advice rule
-//! and [`render`] of one CPU's lines. The readers are in `read.rs`. Must not: rank, select or
+//! Owns: [`explain`] (two [`Reading`]s to per-CPU [`CpuExplanation`]s, pure), [`sample`] (read,
+//! wait, read, explain), the advice rule and [`render`] of one CPU's lines. The readers are in `read.rs`. Must not: rank, select or
 //! print. `goset probe` shows it under its table; `goset noise` may call the same two
 //! functions.
 //!
@@ -14,6 +14,7 @@ mod read;
 
 pub use read::{desc_actions, pci_address, IrqNames, Reading, TaskTime, MAX_TASKS};
 
+use crate::fsroot::FsRoot;
 use crate::noise::{IrqKind, USER_HZ};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -106,6 +107,18 @@ pub fn explain(
         e.advice = advice(e);
     }
     out
+}
+
+/// Reads under `root`, waits `window`, reads again and explains the difference, leaving out
+/// this process's own threads: one call for a command that has no probe of its own to wait on
+/// (`goset noise`).
+pub fn sample(root: &FsRoot, window: Duration) -> BTreeMap<usize, CpuExplanation> {
+    let me = Some(std::process::id());
+    let before = Reading::read(root, me);
+    let started = std::time::Instant::now();
+    crate::signals::sleep(window);
+    let after = Reading::read(root, me);
+    explain(&before, &after, started.elapsed())
 }
 
 /// CPU `cpu`'s entry of `out`, empty at first.

@@ -141,11 +141,7 @@ fn names_the_process_that_keeps_a_cpu_of_this_machine_busy_and_its_irqs() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let root = FsRoot::default();
-    let before = Reading::read(&root, Some(std::process::id()));
-    std::thread::sleep(Duration::from_millis(500));
-    let after = Reading::read(&root, Some(std::process::id()));
-    let e = explain(&before, &after, Duration::from_millis(500));
+    let e = sample(&FsRoot::default(), Duration::from_millis(500));
     let c1 = &e[&1];
     let text = render(c1);
     // Other work on a shared machine takes its share of CPU 1 too, but a loop pinned there
