@@ -642,3 +642,97 @@ fn goset_noise_watches_into_a_private_record_and_ignores_garbage() {
     assert!(off.status.success());
     assert!(String::from_utf8_lossy(&off.stderr).is_empty());
 }
+
+#[test]
+fn goset_probe_refuses_bad_values_in_one_line_before_probing() {
+    for (args, line) in [
+        (
+            &["--ms", "0"][..],
+            "goset: --ms 0: expected 1 to 10000 (ms of busy time on every CPU probed)",
+        ),
+        (
+            &["--ms", "10001"],
+            "goset: --ms 10001: expected 1 to 10000 (ms of busy time on every CPU probed)",
+        ),
+        (
+            &["--threshold-us", "0"],
+            "goset: --threshold-us 0: expected 1 to 1000",
+        ),
+        (
+            &["--cpus", "1000"],
+            "goset: --cpus '1000': CPU 1000 not online or not allowed to this process",
+        ),
+    ] {
+        let out = run("goset", &[&["probe"], args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("{line}\n"),
+            "{args:?}"
+        );
+    }
+    let out = run("goset", &["probe", "--cpus", "1-x"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("goset: --cpus '1-x': ") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = run("goset-run", &["--probe", "10001", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Kills and reaps the busy loop of [`goset_noise_names_what_keeps_a_cpu_busy_and_its_irqs`]
+/// however the test ends.
+struct Loop(std::process::Child);
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `goset noise` names what ran on each CPU: a shell loop pinned to CPU 1 is among CPU 1's
+/// tasks, with its pid, in the text and the JSON, and CPU 1's interrupt lines are named.
+#[test]
+fn goset_noise_names_what_keeps_a_cpu_busy_and_its_irqs() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if !online.trim().starts_with("0-") {
+        println!(
+            "SKIPPED: needs CPUs 0 and 1 online (online: {})",
+            online.trim()
+        );
+        return;
+    }
+    let busy = Loop(
+        Command::new("taskset")
+            .args(["-c", "1", "sh", "-c", "while :; do :; done"])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("taskset (util-linux) runs the busy loop"),
+    );
+    let pid = busy.0.id();
+    // Until taskset has become the pinned shell (it execs it), bounded.
+    for _ in 0..200 {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == "sh" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(common::bin("goset"))
+        .env("GOSET_NOISE_DIR", dir.path())
+        .args(["noise", "--json", "-"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&format!("sh (pid {pid})")), "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cpu1 = &json["explained"]["1"];
+    let tasks = cpu1["tasks"].as_array().unwrap();
+    assert!(tasks.iter().any(|t| t["pid"] == pid), "{cpu1}");
+    assert!(!cpu1["irqs"].as_array().unwrap().is_empty(), "{cpu1}");
+}

@@ -8,10 +8,18 @@
 mod common;
 
 use goset::fsroot::FsRoot;
-use goset::noise::LOAD_WEIGHT;
+use goset::noise::Score;
 use goset::select::{plan, Options, Selection};
 use goset::topology::Topology;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// A score of `per_s` interrupt events a second and nothing else.
+fn rate(per_s: f64) -> Score {
+    Score {
+        rate: per_s,
+        ..Score::default()
+    }
+}
 
 /// hwloc's groups of each CPU: `(level name, column)`.
 const LEVELS: [(&str, &str); 4] = [
@@ -69,10 +77,15 @@ impl Machine {
         count.values().copied().max().unwrap_or(0)
     }
 
-    fn select(&self, n: usize, noise: &BTreeMap<usize, f64>) -> Selection {
+    fn select(&self, n: usize, noise: &BTreeMap<usize, Score>) -> Selection {
+        self.select_over(n, noise, 250)
+    }
+
+    /// [`Machine::select`] with noise measured over `sample_ms`.
+    fn select_over(&self, n: usize, noise: &BTreeMap<usize, Score>, sample_ms: u64) -> Selection {
         let opts = Options {
             count: n,
-            sample_ms: 250,
+            sample_ms,
             ..Default::default()
         };
         plan(&self.topo, noise, &opts).unwrap_or_else(|e| panic!("{}: -n {n}: {e}", self.name))
@@ -164,8 +177,8 @@ fn quiet_machines_get_the_fastest_kind_in_one_domain_and_the_housekeeper_on_the_
 fn a_few_interrupts_a_second_change_nothing() {
     for m in machines() {
         // 0 to 6 events a second, made up per CPU: what idle CPUs differ by.
-        let stray: BTreeMap<usize, f64> = (m.topo.candidates().into_iter())
-            .map(|c| (c, ((c * 5 + 3) % 7) as f64))
+        let stray: BTreeMap<usize, Score> = (m.topo.candidates().into_iter())
+            .map(|c| (c, rate(((c * 5 + 3) % 7) as f64)))
             .collect();
         for n in m.sizes() {
             let quiet = m.select(n, &BTreeMap::new());
@@ -189,7 +202,16 @@ fn a_busy_fast_core_loses_and_the_report_says_so() {
             .filter(|&c| m.topo.cpu(c).unwrap().online)
             .collect();
         // Another task keeps the core 60% busy: 0.4 of a fast core is less than any idle one.
-        let busy: BTreeMap<usize, f64> = core.iter().map(|&c| (c, 60.0 * LOAD_WEIGHT)).collect();
+        let busy: BTreeMap<usize, Score> = core
+            .iter()
+            .map(|&c| {
+                let busy = Score {
+                    load_pct: 60.0,
+                    ..Score::default()
+                };
+                (c, busy)
+            })
+            .collect();
         let sel = m.select(1, &busy);
         assert!(
             !core.contains(&sel.task_cpus[0]),
@@ -206,8 +228,8 @@ fn a_quiet_cpu_0_among_timer_noise_wins_and_a_storm_on_a_cluster_moves_the_team_
     for m in machines() {
         let top = m.top_class();
         // Every CPU takes 1000 timer interrupts a second, CPU 0 none.
-        let timers: BTreeMap<usize, f64> = (m.topo.candidates().into_iter())
-            .map(|c| (c, if c == 0 { 0.0 } else { 1000.0 }))
+        let timers: BTreeMap<usize, Score> = (m.topo.candidates().into_iter())
+            .map(|c| (c, rate(if c == 0 { 0.0 } else { 1000.0 })))
             .collect();
         let sel = m.select(1, &timers);
         let zero_alone = m
@@ -233,9 +255,9 @@ fn a_quiet_cpu_0_among_timer_noise_wins_and_a_storm_on_a_cluster_moves_the_team_
         let n = m.biggest(column);
         let quiet = m.select(n, &BTreeMap::new());
         let hit = m.group(quiet.task_cpus[0], column);
-        let storm: BTreeMap<usize, f64> = (m.topo.candidates().into_iter())
+        let storm: BTreeMap<usize, Score> = (m.topo.candidates().into_iter())
             .filter(|&c| m.group(c, column) == hit)
-            .map(|c| (c, 20000.0))
+            .map(|c| (c, rate(20000.0)))
             .collect();
         let sel = m.select(n, &storm);
         let what = format!("{} -n {n} ({level}): {:?}", m.name, sel.task_cpus);
@@ -257,5 +279,162 @@ fn a_quiet_cpu_0_among_timer_noise_wins_and_a_storm_on_a_cluster_moves_the_team_
             assert_eq!(groups.len(), 1, "{what}");
             assert!(!sel.passed_over.is_empty(), "{what}");
         }
+    }
+}
+
+#[test]
+fn a_core_with_an_offline_sibling_is_no_quieter_per_thread() {
+    // The i7-14700K case on every machine: one fast core's SMT sibling offline, every CPU idle
+    // at the same 35 events a second, measured over a second (35 and 70 a second are told
+    // apart over it). Summed per core, the one-thread core looked quieter and won -n 1 over
+    // the favoured core; per hardware thread every core is the same, and favour decides.
+    for m in machines() {
+        let quiet = m.select(1, &BTreeMap::new()).task_cpus;
+        let smt_core = |c: &usize| m.topo.cpu(*c).unwrap().siblings.len() > 1;
+        // Another fast core's sibling offline, and the chosen core's own.
+        let other = (m.fast_cores().into_iter())
+            .filter(smt_core)
+            .find(|&c| !m.topo.cpu(c).unwrap().siblings.contains(&quiet[0]));
+        let own = Some(quiet[0]).filter(smt_core);
+        for core in [other, own].into_iter().flatten() {
+            let sibs = &m.topo.cpu(core).unwrap().siblings;
+            let offline = *sibs.iter().filter(|&&s| s != quiet[0]).max().unwrap();
+            let mut edited = Machine::read(m.name);
+            let at = edited
+                .topo
+                .cpus
+                .iter()
+                .position(|c| c.cpu == offline)
+                .unwrap();
+            edited.topo.cpus[at].online = false;
+            let even: BTreeMap<usize, Score> = (edited.topo.candidates().into_iter())
+                .map(|c| (c, rate(35.0)))
+                .collect();
+            let sel = edited.select_over(1, &even, 1000);
+            assert_eq!(
+                sel.task_cpus, quiet,
+                "{}: CPU {offline} offline, all at 35/s: -n 1 left the quiet choice",
+                m.name
+            );
+            assert!(
+                sel.passed_over.is_empty(),
+                "{}: {:?}",
+                m.name,
+                sel.passed_over
+            );
+        }
+    }
+}
+
+#[test]
+fn past_the_physical_cores_the_main_thread_keeps_a_core_and_siblings_go_to_the_least_favoured() {
+    for m in machines() {
+        let core_of = |c: usize| m.group(c, "core_siblings_smt");
+        let cores: BTreeSet<String> = m.topo.candidates().into_iter().map(core_of).collect();
+        let n = cores.len() + 1;
+        if n > m.topo.candidates().len() {
+            continue; // no SMT: no second thread to place
+        }
+        let sel = m.select(n, &BTreeMap::new());
+        let what = format!("{} -n {n}: {:?}", m.name, sel.task_cpus);
+        let on_core = |core: &String| {
+            sel.task_cpus
+                .iter()
+                .filter(|&&c| core_of(c) == *core)
+                .count()
+        };
+        assert_eq!(
+            on_core(&core_of(sel.task_cpus[0])),
+            1,
+            "{what}: slot 0 shares its core"
+        );
+        let favour = |c: usize| {
+            (m.topo.cpu(c).unwrap().siblings.iter())
+                .filter_map(|&s| m.topo.cpu(s).and_then(|i| i.favour))
+                .max()
+                .unwrap_or(0)
+        };
+        let doubled: Vec<usize> = (sel.task_cpus.iter().copied())
+            .filter(|&c| on_core(&core_of(c)) > 1)
+            .collect();
+        // Among the cores of its kind class that have a second thread to give.
+        let smt = |c: usize| {
+            (m.topo.candidates().into_iter())
+                .filter(|&x| core_of(x) == core_of(c))
+                .count()
+                > 1
+        };
+        for &c in &doubled {
+            let class = m.topo.class_of(c);
+            let least = (sel.task_cpus.iter().copied())
+                .filter(|&x| smt(x) && m.topo.class_of(x) == class)
+                .map(favour)
+                .min()
+                .unwrap();
+            assert_eq!(
+                favour(c),
+                least,
+                "{what}: a second thread on CPU {c}'s core, more favoured than the least of its class"
+            );
+        }
+    }
+}
+
+#[test]
+fn cpu_kind_efficient_takes_whole_kinds_in_hwlocs_order() {
+    for m in machines() {
+        let kind = |c: usize| m.topo.cpu(c).and_then(|i| i.kind).unwrap_or(0);
+        let mut sizes: BTreeMap<usize, usize> = BTreeMap::new();
+        for c in m.topo.candidates() {
+            *sizes.entry(kind(c)).or_default() += 1;
+        }
+        if sizes.len() < 2 {
+            continue;
+        }
+        for n in 1..=m.topo.candidates().len() {
+            let opts = Options {
+                count: n,
+                sample_ms: 250,
+                cpu_kind: goset::select::KindChoice::Efficient,
+                ..Default::default()
+            };
+            let sel = plan(&m.topo, &BTreeMap::new(), &opts).unwrap();
+            let mut got: BTreeMap<usize, usize> = BTreeMap::new();
+            for &c in &sel.task_cpus {
+                *got.entry(kind(c)).or_default() += 1;
+            }
+            // The least performant kind fills first, then the next, as hwloc orders them.
+            let mut left = n;
+            let want: BTreeMap<usize, usize> = (sizes.iter())
+                .map(|(&k, &size)| {
+                    let take = size.min(left);
+                    left -= take;
+                    (k, take)
+                })
+                .filter(|&(_, t)| t > 0)
+                .collect();
+            assert_eq!(
+                got, want,
+                "{} --cpu-kind efficient -n {n}: {:?}",
+                m.name, sel.task_cpus
+            );
+        }
+    }
+}
+
+#[test]
+fn a_cluster_is_a_domain_where_the_last_level_cache_is_per_core() {
+    // The RK3588-like dump and its copy without the L3 (each core's L2 is then the last
+    // level): with CPU 4 stormy, -n 2 of the A76s keeps to one cluster (6-7), never 5 and 6.
+    for name in ["8arm-4a55+4a76", "8arm-4a55+4a76-nol3"] {
+        let m = Machine::read(name);
+        let storm: BTreeMap<usize, Score> = [(4, rate(20000.0))].into();
+        let sel = m.select(2, &storm);
+        assert_eq!(
+            sorted(&sel.task_cpus),
+            [6, 7],
+            "{name}: {:?}",
+            sel.task_cpus
+        );
     }
 }

@@ -49,6 +49,12 @@ pub fn read(clock: libc::clockid_t) -> libc::timespec {
     ts
 }
 
+/// `clock` in nanoseconds: the resolution a detour probe needs.
+pub fn nanos(clock: libc::clockid_t) -> u64 {
+    let ts = read(clock);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// `clock` in microseconds.
 pub fn micros(clock: libc::clockid_t) -> u64 {
     let ts = read(clock);

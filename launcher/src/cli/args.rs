@@ -20,6 +20,11 @@ pub struct RunArgs {
     /// topology alone without one.
     #[arg(long, value_name = "MS")]
     pub sample: Option<u64>,
+    /// Before selection, probe every candidate CPU for MS ms at once, one busy thread each (as
+    /// `goset probe` does, at most 10000): the time each CPU loses to detours counts against
+    /// it. 0, the default: no probe.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub probe: u64,
     /// SMT policy: spread = one thread per physical core first; pack = fill a core's siblings first.
     #[arg(long, value_enum, default_value_t = SmtArg::Spread)]
     pub smt: SmtArg,
@@ -226,6 +231,27 @@ pub enum GosetCommand {
         /// Read /proc and /sys under DIR instead of /.
         #[arg(long, value_name = "DIR", env = "GOSET_FSROOT")]
         fsroot: Option<PathBuf>,
+    },
+    /// Measure each CPU's detours directly, rank the CPUs by the time they lost, and name
+    /// what ran there.
+    ///
+    /// One busy thread per CPU, all at once, pinned, SCHED_FIFO where permitted, reads the
+    /// clock in a tight loop; a gap over the threshold is a detour. A table on stderr, with
+    /// the cost in CPU-ms.
+    Probe {
+        /// Busy time of each probe thread in milliseconds (at most 10000).
+        #[arg(long, value_name = "MS", default_value_t = crate::probe::DEFAULT_MS)]
+        ms: u64,
+        /// The CPUs to probe (cpulist or likwid-pin expressions); default: every online CPU
+        /// this process may use.
+        #[arg(long, value_name = "LIST")]
+        cpus: Option<String>,
+        /// A gap between two clock readings longer than this many microseconds is a detour.
+        #[arg(long, value_name = "US", default_value_t = 5)]
+        threshold_us: u64,
+        /// Also write the result as JSON to FILE (- for stdout).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
     },
     /// Undo what runs whose launcher died (kill -9, OOM) left changed: cgroups, IRQ affinity,
     /// irqbalance. Idempotent.

@@ -75,6 +75,8 @@ pub struct RunOptions {
     /// Noise sampling window (`--sample`); `None`: [`DEFAULT_SAMPLE_MS`], or shorter with a
     /// recent noise record.
     pub sample: Option<Duration>,
+    /// The detour probe's busy time before selection (`--probe`); zero: none.
+    pub probe: Duration,
     /// Housekeeper poll interval.
     pub interval: Duration,
     /// Skip mask for the shim.
@@ -318,6 +320,13 @@ impl RunArgs {
                 "--sample {ms}: at most {MAX_SAMPLE_MS} ms (60 s); noise is a rate, a longer window adds nothing"
             )));
         }
+        if self.probe > crate::probe::MAX_MS {
+            return Err(Error::Usage(format!(
+                "--probe {}: at most {} ms (each candidate CPU is kept busy that long)",
+                self.probe,
+                crate::probe::MAX_MS
+            )));
+        }
         if self.command.is_empty() && !self.dry_run {
             return Err(Error::Usage(
                 "no command given: put it after -- (or use --dry-run)".into(),
@@ -329,6 +338,13 @@ impl RunArgs {
     /// The root of /proc and /sys, which must be the live machine's unless `--dry-run`.
     fn checked_fsroot(&self) -> Result<crate::fsroot::FsRoot> {
         let root = fsroot(self.fsroot.as_deref())?;
+        if !root.is_live() && self.probe > 0 {
+            return Err(Error::Usage(format!(
+                "--probe {} with --fsroot {}: the probe measures this machine, not a dump",
+                self.probe,
+                root.dir().display()
+            )));
+        }
         if !root.is_live() && !self.dry_run {
             return Err(Error::Usage(format!(
                 "--fsroot (or GOSET_FSROOT) {}: a dump of another machine works only with --dry-run",
@@ -385,6 +401,7 @@ impl RunArgs {
             near,
             ranks,
             sample: self.sample.map(Duration::from_millis),
+            probe: Duration::from_millis(self.probe),
             interval: Duration::from_millis(self.interval),
             skip: skip_arg(&self.skip)?,
             main_on_housekeeper: self.main_on_housekeeper,
@@ -607,5 +624,23 @@ mod tests {
             ["goset-run", "-placement", "mask", "--", "x"].map(OsString::from)
         ))
         .is_err());
+    }
+
+    #[test]
+    fn probe_is_bounded_and_only_for_this_machine() {
+        let o = parse(&["goset-run", "--probe", "500", "--", "true"]).unwrap();
+        assert_eq!(o.probe, Duration::from_millis(500));
+        assert!(parse(&["goset-run", "--", "true"]).unwrap().probe.is_zero());
+        assert_eq!(
+            parse(&["goset-run", "--probe", "10001", "--", "true"]).unwrap_err(),
+            "--probe 10001: at most 10000 ms (each candidate CPU is kept busy that long)"
+        );
+        let dump = tempfile::TempDir::new().unwrap();
+        let dir = dump.path().to_str().unwrap();
+        let e = parse(&["goset-run", "--probe", "100", "--fsroot", dir, "--dry-run"]).unwrap_err();
+        assert_eq!(
+            e,
+            format!("--probe 100 with --fsroot {dir}: the probe measures this machine, not a dump")
+        );
     }
 }

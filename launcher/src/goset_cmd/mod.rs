@@ -1,5 +1,5 @@
 //! The `goset` command, one file per subcommand: without one, the machine's diagnostics
-//! ([`diagnostics`]); `topology`, `noise`, `restore`, `rm-cgroup` and `completions`; with `-- CMD`, a
+//! ([`diagnostics`]); `topology`, `noise`, `probe`, `restore`, `rm-cgroup` and `completions`; with `-- CMD`, a
 //! pinned run exactly as goset-run does it ([`crate::launch`]).
 //!
 //! Owns: parsing `goset`'s command line, picking the subcommand, and its exit code. It is the
@@ -9,6 +9,7 @@
 
 pub mod diagnostics;
 pub mod noise;
+pub mod probe;
 pub mod restore;
 pub mod rm_cgroup;
 pub mod topology;
@@ -55,6 +56,17 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Some(GosetCommand::Noise { watch, json, quiet }) => {
             noise::run(watch.as_deref(), json.as_deref(), *quiet)
         }
+        Some(GosetCommand::Probe {
+            ms,
+            cpus,
+            threshold_us,
+            json,
+        }) => probe::run(&probe::ProbeArgs {
+            ms: *ms,
+            cpus,
+            threshold_us: *threshold_us,
+            json,
+        }),
         Some(GosetCommand::Restore) => restore::run(),
         Some(GosetCommand::RmCgroup { name }) => rm_cgroup::run(name),
         Some(GosetCommand::Completions { shell }) => {

@@ -2,10 +2,13 @@
 //! after (with `--watch`) sampling every CPU into it for DURATION, at a cost it reports.
 
 use crate::error::{Error, Result};
+use crate::explain::{self, CpuExplanation, Reading};
+use crate::fsroot::FsRoot;
 use crate::output;
 use crate::record::{feed, file, Record};
 use crate::report::record::{render, NoiseReport};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -25,11 +28,17 @@ pub struct WatchCost {
     pub cpu_pct: f64,
 }
 
+/// How long `goset noise` without `--watch` looks at what runs on each CPU, to name it.
+pub const LOOK: Duration = Duration::from_secs(1);
+
 /// The JSON of `goset noise`.
 #[derive(Debug, Serialize)]
 struct Json<'a> {
     watch: Option<&'a WatchCost>,
     record: Option<&'a NoiseReport>,
+    /// Per CPU, what ran there over the watch (or [`LOOK`]): its top interrupt lines,
+    /// softirq kinds and threads, with advice.
+    explained: &'a BTreeMap<usize, CpuExplanation>,
     warnings: &'a [String],
 }
 
@@ -75,6 +84,14 @@ pub fn run(watch_for: Option<&str>, json: Option<&Path>, quiet: bool) -> Result<
     crate::signals::install();
     let mut warnings = Vec::new();
     let mut cost = None;
+    // What ran on each CPU meanwhile, by name (this process's own threads left out).
+    let root = FsRoot::default();
+    let me = Some(std::process::id());
+    let before = Reading::read(&root, me);
+    let started = Instant::now();
+    if length.is_none() && !(quiet && json.is_none()) {
+        crate::signals::sleep(LOOK);
+    }
     if let Some(length) = length {
         let ctx = file::Context::here();
         let (learned, c) = watch(length, &ctx.machine);
@@ -93,14 +110,22 @@ pub fn run(watch_for: Option<&str>, json: Option<&Path>, quiet: bool) -> Result<
         }
         cost = Some(c);
     }
+    let explained = explain::explain(&before, &Reading::read(&root, me), started.elapsed());
     let ctx = file::Context::here();
     let loaded = file::load(&ctx);
     warnings.extend(loaded.warnings);
     for w in &warnings {
         output::to_stderr(&format!("goset noise: warning: {w}\n"));
     }
-    let report = (loaded.record.as_ref())
+    let mut report = (loaded.record.as_ref())
         .map(|(path, r)| NoiseReport::new(&path.display().to_string(), r, ctx.now));
+    for c in report.iter_mut().flat_map(|r| r.cpus.iter_mut()) {
+        let lines = explained
+            .get(&c.cpu)
+            .map(explain::render)
+            .unwrap_or_default();
+        c.extra.extend(lines.lines().map(str::to_string));
+    }
     match &report {
         _ if quiet => {}
         Some(r) => output::to_stderr(&render(r)),
@@ -113,13 +138,28 @@ pub fn run(watch_for: Option<&str>, json: Option<&Path>, quiet: bool) -> Result<
             None => format!("Noise record\n  off ({}={})\n", file::DIR_VAR, file::OFF),
         }),
     }
+    // Without a record to hang them on, the sources come on their own.
+    if report.is_none() && !quiet {
+        let named: String = explained.values().map(named_cpu).collect();
+        output::to_stderr(&named);
+    }
     if let Some(path) = json {
         let value = Json {
             watch: cost.as_ref(),
             record: report.as_ref(),
+            explained: &explained,
             warnings: &warnings,
         };
         super::print_json(&value, Some(path))?;
     }
     Ok(())
+}
+
+/// One CPU's sources, under a line naming the CPU (empty when nothing was seen).
+fn named_cpu(e: &CpuExplanation) -> String {
+    let lines = explain::render(e);
+    if lines.is_empty() {
+        return lines;
+    }
+    format!("  CPU {}\n{lines}", e.cpu)
 }

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
 use crate::noise::{self, Noise};
 use crate::output;
+use crate::probe;
 use crate::record::{self, blend, feed, file::Context, Record};
 use crate::select;
 use crate::topology::Topology;
@@ -88,6 +89,9 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
         std::env::var_os(v).map(|x| x.into_encoded_bytes())
     })?;
     let known = root.is_live().then(|| known_record(opts)).flatten();
+    let registry = open_registry(root)?;
+    // Before the sample: the probe's busy threads would be the sample's load.
+    let probe = probe_candidates(opts, &topo, &machine_select, registry.as_ref());
     let window = opts.sample.unwrap_or_else(|| {
         let recent = (known.as_ref()).is_some_and(|(ctx, r)| blend::recent(r, ctx.now));
         Duration::from_millis(if recent {
@@ -105,7 +109,10 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
     let blended = blend::scores(&noise, minutes.as_ref(), opts.isolation.steer);
     machine_select.sample_ms = blended.window_ms;
     machine_select.load_tie_pct = Some(blended.load_tie_pct);
-    let scores = blended.scores;
+    let mut scores = blended.scores;
+    for p in probe.iter().flat_map(|p| &p.cpus) {
+        scores.entry(p.cpu).or_default().probe_lost_pct = Some(p.lost_pct());
+    }
     let keep = root.is_live() && record::file::own_dir().is_some();
     let mut learned = keep.then(|| Learned {
         ctx: (known.as_ref()).map_or_else(Context::here, |(c, _)| c.clone()),
@@ -115,7 +122,6 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
         last: None,
         booked: Vec::new(),
     });
-    let registry = open_registry(root)?;
     let deadline = opts.wait.map(|w| Instant::now() + w);
     loop {
         let locked = match &registry {
@@ -130,6 +136,15 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
             l.record = Record::new(&l.ctx.machine, l.ctx.now);
             if let Some((before, after)) = &snapshots {
                 feed::add(&mut l.record, before, after, &l.booked);
+            }
+            // The probe's detours, weighted by how long it watched each CPU.
+            for (p, c) in probe
+                .iter()
+                .flat_map(|p| p.cpus.iter().map(move |c| (p, c)))
+            {
+                let secs = p.duration_ms as f64 / 1000.0;
+                l.record
+                    .add_probe(c.cpu, l.ctx.now, c.lost_pct() / 100.0, secs);
             }
         }
         let mut select_opts = machine_select.clone();
@@ -174,7 +189,7 @@ pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
 /// The selection: with rank blocks, each rank's near its GPU ([`select::ranks`]).
 fn choose(
     topo: &Topology,
-    scores: &BTreeMap<usize, f64>,
+    scores: &BTreeMap<usize, noise::Score>,
     opts: &select::Options,
     ranks: Option<&select::ranks::RankRequest>,
 ) -> std::result::Result<select::Selection, select::SelectError> {
@@ -182,6 +197,46 @@ fn choose(
         Some(req) => select::ranks::plan_ranks(topo, scores, opts, req),
         None => select::plan(topo, scores, opts),
     }
+}
+
+/// `--probe`: the detour probe on the candidate CPUs other runs have not booked (a probe's
+/// busy thread on another run's CPU would disturb that run, even with `--share`), with a line
+/// on stderr saying what it found and cost (unless `--quiet`). `None` without `--probe`.
+fn probe_candidates(
+    opts: &RunOptions,
+    topo: &Topology,
+    select_opts: &select::Options,
+    registry: Option<&booking::Registry>,
+) -> Option<probe::Probe> {
+    if opts.probe.is_zero() {
+        return None;
+    }
+    let booked = registry.map_or_else(Vec::new, |r| booking::booked_cpus(&r.live(false)));
+    let cpus: Vec<usize> = (topo.candidates().into_iter())
+        .filter(|c| !select_opts.exclude.contains(c) && !booked.contains(c))
+        .collect();
+    let found = probe::run(&cpus, opts.probe, probe::DEFAULT_THRESHOLD);
+    if !opts.quiet {
+        output::to_stderr(&probe_line(&found));
+    }
+    Some(found)
+}
+
+/// One line of what the probe found: its policy and cost, and each CPU's lost time.
+fn probe_line(p: &probe::Probe) -> String {
+    let lost: Vec<String> = (p.cpus.iter())
+        .map(|c| format!("{} {:.1}%", c.cpu, c.lost_pct()))
+        .collect();
+    let failed: String = (p.failed.iter())
+        .map(|(cpu, why)| format!("; CPU {cpu} not probed: {why}"))
+        .collect();
+    format!(
+        "goset-run: probe: {} ms at {}, {:.0} CPU-ms; lost per CPU: {}{failed}\n",
+        p.duration_ms,
+        p.policy(),
+        p.cost_cpu_ms,
+        lost.join(", ")
+    )
 }
 
 /// The booking registry, on the live machine only: another machine's dump has no runs of this

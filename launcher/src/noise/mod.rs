@@ -20,10 +20,12 @@
 //! - `stat.rs`: `/proc/stat` times and parser;
 //! - `snapshot.rs`: [`Snapshot`], the three files read at one instant;
 //! - `per_cpu.rs`: [`CpuNoise`], its score, and [`delta`] / [`delta_for`];
+//! - `score.rs`: [`Score`], a CPU's noise by part, and their one order;
 //! - this file: the file names, [`Noise`] and [`sample`] (snapshot, sleep, snapshot).
 
 mod interrupts;
 mod per_cpu;
+mod score;
 mod snapshot;
 mod stat;
 mod table;
@@ -34,7 +36,8 @@ mod fixtures;
 pub use interrupts::{
     parse_interrupts, parse_softirqs, CounterRow, Interrupts, IrqKind, IrqRow, Softirqs,
 };
-pub use per_cpu::{compose_score, delta, delta_for, CpuNoise, LOAD_WEIGHT};
+pub use per_cpu::{delta, delta_for, CpuNoise};
+pub use score::Score;
 pub use snapshot::Snapshot;
 pub use stat::{parse_proc_stat, CpuTimes, ProcStat};
 
@@ -107,7 +110,7 @@ pub fn noise_between(before: &Snapshot, after: &Snapshot) -> Noise {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::time::Instant;
 
@@ -155,7 +158,10 @@ mod tests {
             let stat = parse_proc_stat(&root.read(STAT).unwrap()).unwrap();
             assert_eq!(n.cpus.len(), stat.cpus.len());
             assert!(n.cpus.len() >= 12);
-            assert!(n.cpus.values().all(|c| c.score(false, n.window_ms) == 0.0));
+            assert!(n
+                .cpus
+                .values()
+                .all(|c| c.score(false, n.window_ms).is_quiet()));
             assert!(n.window_ms >= 20);
         }
     }
@@ -207,8 +213,9 @@ mod tests {
         }
     }
 
-    /// Kills and reaps the child when dropped, whatever the test did.
-    struct Spinner(std::process::Child);
+    /// Kills and reaps the child when dropped, whatever the test did (other modules' tests
+    /// use it too).
+    pub(crate) struct Spinner(pub(crate) std::process::Child);
 
     impl Drop for Spinner {
         fn drop(&mut self) {
@@ -247,7 +254,7 @@ mod tests {
             let n = sample(&FsRoot::default(), Duration::from_millis(300));
             let (c0, c1) = (&n.cpus[&0], &n.cpus[&1]);
             let (s0, s1) = (c0.score(false, n.window_ms), c1.score(false, n.window_ms));
-            last = format!("CPU 0: {c0:?} score {s0}; CPU 1: {c1:?} score {s1}");
+            last = format!("CPU 0: {c0:?} score {s0:?}; CPU 1: {c1:?} score {s1:?}");
             assert!(
                 c0.busy_pct + c0.steal_pct > 50.0,
                 "CPU 0 under a busy loop: {last}"
@@ -257,7 +264,7 @@ mod tests {
             if l1 + 2.0 * quantum < l0 {
                 assert!(c0.busy_pct > 50.0, "{last}");
                 assert!(
-                    s0 > s1,
+                    s0.compare(&s1).is_gt(),
                     "CPU 0 must score above the less loaded CPU 1: {last}"
                 );
                 conclusive += 1;

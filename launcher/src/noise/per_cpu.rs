@@ -1,10 +1,10 @@
 //! Noise of one CPU over a window, and the difference of two snapshots that makes it.
 //!
-//! Owns: [`CpuNoise`], its interrupt rate and its score (the ranking the selection uses), and
+//! Owns: [`CpuNoise`], its interrupt rate and its [`Score`], and
 //! [`delta`] / [`delta_for`]. Must not: read files, sleep or parse (`snapshot.rs`, `sample`).
 
 use super::table::row_deltas;
-use super::{IrqKind, ProcStat, Snapshot, USER_HZ};
+use super::{IrqKind, ProcStat, Score, Snapshot, USER_HZ};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -34,9 +34,6 @@ pub struct CpuNoise {
     pub softirqs: BTreeMap<String, u64>,
 }
 
-/// Score weight of one whole percent of time that is not the task's (see [`CpuNoise::score`]).
-pub const LOAD_WEIGHT: f64 = 1e6;
-
 impl CpuNoise {
     /// Interrupts and softirqs per second that count against this CPU: non-steerable IRQs and
     /// softirqs always, steerable IRQs only when `steer` is false (with `--steer` they are moved
@@ -53,44 +50,28 @@ impl CpuNoise {
         events as f64 * 1000.0 / window_ms as f64
     }
 
-    /// The noise score; lower is quieter.
+    /// The noise score ([`Score`]): its interrupt rate ([`CpuNoise::irq_rate`]), and the
+    /// time that is not the task's: other work (user, nice, system), irq and softirq time,
+    /// and hypervisor steal.
     ///
-    /// ```text
-    /// score = min(R, LOAD_WEIGHT - 1) + LOAD_WEIGHT × floor(max(0, busy_pct + steal_pct − q))
-    ///   R = (irq_nonsteerable + softirq + (steer ? 0 : irq_steerable)) × 1000 / window_ms
-    ///   q = 100 × (1000 / USER_HZ) / window_ms  = 1000 / window_ms   (percent)
-    ///   LOAD_WEIGHT = 1e6
-    /// ```
-    ///
-    /// `R` is interrupt events per second. The load term counts time the task could not have:
-    /// other work (user, nice, system, irq, softirq) and hypervisor steal. Each whole percent of
-    /// it weighs 1e6, more than any interrupt rate (`R` is capped just below 1e6/s, a rate no
-    /// CPU sustains), so a CPU that another task keeps busy, or whose time is stolen, ranks
-    /// below every idle one whatever their interrupt counts; among CPUs with the same load,
-    /// interrupts decide.
-    ///
-    /// `q` is the share of the window that one `USER_HZ` tick (10 ms) represents: `/proc/stat`
-    /// counts in whole ticks, so a CPU that only ran the sampler or a stray daemon for an
-    /// instant can show one tick of busy time (4% of a 250 ms window) by quantisation alone.
-    /// That much is forgiven, so such a CPU is still ranked by its interrupts; a load above one
-    /// tick is measured, not noise. A zero window has no measurement: score 0 (rank by topology).
-    pub fn score(&self, steer: bool, window_ms: u64) -> f64 {
+    /// One `USER_HZ` tick (10 ms) is forgiven (`tick_pct`, `100 × (1000 / USER_HZ) /
+    /// window_ms` percent): `/proc/stat` counts in whole ticks, so a CPU that only ran the
+    /// sampler or a stray daemon for an instant can show one tick of busy time (4% of a 250 ms
+    /// window) by quantisation alone; a load above one tick is measured, not noise. A zero
+    /// window has no measurement: a quiet score (rank by topology).
+    pub fn score(&self, steer: bool, window_ms: u64) -> Score {
         if window_ms == 0 {
-            return 0.0;
+            return Score::default();
         }
-        let quantum = 100.0 * (1000.0 / USER_HZ as f64) / window_ms as f64;
-        compose_score(
-            self.irq_rate(steer, window_ms),
-            self.busy_pct + self.steal_pct - quantum,
-        )
+        Score {
+            load_pct: (self.busy_pct - self.irq_time_pct).max(0.0),
+            irq_pct: self.irq_time_pct,
+            steal_pct: self.steal_pct,
+            tick_pct: 100.0 * (1000.0 / USER_HZ as f64) / window_ms as f64,
+            rate: self.irq_rate(steer, window_ms),
+            probe_lost_pct: None,
+        }
     }
-}
-
-/// A score from its parts: interrupt events per second (capped below [`LOAD_WEIGHT`]) and
-/// percent of load (whole percent count); see [`CpuNoise::score`]. The noise record's blend
-/// ([`crate::record`]) makes its scores here too.
-pub fn compose_score(rate: f64, load_pct: f64) -> f64 {
-    rate.clamp(0.0, LOAD_WEIGHT - 1.0) + LOAD_WEIGHT * load_pct.max(0.0).floor()
 }
 
 /// Per-CPU noise between two snapshots, for every CPU seen in both (in any of the files).
@@ -239,7 +220,7 @@ mod tests {
         let s = snap(ARM64_INTERRUPTS, X86_KVM_SOFTIRQS, X86_KVM_STAT);
         let d = delta(&s, &s);
         assert_eq!(d.keys().copied().collect::<Vec<_>>(), vec![0, 1, 3]);
-        assert!(d.values().all(|n| n.score(false, 250) == 0.0));
+        assert!(d.values().all(|n| n.score(false, 250).is_quiet()));
         assert!(d
             .values()
             .all(|n| n.irq_steerable == 0 && n.busy_pct == 0.0));
@@ -269,15 +250,20 @@ mod tests {
             for idle in [&stormy, &absurd] {
                 for steer in [false, true] {
                     assert!(
-                        quiet_but_loaded.score(steer, w) > idle.score(steer, w),
+                        quiet_but_loaded
+                            .score(steer, w)
+                            .compare(&idle.score(steer, w))
+                            .is_gt(),
                         "{quiet_but_loaded:?} must rank below {idle:?}"
                     );
                 }
             }
         }
         // More load is worse; busy and steal add up.
-        assert!(busy.score(false, w) > light.score(false, w));
-        assert!(noise(0, 0, 10.0, 10.0).score(false, w) > noise(0, 0, 15.0, 0.0).score(false, w));
+        let worse =
+            |a: &CpuNoise, b: &CpuNoise| a.score(false, w).compare(&b.score(false, w)).is_gt();
+        assert!(worse(&busy, &light));
+        assert!(worse(&noise(0, 0, 10.0, 10.0), &noise(0, 0, 15.0, 0.0)));
     }
 
     #[test]
@@ -286,16 +272,15 @@ mod tests {
         let stray_tick = noise(0, 100, 4.0, 0.0);
         let stray_steal = noise(0, 100, 0.0, 4.0);
         let stormy = noise(0, 12_500, 0.0, 0.0);
-        assert!(stray_tick.score(false, w) < stormy.score(false, w));
-        assert!(stray_steal.score(false, w) < stormy.score(false, w));
-        assert_eq!(stray_tick.score(false, w), 400.0);
+        let cmp = |a: &CpuNoise, b: &CpuNoise, w| a.score(false, w).compare(&b.score(false, w));
+        assert!(cmp(&stray_tick, &stormy, w).is_lt());
+        assert!(cmp(&stray_steal, &stormy, w).is_lt());
+        let s = stray_tick.score(false, w);
+        assert_eq!((s.rate, s.lost_pct()), (400.0, 0.0));
         // Two ticks are measured load.
-        assert!(noise(0, 100, 8.0, 0.0).score(false, w) > stormy.score(false, w));
+        assert!(cmp(&noise(0, 100, 8.0, 0.0), &stormy, w).is_gt());
         // The allowance scales with the window: 4% is real load over 1 s.
-        assert!(
-            noise(0, 100, 4.0, 0.0).score(false, 1000)
-                > noise(0, 50_000, 0.0, 0.0).score(false, 1000)
-        );
+        assert!(cmp(&noise(0, 100, 4.0, 0.0), &noise(0, 50_000, 0.0, 0.0), 1000).is_gt());
     }
 
     #[test]
@@ -303,13 +288,13 @@ mod tests {
         let w = 500;
         let nic = noise(40_000, 500, 0.0, 0.0);
         let timer = noise(0, 5_000, 0.0, 0.0);
-        assert!(nic.score(false, w) > timer.score(false, w));
-        assert!(nic.score(true, w) < timer.score(true, w));
-        assert_eq!(nic.score(true, w), 1_000.0);
-        assert_eq!(nic.score(false, w), 81_000.0);
+        assert!(nic.score(false, w).compare(&timer.score(false, w)).is_gt());
+        assert!(nic.score(true, w).compare(&timer.score(true, w)).is_lt());
+        assert_eq!(nic.score(true, w).rate, 1_000.0);
+        assert_eq!(nic.score(false, w).rate, 81_000.0);
         let mut with_softirq = timer.clone();
         with_softirq.softirq = 500;
-        assert_eq!(with_softirq.score(true, w), 11_000.0);
-        assert_eq!(timer.score(false, 0), 0.0);
+        assert_eq!(with_softirq.score(true, w).rate, 11_000.0);
+        assert!(timer.score(false, 0).is_quiet());
     }
 }

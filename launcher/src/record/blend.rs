@@ -13,7 +13,7 @@
 //! Without such a record the sample alone decides, as before. Must not: read files.
 
 use super::decay::{Record, View, MINUTES};
-use crate::noise::{compose_score, Noise, USER_HZ};
+use crate::noise::{Noise, Score, USER_HZ};
 use crate::select;
 use std::collections::BTreeMap;
 
@@ -48,7 +48,7 @@ const MAX_RATE_WINDOW_MS: u64 = 1000;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Blended {
     /// Per CPU, the score selection ranks by (see [`crate::noise::CpuNoise::score`]).
-    pub scores: BTreeMap<usize, f64>,
+    pub scores: BTreeMap<usize, Score>,
     /// The window rates are compared as if measured over, ms.
     pub window_ms: u64,
     /// Loads closer than this are one tier.
@@ -121,7 +121,15 @@ pub fn scores(sample: &Noise, minutes: Option<&BTreeMap<usize, View>>, steer: bo
             } else {
                 r_rate
             };
-            (cpu, compose_score(rate, load))
+            // The sample's tick is forgiven already: the larger goes in as load, nothing
+            // forgiven again. Probe detours the record holds count as a probe's would.
+            let score = Score {
+                load_pct: load,
+                rate,
+                probe_lost_pct: view.probe_pct,
+                ..Score::default()
+            };
+            (cpu, score)
         })
         .collect();
     Blended {

@@ -5,7 +5,7 @@ use super::blend;
 use super::decay::*;
 use super::feed;
 use super::file::{self, Context};
-use crate::noise::{CpuNoise, Noise, LOAD_WEIGHT};
+use crate::noise::{CpuNoise, Noise, Score};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 
@@ -300,8 +300,8 @@ fn sample(window_ms: u64, cpus: &[(usize, CpuNoise)]) -> Noise {
     }
 }
 
-fn load_of(score: f64) -> f64 {
-    (score / LOAD_WEIGHT).floor()
+fn load_of(score: Score) -> f64 {
+    score.lost_pct()
 }
 
 #[test]
@@ -320,15 +320,14 @@ fn the_blend_keeps_periodic_noise_breaks_ties_and_lets_new_load_win() {
     // A job that started a moment ago on CPU 0: the sample's 100 % outweighs the record.
     let busy = sample(30, &[(0, cpu(100.0, 3)), (1, cpu(0.0, 3))]);
     let b = blend::scores(&busy, Some(&minutes), false);
-    assert!(b.scores[&0] > b.scores[&1]);
+    assert_eq!(
+        b.scores[&0].compare(&b.scores[&1]),
+        std::cmp::Ordering::Greater
+    );
     // An interrupt storm that just began shows; the record's rate stands otherwise.
     let storm = sample(30, &[(0, cpu(0.0, 3000)), (1, cpu(0.0, 3))]);
     let b = blend::scores(&storm, Some(&minutes), false);
-    assert_eq!(
-        b.scores[&0] - load_of(b.scores[&0]) * LOAD_WEIGHT,
-        100_000.0
-    );
-    assert_eq!(b.scores[&1] - load_of(b.scores[&1]) * LOAD_WEIGHT, 100.0);
+    assert_eq!((b.scores[&0].rate, b.scores[&1].rate), (100_000.0, 100.0));
     // --sample 0: the record alone.
     let none = Noise::default();
     let b = blend::scores(&none, Some(&minutes), false);
@@ -345,7 +344,7 @@ fn the_blend_keeps_periodic_noise_breaks_ties_and_lets_new_load_win() {
     assert_eq!(b, blend::scores(&quiet, None, false));
     assert_eq!(b.scores[&1], quiet.cpus[&1].score(false, 30));
     assert_eq!(b.load_tie_pct, crate::select::LOAD_TIE_PCT);
-    let _: BTreeMap<usize, f64> = b.scores;
+    let _: BTreeMap<usize, Score> = b.scores;
 }
 
 /// `/proc/stat` of two CPUs with these cumulative busy (user) ticks out of `total` each.

@@ -41,6 +41,7 @@ pub use error::SelectError;
 pub use rank::{significant, LOAD_TIE_PCT};
 use team::{candidate_items, choose, cpus_of, take_team};
 
+use crate::noise::Score;
 use crate::topology::{Device, Topology};
 use rank::Item;
 use serde::Serialize;
@@ -166,10 +167,10 @@ pub struct Selection {
 }
 
 /// Chooses the task CPUs and the housekeeper. `noise` maps a CPU to its noise score (a CPU
-/// missing from it counts as 0, as with `--sample 0`).
+/// missing from it counts as quiet, as with `--sample 0`).
 pub fn plan(
     topo: &Topology,
-    noise: &BTreeMap<usize, f64>,
+    noise: &BTreeMap<usize, Score>,
     opts: &Options,
 ) -> Result<Selection, SelectError> {
     let Restricted {
@@ -183,7 +184,7 @@ pub fn plan(
     let anchors: Vec<compact::Path> = include.iter().map(|c| paths[c]).collect();
     let taken = take_team(&items, &anchors, opts, &paths);
     let task_cpus: Vec<usize> = include.iter().copied().chain(cpus_of(&taken)).collect();
-    let passed_over = if noise.values().any(|&s| s != 0.0) {
+    let passed_over = if noise.values().any(|s| !s.is_quiet()) {
         let calm = candidate_items(topo, &candidates, &include, &BTreeMap::new(), opts);
         let calm = take_team(&calm, &anchors, opts, &paths);
         cpus_of(&calm).filter(|c| !task_cpus.contains(c)).collect()
@@ -319,13 +320,18 @@ fn online(topo: &Topology, c: usize) -> bool {
     topo.cpu(c).is_some_and(|i| i.online)
 }
 
-/// The noise of each usable CPU's core: the sum over its online siblings.
+/// The noise of each usable CPU's core, summed over its online siblings, as the report's one
+/// figure: the event rate plus a million per whole percent of lost time (so a loaded core
+/// reads as such at a glance). Only the report reads it; [`Score::compare`] orders scores.
 fn core_costs(
     topo: &Topology,
     usable: &[usize],
-    noise: &BTreeMap<usize, f64>,
+    noise: &BTreeMap<usize, Score>,
 ) -> BTreeMap<usize, f64> {
-    let cpu_noise = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
+    let cpu_noise = |c: usize| {
+        let s = noise.get(&c).copied().unwrap_or_default();
+        s.rate.min(1e6 - 1.0) + 1e6 * s.lost_pct()
+    };
     (usable.iter())
         .map(|&c| {
             let core = siblings(topo, c).into_iter().filter(|&s| online(topo, s));
@@ -373,11 +379,11 @@ struct Room<'a> {
 /// CPU is left outside the task's.
 fn choose_housekeeper(
     topo: &Topology,
-    noise: &BTreeMap<usize, f64>,
+    noise: &BTreeMap<usize, Score>,
     paths: &BTreeMap<usize, compact::Path>,
     room: &Room,
 ) -> Option<usize> {
-    let cpu_noise = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
+    let cpu_noise = |c: usize| noise.get(&c).copied().unwrap_or_default();
     let task_cores: BTreeSet<usize> = (room.task_cpus.iter())
         .flat_map(|&c| siblings(topo, c))
         .collect();
@@ -399,7 +405,7 @@ fn choose_housekeeper(
             };
             key(a)
                 .cmp(&key(b))
-                .then(cpu_noise(a).total_cmp(&cpu_noise(b)))
+                .then(cpu_noise(a).compare(&cpu_noise(b)))
                 .then(a.cmp(&b))
         })
 }

@@ -6,7 +6,7 @@
 //! Pure: a function of the topology, the noise scores and the options.
 
 use super::{KindChoice, Options, SmtPolicy};
-use crate::noise::LOAD_WEIGHT;
+use crate::noise::Score;
 use crate::topology::Topology;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -33,7 +33,8 @@ pub const SIGNIFICANCE: f64 = 3.0;
 /// The key selection never trades for compactness: lower is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Coarse {
-    /// `--cpu-kind efficient`: the kind's class, slowest first; 0 otherwise.
+    /// `--cpu-kind efficient`: the kind (hwloc's order, the least performant first); 0
+    /// otherwise.
     pub class: usize,
     /// The share of a core of the fastest kind the task gets from this thread, in units of
     /// 10^-8: the kind's speed (permille) × the percent other work and steal leave
@@ -44,7 +45,8 @@ pub struct Coarse {
     pub tier: u32,
 }
 
-/// The tie-breaks among threads of equal [`Coarse`] key: lower is better. Raw noise is none
+/// The tie-breaks among threads of equal [`Coarse`] key: lower is better; a core's second
+/// thread with `--smt spread` has its core's fields reversed ([`Fine::of`]). Raw noise is none
 /// of them: a difference the window cannot tell apart must not move the task, so that the
 /// same machine gives the same CPUs run after run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -60,6 +62,36 @@ pub struct Fine {
     pub thread: usize,
     /// The CPU itself.
     pub cpu: usize,
+}
+
+/// Above any favour a core has (`highest_perf` and AMD's ranking are 0-255): a second
+/// thread's favour is counted as `MAX_FAVOUR - favour` (see [`Fine::of`]).
+const MAX_FAVOUR: u64 = 1 << 16;
+
+impl Fine {
+    /// The tie-breaks of `cpu`, the `thread`-th handed out of its core (the lowest CPU
+    /// `core`, with `favour`, holding CPU 0 or not). A `late` thread (a core's second with
+    /// `--smt spread`) goes the other way round the cores: to the least favoured, CPU 0's,
+    /// the highest numbered core first, so that the first threads' best cores (slot 0's, the
+    /// main thread's, above all) keep a core of their own as long as any core can give one.
+    pub fn of(favour: u64, cpu0: bool, core: usize, thread: usize, cpu: usize, late: bool) -> Fine {
+        if !late {
+            return Fine {
+                favour: Reverse(favour),
+                cpu0,
+                core,
+                thread,
+                cpu,
+            };
+        }
+        Fine {
+            favour: Reverse(MAX_FAVOUR.saturating_sub(favour)),
+            cpu0: !cpu0,
+            core: usize::MAX - core,
+            thread,
+            cpu,
+        }
+    }
 }
 
 /// One candidate hardware thread.
@@ -78,13 +110,6 @@ impl Item {
     pub fn key(&self) -> (Coarse, Fine) {
         (self.coarse, self.fine)
     }
-}
-
-/// A score's two parts: interrupt events per second and whole percent of load beyond one
-/// tick (see [`crate::noise::CpuNoise::score`]).
-pub fn split_score(score: f64) -> (f64, f64) {
-    let load = (score / LOAD_WEIGHT).floor().max(0.0);
-    ((score - load * LOAD_WEIGHT).max(0.0), load)
 }
 
 /// The noise tier of each rate: rates sorted, a new tier starts at the first rate that is
@@ -149,13 +174,13 @@ pub struct Core {
 
 /// Orders the threads of one core: by their own load ([`counted_loads`]), then by their own
 /// noise tier among them, then by number.
-pub fn thread_order(cpus: &mut [usize], noise: &BTreeMap<usize, f64>, window_s: f64, tie: f64) {
-    let parts: Vec<(f64, f64)> = (cpus.iter())
-        .map(|c| split_score(noise.get(c).copied().unwrap_or(0.0)))
+pub fn thread_order(cpus: &mut [usize], noise: &BTreeMap<usize, Score>, window_s: f64, tie: f64) {
+    let parts: Vec<Score> = (cpus.iter())
+        .map(|c| noise.get(c).copied().unwrap_or_default())
         .collect();
-    let rates: Vec<f64> = parts.iter().map(|p| p.0).collect();
+    let rates: Vec<f64> = parts.iter().map(|p| p.rate).collect();
     let tier = tiers(&rates, window_s);
-    let loads = counted_loads(&parts.iter().map(|p| p.1).collect::<Vec<_>>(), tie);
+    let loads = counted_loads(&parts.iter().map(Score::lost_pct).collect::<Vec<_>>(), tie);
     let key: BTreeMap<usize, (u64, u32)> = (cpus.iter().enumerate())
         .map(|(i, &c)| (c, (loads[i] as u64, tier[i])))
         .collect();
@@ -176,11 +201,11 @@ pub fn window_s(opts: &Options) -> f64 {
 pub fn items(
     topo: &Topology,
     cores: &[Core],
-    noise: &BTreeMap<usize, f64>,
+    noise: &BTreeMap<usize, Score>,
     opts: &Options,
 ) -> Vec<Item> {
     let window_s = window_s(opts);
-    let score = |c: usize| noise.get(&c).copied().unwrap_or(0.0);
+    let score = |c: usize| noise.get(&c).copied().unwrap_or_default();
     let online_siblings = |c: usize| -> Vec<usize> {
         match topo.cpu(c) {
             Some(i) if !i.siblings.is_empty() => (i.siblings.iter().copied())
@@ -190,12 +215,18 @@ pub fn items(
         }
     };
     let whole = |k: &Core| -> Vec<usize> { online_siblings(k.queue[0]) };
+    // Per hardware thread: a core whose sibling is offline, or that has no SMT, is not
+    // quieter for having half the threads to take interrupts.
     let rates: Vec<f64> = (cores.iter())
-        .map(|k| whole(k).into_iter().map(|c| split_score(score(c)).0).sum())
+        .map(|k| {
+            let members = whole(k);
+            let sum: f64 = members.iter().map(|&c| score(c).rate).sum();
+            sum / members.len().max(1) as f64
+        })
         .collect();
     let tier = tiers(&rates, window_s);
     let loads: Vec<f64> = (cores.iter())
-        .map(|k| whole(k).into_iter().map(|c| split_score(score(c)).1).sum())
+        .map(|k| whole(k).into_iter().map(|c| score(c).lost_pct()).sum())
         .collect();
     let loads = counted_loads(&loads, load_tie(opts));
     let mut out = Vec::new();
@@ -205,7 +236,9 @@ pub fn items(
         let first = k.queue[0];
         let (class, perf) = match opts.cpu_kind {
             KindChoice::Performance => (0, topo.perf_of(first)),
-            KindChoice::Efficient => (topo.class_of(first), 1000),
+            // hwloc's kind order, not the coarser classes: two A720 kinds at 3.15 and
+            // 2.96 GHz are two steps, the slower first.
+            KindChoice::Efficient => (topo.cpu(first).and_then(|i| i.kind).unwrap_or(0), 1000),
             KindChoice::Any | KindChoice::Kind(_) => (0, 1000),
         };
         let favour = (members.iter())
@@ -225,13 +258,14 @@ pub fn items(
                     value: Reverse(perf as u64 * free * share),
                     tier: tier[i],
                 },
-                fine: Fine {
-                    favour: Reverse(favour),
-                    cpu0: members.contains(&0),
-                    core: members.iter().copied().min().unwrap_or(cpu),
+                fine: Fine::of(
+                    favour,
+                    members.contains(&0),
+                    members.iter().copied().min().unwrap_or(cpu),
                     thread,
                     cpu,
-                },
+                    share == SIBLING_SHARE,
+                ),
             });
         }
     }
@@ -276,12 +310,5 @@ mod tests {
         assert_eq!(counted_loads(&[3.0, 9.0], LOAD_TIE_PCT), [3.0, 9.0]);
         // A record resolves finer: 4 points apart is a difference.
         assert_eq!(counted_loads(&[0.0, 1.0, 4.0], 2.0), [0.0, 0.0, 4.0]);
-    }
-
-    #[test]
-    fn a_score_splits_into_its_rate_and_its_load() {
-        assert_eq!(split_score(0.0), (0.0, 0.0));
-        assert_eq!(split_score(250.0), (250.0, 0.0));
-        assert_eq!(split_score(3.0 * LOAD_WEIGHT + 12.0), (12.0, 3.0));
     }
 }

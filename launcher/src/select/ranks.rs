@@ -18,6 +18,7 @@
 //! machine has the CPUs. Must not: read anything (the GPUs come from `topology::gpus`).
 
 use super::{plan, NumaChoice, Options, SelectError, Selection};
+use crate::noise::Score;
 use crate::topology::{Gpu, Topology};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -81,7 +82,7 @@ pub struct RankBlock {
 /// rank order, slot 0 rank 0's best CPU), housekeeper, fence and spares by [`super::plan`].
 pub fn plan_ranks(
     topo: &Topology,
-    noise: &BTreeMap<usize, f64>,
+    noise: &BTreeMap<usize, Score>,
     opts: &Options,
     req: &RankRequest,
 ) -> Result<Selection, SelectError> {
@@ -131,7 +132,7 @@ pub fn plan_ranks(
 /// What every rank's block is chosen from.
 struct Machine<'a> {
     topo: &'a Topology,
-    noise: &'a BTreeMap<usize, f64>,
+    noise: &'a BTreeMap<usize, Score>,
     opts: &'a Options,
     /// The candidates less `--exclude`.
     usable: &'a [usize],

@@ -2,6 +2,7 @@
 //! for a task of several processes), and the slot order.
 
 use super::{compact, rank, Options};
+use crate::noise::Score;
 use crate::topology::Topology;
 use rank::Item;
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ pub(super) fn candidate_items(
     topo: &Topology,
     candidates: &[usize],
     include: &[usize],
-    noise: &BTreeMap<usize, f64>,
+    noise: &BTreeMap<usize, Score>,
     opts: &Options,
 ) -> Vec<Item> {
     let mut cores: Vec<rank::Core> = Vec::new();

@@ -253,13 +253,26 @@ impl Topology {
                 .unwrap_or(cpu) as u16,
             None => info.l2.map_or(core, |l| l as u16),
         };
+        // A last-level cache no wider than the core (Arm's private L2 without an L3) is no
+        // domain: the cluster stands in its place, so that a team still keeps to one.
+        let llc = match info.llc {
+            Some(_) if !self.llc_spans_cores(info) => cluster,
+            Some(l) => l as u16,
+            None => package,
+        };
         [
             info.node.map_or(alone, |n| n as u16),
             package,
-            info.llc.map_or(package, |l| l as u16),
+            llc,
             cluster,
             core,
         ]
+    }
+
+    /// Whether `info`'s last-level cache holds a CPU of another core.
+    fn llc_spans_cores(&self, info: &CpuInfo) -> bool {
+        (self.cpus.iter())
+            .any(|c| c.llc == info.llc && !info.siblings.contains(&c.cpu) && c.cpu != info.cpu)
     }
 
     /// The CPU numbered `cpu`.

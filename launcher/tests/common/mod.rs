@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Names of every topology fixture.
-pub const FIXTURES: [&str; 11] = [
+pub const FIXTURES: [&str; 12] = [
     "128arm-2pa2n8cluster4co",
     "16em64t-4s2c2t-offlines",
     "20em64t-hybrid-1p6c2t+2ca4co1t",
@@ -17,6 +17,7 @@ pub const FIXTURES: [&str; 11] = [
     "32intel64-2p8co2t+8ve",
     "64amd64-4s2n4ca2co",
     "8arm-4a55+4a76",
+    "8arm-4a55+4a76-nol3",
     "nvidia-dgx-gb10",
     "offline-cpu0-node0",
 ];

@@ -15,6 +15,7 @@ mod nested_tools;
 mod openmp_gcc;
 mod openmp_llvm;
 mod pool;
+mod probe;
 mod programs;
 mod pthreads;
 mod real_runtimes;

@@ -1,6 +1,7 @@
 //! Selection by CPU kind, compactness and significant noise, on made-up machines.
 
 use super::super::*;
+use super::{busy, rate};
 use crate::topology::synthetic::machine;
 use crate::topology::CpuKind;
 
@@ -42,10 +43,6 @@ fn hybrid() -> Topology {
         kind(1, (0..8).collect(), 1000),
     ];
     topo
-}
-
-fn busy(pct: f64) -> f64 {
-    pct * crate::noise::LOAD_WEIGHT
 }
 
 #[test]
@@ -158,14 +155,16 @@ fn a_team_that_fits_one_package_never_straddles_two_to_avoid_cpu_0() {
     let sel = plan(&topo, &BTreeMap::new(), &opts(4)).unwrap();
     assert_eq!(sel.task_cpus, [4, 5, 6, 7]);
     // A few stray interrupts are no reason to leave the package either.
-    let noise: BTreeMap<usize, f64> = [(4, 12.0), (5, 0.0), (6, 4.0), (7, 8.0), (1, 0.0)].into();
+    let noise: BTreeMap<usize, Score> = [(4, 12.0), (5, 0.0), (6, 4.0), (7, 8.0), (1, 0.0)]
+        .map(|(c, r)| (c, rate(r)))
+        .into();
     let sel = plan(&topo, &noise, &opts(4)).unwrap();
     let mut got = sel.task_cpus.clone();
     got.sort_unstable();
     assert_eq!(got, [4, 5, 6, 7]);
     assert!(sel.passed_over.is_empty());
     // An interrupt storm on CPU 5 is: the team takes package 0's quiet CPUs and CPU 0's.
-    let storm: BTreeMap<usize, f64> = [(5, 20000.0)].into();
+    let storm: BTreeMap<usize, Score> = [(5, rate(20000.0))].into();
     let sel = plan(&topo, &storm, &opts(4)).unwrap();
     let mut got = sel.task_cpus.clone();
     got.sort_unstable();
@@ -178,7 +177,7 @@ fn a_team_that_fits_one_package_never_straddles_two_to_avoid_cpu_0() {
     let sel = plan(&topo, &BTreeMap::new(), &opts(5)).unwrap();
     assert_eq!(sel.task_cpus[..4], [4, 5, 6, 7], "{:?}", sel.task_cpus);
     // A stray tick of another process's load is no reason to leave either.
-    let tick: BTreeMap<usize, f64> = [(5, busy(3.0))].into();
+    let tick: BTreeMap<usize, Score> = [(5, busy(3.0))].into();
     assert_eq!(
         sorted_cpus(&plan(&topo, &tick, &opts(4)).unwrap()),
         [4, 5, 6, 7]

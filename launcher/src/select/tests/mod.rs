@@ -12,16 +12,33 @@ fn opts(count: usize) -> Options {
     }
 }
 
-fn quiet() -> BTreeMap<usize, f64> {
+fn quiet() -> BTreeMap<usize, Score> {
     BTreeMap::new()
+}
+
+/// A score of `per_s` interrupt events a second and nothing else.
+pub(super) fn rate(per_s: f64) -> Score {
+    Score {
+        rate: per_s,
+        ..Score::default()
+    }
+}
+
+/// A score of `pct` percent of the CPU taken by another task.
+pub(super) fn busy(pct: f64) -> Score {
+    Score {
+        load_pct: pct,
+        ..Score::default()
+    }
 }
 
 #[test]
 fn spread_uses_every_core_before_a_sibling_and_pack_fills_cores() {
     let topo = machine(4, 2, 1);
     let spread = plan(&topo, &quiet(), &opts(5)).unwrap();
-    // Cores without CPU 0 first, then CPU 0's core; the fifth CPU is a sibling.
-    assert_eq!(spread.task_cpus, vec![1, 2, 3, 0, 5]);
+    // Cores without CPU 0 first, then CPU 0's core; the fifth CPU is a sibling, on the core
+    // handed out last (CPU 0's), so that slot 0's core stays the main thread's own.
+    assert_eq!(spread.task_cpus, vec![1, 2, 3, 0, 4]);
     let pack = plan(
         &topo,
         &quiet(),
@@ -38,7 +55,13 @@ fn spread_uses_every_core_before_a_sibling_and_pack_fills_cores() {
 fn a_noisy_sibling_makes_its_core_rank_lower() {
     let topo = machine(2, 2, 1);
     // CPU 1 itself is quiet, but its sibling 3 is busy: core {0,2} wins despite CPU 0.
-    let noise: BTreeMap<usize, f64> = [(1, 0.0), (3, 5e6), (0, 10.0), (2, 10.0)].into();
+    let noise: BTreeMap<usize, Score> = [
+        (1, rate(0.0)),
+        (3, busy(5.0)),
+        (0, rate(10.0)),
+        (2, rate(10.0)),
+    ]
+    .into();
     let sel = plan(&topo, &noise, &opts(1)).unwrap();
     assert_eq!(sel.task_cpus, vec![0]);
     assert_eq!(sel.core_cost[&1], 5e6);
@@ -229,7 +252,7 @@ fn numa_choices() {
 #[test]
 fn a_busy_cpu_loses_to_a_quiet_one_and_ties_are_deterministic() {
     let topo = machine(2, 1, 1);
-    let busy_one: BTreeMap<usize, f64> = [(0, 100.0), (1, 96e6)].into();
+    let busy_one: BTreeMap<usize, Score> = [(0, rate(100.0)), (1, busy(96.0))].into();
     assert_eq!(plan(&topo, &busy_one, &opts(1)).unwrap().task_cpus, vec![0]);
     let a = plan(&topo, &quiet(), &opts(2)).unwrap();
     let b = plan(&topo, &quiet(), &opts(2)).unwrap();
@@ -297,7 +320,7 @@ fn spares_are_the_next_quietest_cpus_and_the_housekeeper_avoids_them() {
     let topo = machine(4, 1, 1);
     // CPU 2 is noisy: the task takes the quietest, the spare the next, the housekeeper what
     // is left.
-    let noise = BTreeMap::from([(2, 5e6)]);
+    let noise = BTreeMap::from([(2, busy(5.0))]);
     let s = plan(
         &topo,
         &noise,
@@ -378,7 +401,8 @@ fn gpu1() -> Device {
 fn near_keeps_to_the_devices_cpus_and_auto_is_its_node() {
     let topo = two_node_machine();
     let sel = near(&topo, NumaChoice::Near, 4, gpu1()).unwrap();
-    assert_eq!(sel.task_cpus, [2, 3, 6, 7]);
+    // Slot 0's core (2, 6) gives its second thread last.
+    assert_eq!(sel.task_cpus, [2, 3, 7, 6]);
     assert_eq!(sel.node, Some(1), "the default is the device's node");
     assert_eq!(
         near(&topo, NumaChoice::Auto, 4, gpu1()).unwrap().node,
@@ -435,7 +459,7 @@ fn near_a_device_of_unknown_locality_is_its_node_or_anywhere() {
     let topo = two_node_machine();
     // No local_cpulist: the node's CPUs.
     let node_only = near(&topo, NumaChoice::Auto, 4, device(Some(1), None)).unwrap();
-    assert_eq!(node_only.task_cpus, [2, 3, 6, 7]);
+    assert_eq!(node_only.task_cpus, [2, 3, 7, 6]);
     // No locality: every CPU; by default no node, and auto as without --near (the biggest
     // node, the lowest on ties).
     let nowhere = || device(None, Some((0..8).collect()));
