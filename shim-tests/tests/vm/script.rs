@@ -119,7 +119,9 @@ fn gpu_ranks(s: &mut Init) {
     );
 }
 
-/// The guest's `/init`: the facts of its sysfs, then each scenario between markers.
+/// The guest's `/init`: the facts of its sysfs, then each scenario between markers. The noise
+/// record is off, as in every test (docs/testing.md): one scenario's busy loops must not rank a
+/// later scenario's CPUs.
 pub(crate) fn init_script(shape: &Shape, llvm: bool) -> String {
     let sizes = Sizes::of(shape);
     let mut s = Init(String::from(
@@ -128,6 +130,7 @@ pub(crate) fn init_script(shape: &Shape, llvm: bool) -> String {
          mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs dev /dev\n\
          mount -t tmpfs tmp /tmp; mount -t tmpfs run /run; mount -t cgroup2 cgroup2 /sys/fs/cgroup\n\
          mkdir /dev/shm; mount -t tmpfs shm /dev/shm\n\
+         export GOSET_NOISE_DIR=none\n\
          echo '== BEGIN'\n\
          for c in /sys/devices/system/cpu/cpu[0-9]*; do echo \"sib ${c##*cpu} $(cat $c/topology/thread_siblings_list)\"; done\n\
          for n in /sys/devices/system/node/node[0-9]*; do echo \"node ${n##*node} $(cat $n/cpulist)\"; done\n\
