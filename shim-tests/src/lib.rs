@@ -362,11 +362,16 @@ impl Drop for LauncherLock {
 /// Runs `goset-run args` (the noise record off, as [`clean_command`] has it) and asserts that
 /// it succeeded.
 pub fn goset_run_ok(args: &[&str]) -> std::process::Output {
-    let out = Command::new(goset_run_bin())
-        .env("GOSET_NOISE_DIR", "none")
-        .args(args)
-        .output()
-        .unwrap();
+    succeeded(
+        Command::new(goset_run_bin())
+            .env("GOSET_NOISE_DIR", "none")
+            .args(args),
+    )
+}
+
+/// Runs `cmd` to its end and asserts that it succeeded, its stderr the message otherwise.
+pub fn succeeded(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",

@@ -2,7 +2,9 @@
 //! 250 ms sample sees about one launch in seven, is learned by one watch, and every default
 //! launch after it avoids that CPU.
 
-use shim_tests::{clean_command, goset_bin, goset_run_bin, launcher_lock, two_online_cpus};
+use shim_tests::{
+    clean_command, goset_bin, goset_run_bin, launcher_lock, succeeded, two_online_cpus,
+};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -60,15 +62,10 @@ fn busy_pct(before: (u64, u64), after: (u64, u64)) -> f64 {
 /// as this test measured it itself.
 fn learn(dir: &Path) -> (f64, f64) {
     let before = ticks();
-    let out = clean_command(goset_bin())
-        .env("GOSET_NOISE_DIR", dir)
-        .args(["noise", "--watch", "12s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        clean_command(goset_bin())
+            .env("GOSET_NOISE_DIR", dir)
+            .args(["noise", "--watch", "12s"]),
     );
     let after = ticks();
     (busy_pct(before[0], after[0]), busy_pct(before[1], after[1]))
@@ -77,17 +74,12 @@ fn learn(dir: &Path) -> (f64, f64) {
 /// One default launch of `goset-run -n 1 -- true` with the record in `dir`: its task CPU, the
 /// busy % its sample saw on CPU 0, and whether the record informed it.
 fn launch(dir: &Path, json: &Path) -> (usize, f64, bool) {
-    let out = clean_command(goset_run_bin())
-        .env("GOSET_NOISE_DIR", dir)
-        .args(["-n", "1", "--json"])
-        .arg(json)
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        clean_command(goset_run_bin())
+            .env("GOSET_NOISE_DIR", dir)
+            .args(["-n", "1", "--json"])
+            .arg(json)
+            .args(["--", "true"]),
     );
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     let cpu = report["selection"]["task_cpus"][0].as_u64().unwrap() as usize;
