@@ -94,6 +94,9 @@ pub struct Diagnostics {
     /// Lines saying which noise records were ignored, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub noise_warnings: Vec<String>,
+    /// What ran on each CPU over [`LOOK`], by name, with advice (`goset noise` looks longer).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub noise_sources: std::collections::BTreeMap<usize, crate::explain::CpuExplanation>,
     /// Files that could not be read.
     pub errors: Vec<ReadError>,
 }
@@ -219,6 +222,11 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
         Some(Ok(registry)) => registry.live(false),
         _ => Vec::new(),
     };
+    let noise_sources = if root.is_live() {
+        crate::explain::sample(root, LOOK)
+    } else {
+        Default::default()
+    };
     let (noise, noise_warnings) = if root.is_live() {
         let ctx = crate::record::file::Context::here();
         let loaded = crate::record::file::load(&ctx);
@@ -239,9 +247,13 @@ pub fn gather(root: &FsRoot) -> Result<Diagnostics> {
         stale_journals,
         noise,
         noise_warnings,
+        noise_sources,
         errors,
     })
 }
+
+/// How long bare `goset` looks at what runs on each CPU to name it: goset-run's default sample.
+pub const LOOK: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The diagnostics report as text (for stderr, like every human table of goset).
 pub fn render(d: &Diagnostics) -> String {
@@ -269,6 +281,7 @@ pub fn render(d: &Diagnostics) -> String {
     for w in &d.noise_warnings {
         out.push_str(&format!("  warning: {w}\n"));
     }
+    write_noise_sources(d, &mut out);
     write_trouble(d, &mut out);
     out
 }
@@ -363,6 +376,27 @@ fn write_trouble(d: &Diagnostics, out: &mut String) {
         for e in &d.errors {
             out.push_str(&format!("  {e}\n"));
         }
+    }
+}
+
+/// What ran on each CPU meanwhile, by name, and the advice; CPUs where nothing was seen are
+/// left out.
+fn write_noise_sources(d: &Diagnostics, out: &mut String) {
+    let lines: Vec<String> = (d.noise_sources.values())
+        .filter_map(|e| {
+            let text = crate::explain::render(e);
+            (!text.is_empty()).then(|| format!("  CPU {}\n{text}", e.cpu))
+        })
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
+    out.push_str(&format!(
+        "Noise sources over {} ms (`goset noise` for the record and a longer look)\n",
+        LOOK.as_millis()
+    ));
+    for l in lines {
+        out.push_str(&l);
     }
 }
 
