@@ -55,6 +55,18 @@ impl Booking {
     }
 }
 
+/// `dir` opened without following a link, and its metadata, checked as a registry's is
+/// ([`check_dir`]): the bookings' directory, and the noise record's beside them.
+pub(crate) fn open_dir(dir: &Path) -> std::io::Result<(OwnedFd, std::fs::Metadata)> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)?;
+    let meta = file.metadata()?;
+    check_dir(dir, &meta)?;
+    Ok((OwnedFd::from(file), meta))
+}
+
 /// The shared registry, when this user may write to it.
 pub(crate) const SHARED: &str = "/run/goset/bookings";
 
@@ -163,13 +175,7 @@ impl Registry {
             .recursive(true)
             .mode(0o755)
             .create(dir)?;
-        let dir_file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(dir)?;
-        let meta = dir_file.metadata()?;
-        check_dir(dir, &meta)?;
-        let dir_fd = OwnedFd::from(dir_file);
+        let (dir_fd, meta) = open_dir(dir)?;
         let group_shares = meta.mode() & 0o020 != 0;
         let mode = if group_shares { 0o660 } else { 0o600 };
         let lock = open_lock(&dir_fd, "lock", meta.uid(), mode)?;

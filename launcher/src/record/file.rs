@@ -19,7 +19,7 @@ use crate::booking;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -142,23 +142,18 @@ pub fn load_from(dirs: &[PathBuf], ctx: &Context) -> Loaded {
 /// The directory `dir`, opened without following a link, and its metadata, checked as the
 /// registry's is ([`booking::check_dir`]). `None` where it does not exist.
 fn open_dir(dir: &Path) -> Result<Option<(OwnedFd, std::fs::Metadata)>, String> {
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    match booking::open_dir(dir) {
+        Ok(opened) => Ok(Some(opened)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e)
             if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) =>
         {
-            return Err("its directory is a symbolic link or not a directory".into())
+            Err("its directory is a symbolic link or not a directory".into())
         }
-        Err(e) => return Err(format!("its directory: {e}")),
-    };
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    booking::check_dir(dir, &meta).map_err(|e| e.to_string())?;
-    Ok(Some((OwnedFd::from(file), meta)))
+        // The open's own failure; the check's say what is wrong themselves.
+        Err(e) if e.raw_os_error().is_some() => Err(format!("its directory: {e}")),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The record in `dir`: `Ok(None)` where there is none, `Err` (why) where one is there but is
