@@ -17,7 +17,11 @@
  *              was in force before the shim started, as systemd's SystemCallFilter=).
  *   no_setaffinity  installs a seccomp filter under which sched_setaffinity fails with EPERM
  *              (a sandbox), then starts two workers one after the other, each reporting; the
- *              main thread reports failed= (0, or the first error pthread_create returned). */
+ *              main thread reports failed= (0, or the first error pthread_create returned).
+ *   cancel     worker 1 calls pthread_exit with 42 and worker 2 is cancelled in sleep, each with
+ *              a cleanup handler pushed: both unwind through the shim's start routine. The main
+ *              thread reports exit= (worker 1's value), cancelled= (1 when worker 2's value is
+ *              PTHREAD_CANCELED) and cleaned= (the handlers that ran: 2). */
 #include "report.h"
 #include <pthread.h>
 #include <sys/mman.h>
@@ -121,6 +125,45 @@ static int main_exit(void) {
     }
     report_self("main", 0, "");
     pthread_exit(NULL);
+}
+
+static int cleaned;
+
+static void count_cleanup(void *arg) {
+    (void)arg;
+    __atomic_fetch_add(&cleaned, 1, __ATOMIC_SEQ_CST);
+}
+
+static void *exits(void *arg) {
+    pthread_cleanup_push(count_cleanup, arg);
+    pthread_exit((void *)42);
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static void *sleeps(void *arg) {
+    pthread_cleanup_push(count_cleanup, arg);
+    for (;;)
+        sleep(1);
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static int cancel(void) {
+    pthread_t a, b;
+    void *exited = NULL, *cancelled = NULL;
+    if (pthread_create(&a, NULL, exits, NULL) != 0 || pthread_join(a, &exited) != 0)
+        return 101;
+    if (pthread_create(&b, NULL, sleeps, NULL) != 0)
+        return 101;
+    /* Cancelled whether it already sleeps or not yet: deferred cancellation acts at sleep. */
+    if (pthread_cancel(b) != 0 || pthread_join(b, &cancelled) != 0)
+        return 101;
+    char extra[64];
+    snprintf(extra, sizeof extra, "exit=%ld cancelled=%d cleaned=%d", (long)exited,
+             cancelled == PTHREAD_CANCELED, __atomic_load_n(&cleaned, __ATOMIC_SEQ_CST));
+    report_self("main", 0, extra);
+    return 0;
 }
 
 static int by_sched(const cpu_set_t *set) {
@@ -251,7 +294,9 @@ int main(int argc, char **argv) {
         return ask_next_cpu();
     if (strcmp(mode, "no_setaffinity") == 0)
         return no_setaffinity();
+    if (strcmp(mode, "cancel") == 0)
+        return cancel();
     fprintf(stderr,
-            "usage: edge_cases efault|main_exit|vfork|seccomp|seccomp_exec|no_setaffinity\n");
+            "usage: edge_cases efault|main_exit|vfork|seccomp|seccomp_exec|no_setaffinity|cancel\n");
     return 2;
 }

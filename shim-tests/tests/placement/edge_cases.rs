@@ -53,6 +53,20 @@ fn a_bad_mask_pointer_gets_efault_as_without_the_shim() {
 }
 
 #[test]
+fn pthread_exit_and_cancellation_unwind_through_the_shims_start_routine() {
+    let Some(prog) = Program::c("edge_cases.c") else {
+        return;
+    };
+    // Both unwind with glibc's unwinder through the shim's trampoline frame, which needs its
+    // unwind tables and nothing of the shim's own (statically linked) unwinder.
+    let (outcome, reports) = by_hand_run(&prog, "cancel", "0,1");
+    let main = one(&reports, "main", 0);
+    for (field, value) in [("exit", "42"), ("cancelled", "1"), ("cleaned", "2")] {
+        assert_eq!(main.field(field), value, "{field}: {}\n{}", main.line, outcome.dump());
+    }
+}
+
+#[test]
 fn a_main_thread_that_calls_pthread_exit_gives_its_slot_back() {
     let Some(prog) = Program::c("edge_cases.c") else {
         return;

@@ -120,3 +120,28 @@ fn the_shim_is_preloaded_after_the_users_entries_from_the_run_directory() {
     }
     assert!(!plan.exists(), "{} outlived the run", plan.display());
 }
+
+/// Every program under the shim loads what `libgoset.so` needs: glibc alone, no `libgcc_s`
+/// (its unwinder is linked in, private), so that a C program's exec maps one library more, not
+/// two (docs/shim.md, "What an exec costs").
+#[test]
+fn the_shim_needs_nothing_beyond_glibc() {
+    let out = Command::new("readelf")
+        .args(["-d", "-W"])
+        .arg(shim())
+        .output()
+        .expect("readelf (binutils) runs");
+    assert!(out.status.success(), "readelf -d {}", shim().display());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let needed: Vec<&str> = (text.lines())
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| Some(l.split('[').nth(1)?.trim_end_matches(']')))
+        .collect();
+    assert!(needed.contains(&"libc.so.6"), "{needed:?}");
+    for lib in &needed {
+        assert!(
+            *lib == "libc.so.6" || lib.starts_with("ld-linux"),
+            "libgoset.so needs {lib}: {needed:?}"
+        );
+    }
+}
