@@ -4,6 +4,7 @@
 use crate::error::{Error, Result};
 use crate::explain::{self, CpuExplanation, Reading};
 use crate::fsroot::FsRoot;
+use crate::noise::Snapshot;
 use crate::output;
 use crate::record::{feed, file, Record};
 use crate::report::record::{render, NoiseReport};
@@ -47,7 +48,8 @@ struct Json<'a> {
 fn watch(length: Duration, machine: &str) -> (Record, WatchCost) {
     let started = Instant::now();
     let cpu_before = crate::housekeeper::own_cpu_time();
-    let mut f = feed::Feed::start(&crate::fsroot::FsRoot::default(), machine, Vec::new(), None);
+    let root = FsRoot::default();
+    let mut f = feed::Feed::start(&root, machine, Vec::new(), Snapshot::read(&root));
     let mut polls = 1;
     while started.elapsed() < length && crate::signals::pending().is_none() {
         let left = length.saturating_sub(started.elapsed());

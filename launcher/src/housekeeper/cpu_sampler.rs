@@ -145,8 +145,8 @@ fn throttle(root: &FsRoot, cpu: usize) -> Option<u64> {
 }
 
 impl CpuSampler {
-    /// Takes the starting snapshot for `cpus`.
-    pub fn start(root: &FsRoot, cpus: &[usize]) -> CpuSampler {
+    /// Starts from `before`, the run's opening snapshot, for `cpus`.
+    pub fn start(root: &FsRoot, cpus: &[usize], before: Snapshot) -> CpuSampler {
         let x86 = cfg!(any(target_arch = "x86", target_arch = "x86_64"));
         let release = root.read("/proc/sys/kernel/osrelease").ok();
         let mut freq_failed = BTreeMap::new();
@@ -164,11 +164,16 @@ impl CpuSampler {
         CpuSampler {
             root: root.clone(),
             cpus: cpus.to_vec(),
-            before: Snapshot::read(root),
+            before,
             throttle_before: cpus.iter().map(|&c| (c, throttle(root, c))).collect(),
             freq: BTreeMap::new(),
             freq_failed,
         }
+    }
+
+    /// The snapshot the sampler started from.
+    pub fn opening(&self) -> &Snapshot {
+        &self.before
     }
 
     /// One poll: a frequency sample of every task CPU that has cpufreq.
@@ -186,10 +191,10 @@ impl CpuSampler {
         }
     }
 
-    /// Takes the closing snapshot: one row per task CPU, the `all` row, and the errors.
-    pub fn finish(self) -> (Vec<CpuTelemetry>, CpuTelemetry, Vec<ReadError>) {
-        let after = Snapshot::read(&self.root);
-        let noise = noise::delta_for(&self.before, &after, &self.cpus);
+    /// Ends at `after`, the run's closing snapshot: one row per task CPU, the `all` row, and
+    /// the errors.
+    pub fn finish(self, after: &Snapshot) -> (Vec<CpuTelemetry>, CpuTelemetry, Vec<ReadError>) {
+        let noise = noise::delta_for(&self.before, after, &self.cpus);
         let mut errors: Vec<ReadError> = Vec::new();
         for e in self.before.errors.iter().chain(&after.errors) {
             if !errors.contains(e) {
@@ -403,10 +408,10 @@ mod tests {
         let khz = dir.path().join("sys/devices/system/cpu/cpu1/cpufreq");
         std::fs::create_dir_all(&khz).unwrap();
         std::fs::write(khz.join("scaling_cur_freq"), "2400000\n").unwrap();
-        let mut s = CpuSampler::start(&root, &[0, 1]);
+        let mut s = CpuSampler::start(&root, &[0, 1], Snapshot::read(&root));
         s.poll();
         s.poll();
-        let (rows, all, errors) = s.finish();
+        let (rows, all, errors) = s.finish(&Snapshot::read(&root));
         assert_eq!(rows[0].freq_avg_khz, None);
         assert_eq!(
             (rows[1].freq_avg_khz, rows[1].freq_samples),
@@ -476,9 +481,10 @@ mod tests {
         let khz = dir.path().join("sys/devices/system/cpu/cpu1/cpufreq");
         std::fs::create_dir_all(&khz).unwrap();
         std::fs::write(khz.join("scaling_cur_freq"), "2400000\n").unwrap();
-        let mut s = CpuSampler::start(&FsRoot::new(dir.path()), &[0, 1]);
+        let root = FsRoot::new(dir.path());
+        let mut s = CpuSampler::start(&root, &[0, 1], Snapshot::read(&root));
         s.poll();
-        let (rows, _, errors) = s.finish();
+        let (rows, _, errors) = s.finish(&Snapshot::read(&root));
         assert_eq!((rows[1].freq_avg_khz, rows[1].freq_samples), (None, 0));
         let freq: Vec<&str> = errors
             .iter()

@@ -39,6 +39,7 @@ pub mod tracked;
 mod tree;
 
 use crate::fsroot::{FsRoot, ReadError};
+use crate::noise::Snapshot;
 use cpu_sampler::CpuSampler;
 use goset_plan::clock;
 use logtail::LogTail;
@@ -171,7 +172,7 @@ impl Housekeeper {
             .collect();
         Housekeeper {
             root: root.clone(),
-            cpus: CpuSampler::start(root, &watched),
+            cpus: CpuSampler::start(root, &watched, Snapshot::read(root)),
             noise: (!settings.spares.is_empty())
                 .then(|| NoiseWatch::start(root, settings.housekeeper_cpu, settings.steer)),
             streaks: NoiseStreaks::default(),
@@ -370,8 +371,16 @@ impl Housekeeper {
         }
     }
 
-    /// Ends the run: the closing CPU snapshot, slots given back, everything gathered.
-    pub fn finish(mut self) -> Outcome {
+    /// The run's opening snapshot of the CPU counters, taken before the task started: one
+    /// reading of `/proc/interrupts`, `/proc/softirqs` and `/proc/stat` an instant, which the
+    /// noise record's feed starts from too.
+    pub fn opening(&self) -> &Snapshot {
+        self.cpus.opening()
+    }
+
+    /// Ends the run at `closing`, the run's closing snapshot of the CPU counters (shared with
+    /// the noise record's feed): slots given back, everything gathered.
+    pub fn finish(mut self, closing: &Snapshot) -> Outcome {
         // While the task ran: not the closing below (a path walk and the closing of its files
         // per thread, 40-60 ms for 3000 threads), which takes nothing from the task.
         let cpu_s = own_cpu_time().saturating_sub(self.cpu_start).as_secs_f64();
@@ -381,7 +390,7 @@ impl Housekeeper {
         self.placer.release_all();
         let brief = self.placer.table().brief();
         let records = self.placer.take_records();
-        let (cpus, all, mut errors) = self.cpus.finish();
+        let (cpus, all, mut errors) = self.cpus.finish(closing);
         errors.extend(self.tree.errors);
         errors.extend(self.log.iter().flat_map(LogTail::errors));
         for why in &self.placer.failures {
@@ -475,7 +484,7 @@ mod tests {
             mask(101)
         );
         assert_eq!(mask(100), Mask::Cpus(vec![1]));
-        let out = hk.finish();
+        let out = hk.finish(&Snapshot::read(&fake.root()));
         assert_eq!(out.order, [100, 101]);
         assert_eq!(out.owned.len(), 2, "{:?}", out.owned.keys());
     }

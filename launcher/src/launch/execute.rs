@@ -14,6 +14,7 @@ use crate::housekeeper::policy::thresholds::Policy;
 use crate::housekeeper::{Housekeeper, Settings, ThreadReport};
 use crate::instances;
 use crate::isolate::Isolation;
+use crate::noise::Snapshot;
 use crate::placement_log;
 use crate::record::{feed::Feed, Record};
 use crate::rundir::RunDir;
@@ -100,7 +101,12 @@ pub(super) fn execute(
         .collect();
     let mut feed = machine.map(|(m, before, others)| {
         let own = own.iter().chain(&others).copied().collect();
-        Feed::start(&root, &m, own, before)
+        Feed::start(
+            &root,
+            &m,
+            own,
+            before.unwrap_or_else(|| hk.opening().clone()),
+        )
     });
     let ended = task::wait_all(&tasks, opts.interval, || {
         hk.poll();
@@ -109,11 +115,12 @@ pub(super) fn execute(
         }
         isolation.check_drift();
     });
-    let learned = feed.map(Feed::finish);
+    let closing = Snapshot::read(&root);
+    let learned = feed.map(|f| f.finish(closing.clone()));
     let wall_s = started.elapsed().as_secs_f64();
     relays.finish();
     let (ending, rusage, instances) = endings(&tasks, &ended);
-    let mut outcome = hk.finish();
+    let mut outcome = hk.finish(&closing);
 
     let (log, errors) = own_log(
         run_dir,

@@ -89,13 +89,13 @@ pub struct Feed {
 }
 
 impl Feed {
-    /// Starts from `before` (the selection's last snapshot), else a snapshot now. `own`: see
-    /// [`observations`].
-    pub fn start(root: &FsRoot, machine: &str, own: Vec<usize>, before: Option<Snapshot>) -> Feed {
+    /// Starts from `before` (the selection's last snapshot, or the housekeeper's opening one:
+    /// one reading an instant). `own`: see [`observations`].
+    pub fn start(root: &FsRoot, machine: &str, own: Vec<usize>, before: Snapshot) -> Feed {
         Feed {
             root: root.clone(),
             own,
-            before: before.unwrap_or_else(|| Snapshot::read(root)),
+            before,
             record: Record::new(machine, unix_now()),
         }
     }
@@ -107,18 +107,22 @@ impl Feed {
         }
     }
 
-    /// Adds what changed since the last snapshot unless that was under [`MIN_LAST`] ago, and
-    /// returns the record.
-    pub fn finish(mut self) -> Record {
-        if self.before.taken.elapsed() >= MIN_LAST {
-            self.take();
+    /// Adds what changed up to `closing` (the run's closing snapshot, shared with the
+    /// housekeeper) unless the last snapshot was under [`MIN_LAST`] before it, and returns the
+    /// record.
+    pub fn finish(mut self, closing: Snapshot) -> Record {
+        if closing.taken.saturating_duration_since(self.before.taken) >= MIN_LAST {
+            self.add_until(closing);
         }
         self.record
     }
 
     /// Adds what changed since the last snapshot, however recent.
     pub fn take(&mut self) {
-        let after = Snapshot::read(&self.root);
+        self.add_until(Snapshot::read(&self.root));
+    }
+
+    fn add_until(&mut self, after: Snapshot) {
         add(&mut self.record, &self.before, &after, &self.own);
         self.before = after;
     }

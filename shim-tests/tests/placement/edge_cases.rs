@@ -62,7 +62,13 @@ fn pthread_exit_and_cancellation_unwind_through_the_shims_start_routine() {
     let (outcome, reports) = by_hand_run(&prog, "cancel", "0,1");
     let main = one(&reports, "main", 0);
     for (field, value) in [("exit", "42"), ("cancelled", "1"), ("cleaned", "2")] {
-        assert_eq!(main.field(field), value, "{field}: {}\n{}", main.line, outcome.dump());
+        assert_eq!(
+            main.field(field),
+            value,
+            "{field}: {}\n{}",
+            main.line,
+            outcome.dump()
+        );
     }
 }
 

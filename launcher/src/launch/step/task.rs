@@ -232,7 +232,8 @@ impl TaskRun {
 
     /// Ends the housekeeping, writes the JSON report (`--json`), removes the run directory.
     pub fn finish(self) -> Finished {
-        let mut outcome = self.housekeeper.finish();
+        let closing = crate::noise::Snapshot::read(&self.opts.fsroot);
+        let mut outcome = self.housekeeper.finish(&closing);
         let run_dir = self.prepared.run_dir.as_ref();
         let (log, errors) = own_log(run_dir, &mut outcome, &self.opts.fsroot, self.req.pid);
         let threads = outcome.thread_reports(&log);
