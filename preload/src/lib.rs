@@ -15,26 +15,26 @@
 //! hook called before the constructor, from another library's constructor).
 //! `shim-tests/tests/robust/small_stacks.rs` measures every hook against these figures.
 
-pub mod affinity;
-pub mod attr;
-pub mod block;
-pub mod buf;
-pub mod config;
-pub mod create;
-pub mod env;
-pub mod exec;
-pub mod init;
-pub mod load;
-pub mod log;
-pub mod notes;
-pub mod placement;
-pub mod process;
-pub mod rank;
-pub mod real;
-pub mod role;
-pub mod sys;
-pub mod thread;
-pub mod view;
+mod affinity;
+mod attr;
+mod block;
+mod buf;
+mod config;
+mod create;
+mod env;
+mod exec;
+mod init;
+mod load;
+mod log;
+mod notes;
+mod placement;
+mod process;
+mod rank;
+mod real;
+mod role;
+mod sys;
+mod thread;
+mod view;
 
 use goset_plan::raw;
 use libc::{c_char, c_int, c_long, c_void, cpu_set_t, pid_t, pthread_attr_t, pthread_t, size_t};
