@@ -174,15 +174,8 @@ impl Plan {
         ranks: RankBlocks::EMPTY,
     };
 
-    /// A plan with the given task CPUs in slot order and nothing else (the shim's `GOSET_CPUS`
-    /// mode); the reservation is the same CPUs.
-    pub fn with_cpus(text: &[u8]) -> Result<Plan, PlanError> {
-        let mut plan = Plan::EMPTY;
-        plan.set_with_cpus(text)?;
-        Ok(plan)
-    }
-
-    /// [`Plan::with_cpus`] in place.
+    /// In place: a plan with the given task CPUs in slot order and nothing else (the shim's
+    /// `GOSET_CPUS` mode); the reservation is the same CPUs.
     pub fn set_with_cpus(&mut self, text: &[u8]) -> Result<(), PlanError> {
         self.clear();
         self.set_cpus(text)?;

@@ -75,11 +75,6 @@ impl Interrupts {
         self.sum(cpu, |k| k.steerable())
     }
 
-    /// Sum over non-steerable rows on `cpu` (`None`: no column).
-    pub fn nonsteerable(&self, cpu: usize) -> Option<u64> {
-        self.sum(cpu, |k| !k.steerable())
-    }
-
     fn sum(&self, cpu: usize, keep: impl Fn(IrqKind) -> bool) -> Option<u64> {
         column_sum(&self.cpus, cpu, self.rows.iter().filter(|r| keep(r.kind)))
     }
@@ -238,7 +233,7 @@ mod tests {
         assert_eq!(i.steerable(0), Some(1 + 44 + 18 + 1499 + 1570 + 1));
         assert_eq!(i.steerable(1), Some(1 + 15 + 67 + 1 + 47877 + 2224 + 2791));
         assert_eq!(
-            i.nonsteerable(0),
+            i.sum(0, |k| !k.steerable()),
             Some(14523 + 1 + 7404 + 41488 + 4848 + 93)
         );
         assert_eq!(i.steerable(2), None);
@@ -274,7 +269,10 @@ mod tests {
         assert_eq!(i.count("IPI1", 3), Some(703));
         assert_eq!(i.steerable(3), Some(1200));
         assert_eq!(i.steerable(1), Some(70000));
-        assert_eq!(i.nonsteerable(1), Some(734567 + 5 + 3002 + 602 + 12 + 22));
+        assert_eq!(
+            i.sum(1, |k| !k.steerable()),
+            Some(734567 + 5 + 3002 + 602 + 12 + 22)
+        );
         assert_eq!(i.row("10").unwrap().desc, "GICv3  27 Level     arch_timer");
     }
 
@@ -292,7 +290,7 @@ mod tests {
         assert_eq!(i.steerable(0), Some(44 + 12000));
         assert_eq!(i.steerable(6), Some(88000));
         assert_eq!(
-            i.nonsteerable(7),
+            i.sum(7, |k| !k.steerable()),
             Some(3 + 1700000 + 3 + 140 + 10000 + 600 + 60 + 40)
         );
         let named: Vec<&str> = i

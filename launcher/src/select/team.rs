@@ -17,15 +17,16 @@ pub(super) fn candidate_items(
     opts: &Options,
 ) -> Vec<Item> {
     let mut cores: Vec<rank::Core> = Vec::new();
-    let mut queues: Vec<(Vec<usize>, usize)> = Vec::new();
+    // One queue of candidate threads per core.
+    let mut queues: Vec<Vec<usize>> = Vec::new();
     for &c in candidates {
         let core_of = |x: usize| topo.cpu(x).map_or(vec![x], |i| i.siblings.clone());
-        match queues.iter_mut().find(|(q, _)| core_of(q[0]).contains(&c)) {
-            Some((q, _)) => q.push(c),
-            None => queues.push((vec![c], 0)),
+        match queues.iter_mut().find(|q| core_of(q[0]).contains(&c)) {
+            Some(q) => q.push(c),
+            None => queues.push(vec![c]),
         }
     }
-    for (mut queue, _) in queues {
+    for mut queue in queues {
         let used = queue.iter().filter(|c| include.contains(c)).count();
         queue.retain(|c| !include.contains(c));
         rank::thread_order(

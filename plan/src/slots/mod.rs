@@ -89,7 +89,7 @@ pub struct Claim {
     pub record: Option<usize>,
 }
 
-/// Where a new thread is born (see [`SlotTable::claim_birth`]).
+/// Where a new thread is born (see [`SlotTable::claim_birth_within`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Birth {
     /// The slot it holds (its record and live count).
@@ -212,18 +212,12 @@ impl SlotTable {
 
     /// Claims a slot for a new thread labelled `tid`, created by a thread on slot `creator`
     /// (`None`: the creator has no slot of its own, or the thread places itself), in
-    /// [`birth_key`] order among the first `slots` slots. `None` when no slot has a known
-    /// count (see [`SlotTable::live_counts`]).
-    pub fn claim_birth(&self, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
-        self.claim_birth_within(tid, creator, slots, |_| Some(0), |_| false)
-    }
-
-    /// [`SlotTable::claim_birth`] among the slots `near` ranks (`None`: not this thread's to
-    /// take; a process that keeps a binding or a block claims only the slots on its CPUs),
-    /// nearer first as [`birth_key`] orders them; `None` when it ranks no slot with a known
-    /// count. Without a housekeeper (by hand), a slot with live threads and no running count
-    /// is asked `seen_running` (the shim looks whether a process holding it runs now: a
-    /// thread older than [`NEWBORN_US`] may still compute).
+    /// [`birth_key`] order among the first `slots` slots that `near` ranks (`None`: not this
+    /// thread's to take; a process that keeps a binding or a block claims only the slots on its
+    /// CPUs), nearer first; `None` when it ranks no slot with a known count (see
+    /// [`SlotTable::live_counts`]). Without a housekeeper (by hand), a slot with live threads
+    /// and no running count is asked `seen_running` (the shim looks whether a process holding
+    /// it runs now: a thread older than [`NEWBORN_US`] may still compute).
     pub fn claim_birth_within(
         &self,
         tid: i32,

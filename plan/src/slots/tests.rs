@@ -21,6 +21,12 @@ fn a_moved_slot_names_its_new_cpu() {
     assert_eq!(t.moved_cpu(MAX_SLOTS), None);
 }
 
+/// A birth claim that every slot ranks alike and no process is asked about (the shim's claim
+/// of a thread with no binding, under a housekeeper).
+fn birth(t: &SlotTable, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
+    t.claim_birth_within(tid, creator, slots, |_| Some(0), |_| false)
+}
+
 /// Makes slot `slot`'s latest birth `age_us` older.
 fn age_birth(t: &SlotTable, slot: usize, age_us: u64) {
     let v = t.born[slot].load(Ordering::Relaxed);
@@ -32,21 +38,21 @@ fn age_birth(t: &SlotTable, slot: usize, age_us: u64) {
 fn by_hand_a_new_thread_avoids_its_creator_and_newborns() {
     let t = table(3);
     assert_eq!(t.claim_among(100, 3).unwrap().slot, 0);
-    let a = t.claim_birth(-100, Some(0), 3).unwrap();
+    let a = birth(&t, -100, Some(0), 3).unwrap();
     assert_eq!((a.claim.slot, a.roams), (1, false));
     // Slot 1's thread was just born: it runs.
-    let b = t.claim_birth(-100, Some(0), 3).unwrap();
+    let b = birth(&t, -100, Some(0), 3).unwrap();
     assert_eq!((b.claim.slot, b.roams), (2, false));
     // Every slot runs a thread: it roams, counted on the fewest live, the lowest index.
-    let c = t.claim_birth(-100, Some(0), 3).unwrap();
+    let c = birth(&t, -100, Some(0), 3).unwrap();
     assert_eq!((c.claim.slot, c.claim.shared, c.roams), (0, true, true));
     // A newborn that ended runs no more: slot 2 is empty again and takes the next.
     t.release(&b.claim);
-    let d = t.claim_birth(-100, Some(0), 3).unwrap();
+    let d = birth(&t, -100, Some(0), 3).unwrap();
     assert_eq!(d.claim.slot, 2);
     // A thread born long ago may sleep: slot 1's, beside which the next one goes.
     age_birth(&t, 1, NEWBORN_US);
-    let e = t.claim_birth(-100, Some(0), 3).unwrap();
+    let e = birth(&t, -100, Some(0), 3).unwrap();
     assert_eq!((e.claim.slot, e.roams), (1, false));
 }
 
@@ -65,13 +71,13 @@ fn running_counts_come_before_live_counts() {
     t.claim_at(4, 2).unwrap();
     // Slot 2 holds two live threads, both asleep; slots 0 and 1 each one that runs.
     t.publish_running(&[1, 1, 0]);
-    let b = t.claim_birth(-1, Some(0), 3).unwrap();
+    let b = birth(&t, -1, Some(0), 3).unwrap();
     assert_eq!((b.claim.slot, b.roams), (2, false));
     // Under a housekeeper a newborn runs until the housekeeper watched it: every slot runs a
     // thread.
-    assert!(t.claim_birth(-1, Some(0), 3).unwrap().roams);
+    assert!(birth(&t, -1, Some(0), 3).unwrap().roams);
     t.publish_running(&[1, 0, 1]);
-    assert_eq!(t.claim_birth(-1, Some(0), 3).unwrap().claim.slot, 1);
+    assert_eq!(birth(&t, -1, Some(0), 3).unwrap().claim.slot, 1);
 }
 
 #[test]
@@ -79,19 +85,19 @@ fn a_newborn_runs_until_a_whole_poll_interval_watched_it() {
     let t = table(2);
     t.claim_among(1, 2).unwrap();
     t.publish_running(&[1, 0]);
-    let a = t.claim_birth(-1, Some(0), 2).unwrap();
+    let a = birth(&t, -1, Some(0), 2).unwrap();
     assert_eq!((a.claim.slot, a.roams), (1, false));
     // A poll right after its birth (a microsecond clock: not in the same tick), before it
     // ran: it still counts as running.
     std::thread::sleep(std::time::Duration::from_millis(1));
     t.publish_running(&[1, 0]);
-    let b = t.claim_birth(-1, Some(0), 2).unwrap();
+    let b = birth(&t, -1, Some(0), 2).unwrap();
     assert!(b.roams, "{b:?}");
     t.release(&b.claim);
     // The next poll watched it for a whole interval: it sleeps, and the next thread goes
     // beside it rather than beside the running creator.
     t.publish_running(&[1, 0]);
-    let c = t.claim_birth(-1, Some(0), 2).unwrap();
+    let c = birth(&t, -1, Some(0), 2).unwrap();
     assert_eq!((c.claim.slot, c.claim.shared, c.roams), (1, true, false));
 }
 
@@ -102,7 +108,7 @@ fn with_a_running_thread_on_every_slot_a_new_thread_roams() {
     t.claim_among(2, 2).unwrap();
     t.publish_running(&[1, 0]);
     // The creator runs on slot 1: every slot has a running thread.
-    let b = t.claim_birth(-1, Some(1), 2).unwrap();
+    let b = birth(&t, -1, Some(1), 2).unwrap();
     assert!(b.roams);
     assert_eq!(t.live(b.claim.slot), 2, "it still counts on a slot");
     // A garbage count is no count: nothing runs there.
@@ -119,7 +125,7 @@ fn a_thread_that_ends_leaves_no_running_count_behind() {
     t.publish_running(&[1, 1]);
     t.release(&worker);
     assert_eq!(t.running(1), 0, "nothing holds slot 1 now");
-    let b = t.claim_birth(-1, Some(0), 2).unwrap();
+    let b = birth(&t, -1, Some(0), 2).unwrap();
     assert_eq!((b.claim.slot, b.roams), (1, false));
     // A slot still held keeps a count up to the threads it holds.
     let c = t.claim_at(-1, 1).unwrap();
@@ -436,7 +442,7 @@ fn one_process_of_the_task_reaps_at_a_time() {
 fn by_hand_a_process_seen_running_keeps_its_slot_to_itself() {
     let t = table(2);
     // A job on slot 0, older than the newborn window; its parent (xargs) on slot 1.
-    let job = t.claim_birth(100, None, 2).unwrap();
+    let job = birth(&t, 100, None, 2).unwrap();
     assert_eq!(job.claim.slot, 0);
     age_birth(&t, 0, NEWBORN_US);
     t.claim_at(200, 1).unwrap();
@@ -462,10 +468,10 @@ fn a_record_freed_for_its_label_leaves_no_newborn_behind() {
     let t = table(2);
     // The launcher's claim for the task's main thread, freed when the image it execs is a
     // launcher program (taskset) that holds no slot.
-    let first = t.claim_birth(42, None, 2).unwrap();
+    let first = birth(&t, 42, None, 2).unwrap();
     assert_eq!(first.claim.slot, 0);
     assert_eq!(t.release_all(42), 1);
-    let next = t.claim_birth(42, None, 2).unwrap();
+    let next = birth(&t, 42, None, 2).unwrap();
     assert_eq!(
         next.claim.slot, 0,
         "slot 0 holds no newborn once its record is freed"
