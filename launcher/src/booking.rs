@@ -240,7 +240,12 @@ impl Registry {
     /// that is not a booking is skipped, and so is the booking of a launcher this process runs
     /// under (a goset-run in a goset-run's task uses the CPUs the outer one gave it).
     pub fn live(&self, sweep: bool) -> Vec<Booking> {
-        let mine = ancestry();
+        // Walked once, and only for another launcher's booking: this process's own is told by
+        // its pid.
+        let mut ancestors: Option<Vec<u32>> = None;
+        let own = std::process::id();
+        let mut mine =
+            |pid: u32| pid == own || ancestors.get_or_insert_with(ancestry).contains(&pid);
         let mut found: Vec<Booking> = Vec::new();
         for entry in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
             let name = entry.file_name();
@@ -273,7 +278,7 @@ impl Registry {
                 remove();
                 continue;
             }
-            if b.pid == pid && b.start == start && !mine.contains(&pid) {
+            if b.pid == pid && b.start == start && !mine(pid) {
                 found.push(b);
             }
         }

@@ -202,9 +202,11 @@ impl Reader<'_> {
 
     /// The CPUs sharing `cpu`'s data or unified cache of `level` (`None`: the highest level,
     /// the last-level cache), where sysfs describes its caches.
-    fn cache_cpus(&mut self, cpu: usize, level: Option<i64>) -> Option<Vec<usize>> {
+    /// The data and unified caches of `cpu`, as (level, index directory), read once for the
+    /// last level and the L2 alike.
+    fn caches(&mut self, cpu: usize) -> Vec<(i64, String)> {
         let dir = format!("{CPU_DIR}/cpu{cpu}/cache");
-        let mut best: Option<(i64, String)> = None;
+        let mut caches = Vec::new();
         for k in self.numbered(&dir, "index") {
             let index = format!("{dir}/index{k}");
             let kind = self
@@ -213,22 +215,31 @@ impl Reader<'_> {
             if kind.trim() == "Instruction" {
                 continue;
             }
-            let Some(l) = self.id_file(&format!("{index}/level")) else {
-                continue;
-            };
-            let wanted = match level {
-                Some(want) => l == want,
-                None => best.as_ref().is_none_or(|(b, _)| l > *b),
-            };
-            if wanted {
-                best = Some((l, index));
+            if let Some(l) = self.id_file(&format!("{index}/level")) {
+                caches.push((l, index));
             }
         }
-        let (_, index) = best?;
+        caches
+    }
+
+    /// The CPUs sharing the cache of `caches` at `level` (`None`: the last level, the first
+    /// of the highest).
+    fn cache_cpus(&mut self, caches: &[(i64, String)], level: Option<i64>) -> Option<Vec<usize>> {
+        let mut best: Option<&(i64, String)> = None;
+        for c in caches {
+            let wanted = match level {
+                Some(want) => c.0 == want,
+                None => best.is_none_or(|b| c.0 > b.0),
+            };
+            if wanted {
+                best = Some(c);
+            }
+        }
+        let index = &best?.1;
         // The mask first, as hwloc reads it: some kernels' list disagrees with it (Bulldozer's
         // L2 lists only the CPU itself, its mask the compute unit).
-        (self.cpus_from(&index, &[], &["shared_cpu_map"]))
-            .or_else(|| self.cpus_from(&index, &["shared_cpu_list"], &[]))
+        (self.cpus_from(index, &[], &["shared_cpu_map"]))
+            .or_else(|| self.cpus_from(index, &["shared_cpu_list"], &[]))
     }
 
     fn raw_cpu(&mut self, cpu: usize) -> RawCpu {
@@ -236,9 +247,10 @@ impl Reader<'_> {
         if !self.root.exists(&dir) {
             return RawCpu::default();
         }
+        let caches = self.caches(cpu);
         RawCpu {
-            llc_cpus: self.cache_cpus(cpu, None),
-            l2_cpus: self.cache_cpus(cpu, Some(2)),
+            llc_cpus: self.cache_cpus(&caches, None),
+            l2_cpus: self.cache_cpus(&caches, Some(2)),
             has_topology: true,
             core: self.id_file(&format!("{dir}/core_id")),
             die: self.id_file(&format!("{dir}/die_id")).filter(|&d| d >= 0),
