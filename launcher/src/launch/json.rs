@@ -147,3 +147,7 @@ mod tests {
         assert_eq!(with_report(3, true), 3);
     }
 }
+
+#[cfg(test)]
+#[path = "json_golden.rs"]
+mod golden;
