@@ -160,8 +160,7 @@ pub enum SmtArg {
 }
 
 /// How the task's threads are placed (`--placement`).
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Placement {
     /// Each thread on its own planned CPU: libgoset.so in the task, the housekeeper placing
     /// what the shim cannot reach and moving threads by demand and noise.
@@ -170,16 +169,6 @@ pub enum Placement {
     /// One shared mask of the selected CPUs for the whole task (the Go goset's model): no
     /// libgoset.so, and the housekeeper only watches.
     Mask,
-}
-
-impl Placement {
-    /// Its name on the command line and in the report.
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::Thread => "thread",
-            Placement::Mask => "mask",
-        }
-    }
 }
 
 /// A shell goset writes completions for (`goset completions SHELL`).

@@ -44,12 +44,10 @@ use team::{candidate_items, choose, cpus_of, take_team};
 use crate::noise::Score;
 use crate::topology::{Device, Topology};
 use rank::Item;
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How task threads use SMT siblings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SmtPolicy {
     /// One task thread per physical core, best cores first, before any sibling is used.
     #[default]
@@ -59,8 +57,7 @@ pub enum SmtPolicy {
 }
 
 /// Which CPU kinds the task takes first (`--cpu-kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KindChoice {
     /// The most performant kinds first; a slower kind where it gives the task more (an idle
     /// E-core beats a P-core another task keeps busy, and a P-core's second thread).
@@ -75,8 +72,7 @@ pub enum KindChoice {
 }
 
 /// NUMA constraint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NumaChoice {
     /// Task CPUs may span nodes.
     #[default]
@@ -127,12 +123,11 @@ pub struct Options {
 }
 
 /// The decision.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Selection {
     /// Task CPUs in slot order: slot 0 (the first process's main thread) first.
     pub task_cpus: Vec<usize>,
-    /// The housekeeper's CPU (`housekeeper` in the JSON report).
-    #[serde(rename = "housekeeper")]
+    /// The housekeeper's CPU.
     pub housekeeper_cpu: usize,
     /// No CPU was left: the housekeeper shares a task CPU.
     pub housekeeper_shared: bool,
@@ -150,19 +145,16 @@ pub struct Selection {
     /// Every candidate CPU in the order the policy would hand them out.
     pub ranking: Vec<usize>,
     /// The device the task CPUs are near (`--near`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub near: Option<Device>,
     /// CPUs the selection would have given the task had every CPU been quiet, passed over for
     /// their noise (or other work's load).
     pub passed_over: Vec<usize>,
     /// Each local rank's block near its GPU (`--near gpu:local-rank`), in rank order; the task
     /// CPUs are these blocks one after the other.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<ranks::RankBlock>,
     /// The speed of every usable CPU's kind class, in permille of the fastest (1000 on a
     /// machine without kinds, and for every CPU unless `--cpu-kind performance`): the
     /// housekeeper moves a busy thread to a faster free slot.
-    #[serde(skip)]
     pub perf: BTreeMap<usize, u32>,
 }
 

@@ -1,16 +1,13 @@
 //! The JSON report's committed schema: a report with every field present, built from domain
 //! values, against `launcher/tests/fixtures/report-schema/<REPORT_SCHEMA>.json`.
 
-use super::{JsonReport, REPORT_SCHEMA};
-use crate::booking::Booking;
+use super::record::KnownAndSeen;
+use super::*;
 use crate::cli::Placement;
-use crate::fsroot::ReadError;
-use crate::housekeeper::outcome::{HousekeeperCost, MoveEvent, TelemetryReport, Totals};
-use crate::housekeeper::ThreadReport;
-use crate::isolate::{cgroup, irq, IsolationReport};
+use crate::housekeeper::outcome::{HousekeeperCost, MoveEvent, Telemetry, Totals};
+use crate::housekeeper::ThreadOutcome;
+use crate::isolate::{cgroup, irq, IsolationOutcome};
 use crate::placement_log::ThreadPlacement;
-use crate::report::processes::ProcessReport;
-use crate::report::record::{KnownAndSeen, RecordUse};
 use crate::select::ranks::RankBlock;
 use crate::select::Selection;
 use crate::summary::RunSummary;
@@ -64,8 +61,8 @@ fn selection() -> Selection {
     }
 }
 
-fn thread() -> ThreadReport {
-    ThreadReport {
+fn thread() -> ThreadOutcome {
+    ThreadOutcome {
         placement: ThreadPlacement {
             tid: 101,
             pid: 100,
@@ -107,8 +104,8 @@ fn cpu_row(cpu: Option<usize>) -> crate::housekeeper::cpu_sampler::CpuTelemetry 
     }
 }
 
-fn telemetry() -> TelemetryReport {
-    TelemetryReport {
+fn telemetry() -> Telemetry {
+    Telemetry {
         interval_ms: 100,
         polls: 7,
         window_s: 0.75,
@@ -140,14 +137,14 @@ fn telemetry() -> TelemetryReport {
     }
 }
 
-fn isolation() -> IsolationReport {
+fn isolation() -> IsolationOutcome {
     let mut steer = irq::Steering::default();
     steer.applied = 3;
     steer.refused = vec![(24, "EIO".into())];
     steer.already_off = 1;
     steer.remaining = 0;
     steer.drift = 0;
-    IsolationReport {
+    IsolationOutcome {
         cgroup: Some(cgroup::Group {
             path: "/sys/fs/cgroup/goset/100".into(),
             version: cgroup::Version::V2,
@@ -165,64 +162,60 @@ fn isolation() -> IsolationReport {
 }
 
 /// A report with every field present, as `--json` writes it.
-fn full_report(sel: &crate::report::SelectionReport) -> String {
-    let report = JsonReport {
-        schema: REPORT_SCHEMA,
-        selection: sel,
-        placement: Placement::Thread,
-        run: Some(RunSummary::new(
-            2.0,
-            Ending::Signaled(9),
-            Usage {
-                user_s: 1.0,
-                system_s: 0.5,
-                max_rss_kib: 2048,
-                minor_faults: 10,
-                major_faults: 1,
-                voluntary_ctxsw: 20,
-                involuntary_ctxsw: 3,
-            },
-            true,
-        )),
-        threads: vec![thread()],
-        processes: vec![ProcessReport {
-            pid: 100,
-            instance: Some(0),
-            comm: "app".into(),
-            threads: 2,
-            cpus: vec![2, 3],
-            nodes: vec![0],
-            exit_code: Some(0),
-            rank: Some(0),
-            gpu: Some("gpu1".into()),
-            block: Some(vec![2, 3]),
-        }],
-        telemetry: Some(telemetry()),
-        isolation: Some(isolation()),
-        noise_record: Some(RecordUse {
-            informed: true,
-            sample_ms: 250,
-            cpus: vec![KnownAndSeen {
-                cpu: 2,
-                known_lost_pct: 0.5,
-                known_covered_s: 60.0,
-                seen_lost_pct: Some(0.25),
-            }],
-        }),
-        bookings: vec![Booking {
-            pid: 300,
-            start: 12345,
-            uid: 1000,
-            command: "other".into(),
-            slurm: Some("42.0.1".into()),
-            cpus: vec![5],
-            housekeeper_cpu: 1,
-        }],
-        errors: vec![ReadError {
-            file: "/proc/interrupts".into(),
-            reason: "missing".into(),
-        }],
+fn full_report(sel: &SelectionReport) -> String {
+    let booking = Booking {
+        pid: 300,
+        start: 12345,
+        uid: 1000,
+        command: "other".into(),
+        slurm: Some("42.0.1".into()),
+        cpus: vec![5],
+        housekeeper_cpu: 1,
     };
+    let error = ReadError {
+        file: "/proc/interrupts".into(),
+        reason: "missing".into(),
+    };
+    let mut report = Report::selected(sel, Placement::Thread.into(), &[booking], &[error]);
+    report.run = Some(RunReport::from(&RunSummary::new(
+        2.0,
+        Ending::Signaled(9),
+        Usage {
+            user_s: 1.0,
+            system_s: 0.5,
+            max_rss_kib: 2048,
+            minor_faults: 10,
+            major_faults: 1,
+            voluntary_ctxsw: 20,
+            involuntary_ctxsw: 3,
+        },
+        true,
+    )));
+    report.threads = vec![ThreadReport::from(&thread())];
+    report.processes = vec![ProcessReport {
+        pid: 100,
+        instance: Some(0),
+        comm: "app".into(),
+        threads: 2,
+        cpus: vec![2, 3],
+        nodes: vec![0],
+        exit_code: Some(0),
+        rank: Some(0),
+        gpu: Some("gpu1".into()),
+        block: Some(vec![2, 3]),
+    }];
+    report.telemetry = Some(TelemetryReport::from(&telemetry()));
+    report.isolation = Some(IsolationReport::from(&isolation()));
+    report.noise_record = Some(RecordUse {
+        informed: true,
+        sample_ms: 250,
+        cpus: vec![KnownAndSeen {
+            cpu: 2,
+            known_lost_pct: 0.5,
+            known_covered_s: 60.0,
+            seen_lost_pct: Some(0.25),
+        }],
+    });
     serde_json::to_string_pretty(&report).unwrap() + "\n"
 }
 
@@ -305,7 +298,7 @@ fn shape(v: &serde_json::Value, path: String, out: &mut BTreeMap<String, Vec<&'s
 #[test]
 fn the_json_report_keeps_the_committed_schema_of_its_version() {
     let (topo, noise) = machine();
-    let sel = crate::report::selection_report(&topo, &noise, &selection());
+    let sel = selection_report(&topo, &noise, &selection());
     let report = full_report(&sel);
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(format!("tests/fixtures/report-schema/{REPORT_SCHEMA}.json"));
@@ -315,8 +308,16 @@ fn the_json_report_keeps_the_committed_schema_of_its_version() {
     let golden = std::fs::read_to_string(&file)
         .unwrap_or_else(|e| panic!("{}: {e} (GOSET_BLESS=1 writes it)", file.display()));
     let (mut want, mut got) = (BTreeMap::new(), BTreeMap::new());
-    shape(&serde_json::from_str(&golden).unwrap(), String::new(), &mut want);
-    shape(&serde_json::from_str(&report).unwrap(), String::new(), &mut got);
+    shape(
+        &serde_json::from_str(&golden).unwrap(),
+        String::new(),
+        &mut want,
+    );
+    shape(
+        &serde_json::from_str(&report).unwrap(),
+        String::new(),
+        &mut got,
+    );
     let changed: Vec<String> = (want.keys().chain(got.keys()))
         .filter(|k| want.get(*k) != got.get(*k))
         .map(|k| format!("{k}: {:?} -> {:?}", want.get(k), got.get(k)))
