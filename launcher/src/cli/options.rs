@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::instances::MAX_INSTANCES;
 use crate::select::ranks::ShareMode;
 use crate::select::{KindChoice, NumaChoice, Options as SelectOptions, SmtPolicy};
-use crate::topology::CpuExpr;
+use crate::topology::expr::CpuExpr;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -5,9 +5,10 @@
 //! shapes of them are in [`crate::report::model`]). Pure: built from values, no I/O.
 
 use super::cpu_sampler::CpuTelemetry;
-use super::placer::{role_of, Owned};
+use super::placer::Owned;
 use super::policy::placement::Spot;
-use super::{Settings, Tracked};
+use super::tracked::Tracked;
+use super::Settings;
 use crate::fsroot::ReadError;
 use crate::placement_log::{Log, Record, ThreadPlacement};
 use goset_plan::log::{Event, PlacedBy};
@@ -223,7 +224,7 @@ impl Outcome {
         }
         for p in placements.iter_mut() {
             if let Some(o) = self.owned.get(&p.tid) {
-                p.role = role_of(o.spot).as_str().to_string();
+                p.role = o.spot.role().as_str().to_string();
                 p.slot = match o.spot {
                     Spot::Slot(s) => Some(s),
                     Spot::Parked => None,

@@ -138,7 +138,7 @@ fn plan(
         let blocks: Vec<(usize, Vec<usize>)> = (selection.ranks.iter())
             .map(|r| (r.gpu.index, r.cpus.iter().filter_map(slot_of).collect()))
             .collect();
-        let gpus = crate::topology::gpus(&opts.fsroot, topo).len();
+        let gpus = crate::topology::gpus::gpus(&opts.fsroot, topo).len();
         if !plan.ranks.set(gpus, &blocks) {
             return Err(Error::Usage(format!(
                 "--near gpu:local-rank: {} ranks, more than a plan holds",

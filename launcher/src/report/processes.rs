@@ -119,7 +119,7 @@ pub fn render(processes: &[ProcessReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::housekeeper::ThreadOutcome;
+    use crate::housekeeper::outcome::ThreadOutcome;
     use crate::placement_log::ThreadPlacement;
 
     fn thread(pid: i32, tid: i32, cpu: Option<usize>, seen: &[usize]) -> ThreadReport {
@@ -172,7 +172,7 @@ mod tests {
         let text = render(&rows);
         assert!(text.contains("Processes") && text.contains("4-6"), "{text}");
         // Under --near gpu:local-rank, the rank whose block holds a process's CPUs.
-        let gpu = |index| crate::topology::Gpu {
+        let gpu = |index| crate::topology::gpus::Gpu {
             index,
             bus_id: String::new(),
             numa_node: Some(index),

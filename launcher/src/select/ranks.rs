@@ -19,7 +19,8 @@
 
 use super::{plan, NumaChoice, Options, SelectError, Selection};
 use crate::noise::Score;
-use crate::topology::{Gpu, Topology};
+use crate::topology::gpus::Gpu;
+use crate::topology::Topology;
 use std::collections::BTreeMap;
 
 /// How a rank's share is cut (`--near-share`), named as torchrun's `--numa-binding` modes.

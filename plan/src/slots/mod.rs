@@ -19,8 +19,9 @@ use crate::plan::MAX_SLOTS;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 mod deferred;
+mod entry;
 mod file;
-pub use deferred::{Deferred, DEFERRED};
+pub use entry::{Deferred, DEFERRED};
 pub use file::{create_file, create_sealed, link_file, map};
 
 /// Number of thread records; threads beyond this still claim slots but cannot be looked up.

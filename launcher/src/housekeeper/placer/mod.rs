@@ -39,7 +39,6 @@ use records::Records;
 pub(in crate::housekeeper) mod testing;
 pub use affinity::{Affinity, Kernel};
 pub use reason::MoveReason;
-pub use records::role_of;
 
 /// A thread the housekeeper placed.
 #[derive(Debug, Clone)]

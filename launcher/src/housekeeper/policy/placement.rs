@@ -23,6 +23,16 @@ pub enum Spot {
     Parked,
 }
 
+impl Spot {
+    /// The role the report shows for a thread the housekeeper placed here.
+    pub fn role(self) -> goset_plan::log::Role {
+        match self {
+            Spot::Slot(_) => goset_plan::log::Role::Worker,
+            Spot::Parked => goset_plan::log::Role::Helper,
+        }
+    }
+}
+
 /// One thread as the policy sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct View {

@@ -4,7 +4,8 @@
 use crate::noise::Noise;
 use crate::select::ranks::RankBlock;
 use crate::select::Selection;
-use crate::topology::{Device, DeviceKind, Gpu, Nic, Topology};
+use crate::topology::gpus::{Gpu, Nic};
+use crate::topology::{Device, DeviceKind, Topology};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -4,15 +4,16 @@
 use super::record::KnownAndSeen;
 use super::*;
 use crate::cli::Placement;
+use crate::housekeeper::outcome::ThreadOutcome;
 use crate::housekeeper::outcome::{HousekeeperCost, MoveEvent, Telemetry, Totals};
-use crate::housekeeper::ThreadOutcome;
 use crate::isolate::{cgroup, irq, IsolationOutcome};
 use crate::placement_log::ThreadPlacement;
 use crate::select::ranks::RankBlock;
 use crate::select::Selection;
 use crate::summary::RunSummary;
 use crate::task::{Ending, Usage};
-use crate::topology::{Device, DeviceKind, Gpu, Nic};
+use crate::topology::gpus::{Gpu, Nic};
+use crate::topology::{Device, DeviceKind};
 use std::collections::BTreeMap;
 
 fn gpu() -> Gpu {

@@ -1,6 +1,6 @@
 //! Each thread of the run (the `threads` entries): where it was placed and what it did.
 
-use crate::housekeeper::ThreadOutcome;
+use crate::housekeeper::outcome::ThreadOutcome;
 use crate::placement_log::ThreadPlacement;
 use serde::Serialize;
 
