@@ -143,8 +143,8 @@ pub struct RunArgs {
     /// How the task's threads are placed: thread = each thread on its own planned CPU
     /// (libgoset.so and the housekeeper); mask = one shared mask of the selected CPUs for
     /// every thread, as `taskset -c` would (no libgoset.so, no thread placed or moved).
-    #[arg(long, value_enum, value_name = "thread|mask", default_value_t = Placement::Thread)]
-    pub placement: Placement,
+    #[arg(long, value_enum, value_name = "thread|mask", default_value_t = PlacementMode::Thread)]
+    pub placement: PlacementMode,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -161,7 +161,7 @@ pub enum SmtArg {
 
 /// How the task's threads are placed (`--placement`).
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Placement {
+pub enum PlacementMode {
     /// Each thread on its own planned CPU: libgoset.so in the task, the housekeeper placing
     /// what the shim cannot reach and moving threads by demand and noise.
     #[default]

@@ -6,7 +6,7 @@
 
 use super::cpu_sampler::CpuTelemetry;
 use super::placer::Owned;
-use super::policy::placement::Spot;
+use super::policy::unplaced::Spot;
 use super::tracked::Tracked;
 use super::Settings;
 use crate::fsroot::ReadError;

@@ -5,7 +5,7 @@
 //! environment: it starts what [`super::prepare`] made.
 
 use super::prepare::{noise_pool, parked_cpu, Prepared};
-use crate::cli::{Placement, RunOptions};
+use crate::cli::{PlacementMode, RunOptions};
 use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
 use crate::housekeeper::outcome::Telemetry;
@@ -169,8 +169,8 @@ pub(super) fn settings(opts: &RunOptions, selection: &select::Selection) -> Sett
         park_cpu: parked_cpu(opts, selection),
         interval: opts.interval,
         policy: Policy {
-            spread_busy: opts.adapt && opts.placement == Placement::Thread,
-            place: opts.placement == Placement::Thread,
+            spread_busy: opts.adapt && opts.placement == PlacementMode::Thread,
+            place: opts.placement == PlacementMode::Thread,
             ..Default::default()
         },
         spares: noise_pool(opts, selection),

@@ -64,6 +64,17 @@ fn record_use(
     }
 }
 
+/// The report's spelling of `--placement`: here, above both the options and the report, so
+/// that the report does not depend on the command line.
+impl From<crate::cli::PlacementMode> for report::model::PlacementMode {
+    fn from(p: crate::cli::PlacementMode) -> report::model::PlacementMode {
+        match p {
+            crate::cli::PlacementMode::Thread => report::model::PlacementMode::Thread,
+            crate::cli::PlacementMode::Mask => report::model::PlacementMode::Mask,
+        }
+    }
+}
+
 /// Runs `goset-run` with validated options; returns the exit code.
 pub fn run(opts: &RunOptions) -> Result<i32> {
     crate::signals::install();

@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use super::policy::activity::{is_busy, wanted, Activity};
 use super::policy::kinship::Kin;
-use super::policy::placement::{decide, streaks_after_read, Action, Spot, View};
 use super::policy::thresholds::Policy;
+use super::policy::unplaced::{decide, streaks_after_read, Action, Spot, View};
 
 mod affinity;
 mod demand;

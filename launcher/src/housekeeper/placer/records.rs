@@ -5,7 +5,7 @@
 
 use super::reason::MoveReason;
 use super::{Owned, Placer};
-use crate::housekeeper::policy::placement::Spot;
+use crate::housekeeper::policy::unplaced::Spot;
 use crate::placement_log::Record;
 use goset_plan::log::{Event, PlacedBy, Role};
 use std::fs::File;

@@ -1,11 +1,11 @@
 //! How the task ran (the `run` section) and how its threads were placed (`placement`).
 
-use crate::cli::Placement;
 use crate::summary::RunSummary;
 use crate::task::Usage;
 use serde::Serialize;
 
-/// How the threads were placed (`--placement`), written as its [`PlacementMode::name`].
+/// How the threads were placed (`--placement`, [`crate::cli::PlacementMode`]), written as its
+/// [`PlacementMode::name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlacementMode {
     /// Each thread on its own CPU.
@@ -27,15 +27,6 @@ impl PlacementMode {
 impl Serialize for PlacementMode {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
-    }
-}
-
-impl From<Placement> for PlacementMode {
-    fn from(p: Placement) -> PlacementMode {
-        match p {
-            Placement::Thread => PlacementMode::Thread,
-            Placement::Mask => PlacementMode::Mask,
-        }
     }
 }
 

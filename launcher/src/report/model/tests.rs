@@ -3,7 +3,6 @@
 
 use super::record::KnownAndSeen;
 use super::*;
-use crate::cli::Placement;
 use crate::housekeeper::outcome::ThreadOutcome;
 use crate::housekeeper::outcome::{HousekeeperCost, MoveEvent, Telemetry, Totals};
 use crate::isolate::{cgroup, irq, IsolationOutcome};
@@ -177,7 +176,7 @@ fn full_report(sel: &SelectionReport) -> String {
         file: "/proc/interrupts".into(),
         reason: "missing".into(),
     };
-    let mut report = Report::selected(sel, Placement::Thread.into(), &[booking], &[error]);
+    let mut report = Report::selected(sel, PlacementMode::Thread, &[booking], &[error]);
     report.run = Some(RunReport::from(&RunSummary::new(
         2.0,
         Ending::Signaled(9),

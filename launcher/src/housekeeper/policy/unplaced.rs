@@ -1,4 +1,4 @@
-//! The placement rule for threads the shim could not place: a pure function of observed
+//! The unplaced-thread rule, for threads the shim could not place: a pure function of observed
 //! thread demand and slot loads ([`decide`]), with its thresholds ([`Policy`]).
 //!
 //! Threads that burn CPU get the least-loaded slots, the hungriest first; threads that mostly
