@@ -528,12 +528,20 @@ fn paths_are_read_from_uses_groups_and_expressions_but_not_comments() {
     assert_eq!(module("bin/goset.rs"), None);
 }
 
+/// A directory of source files, `(path, code)`, for the tests of the graphs.
+fn sources(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, code) in files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, code).unwrap();
+    }
+    dir
+}
+
 #[test]
 fn a_circle_between_the_children_of_a_module_is_found() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path();
-    std::fs::create_dir_all(src.join("housekeeper/policy")).unwrap();
-    let files = [
+    let dir = sources(&[
         ("lib.rs", "pub mod housekeeper;\n"),
         ("housekeeper/mod.rs", "pub mod policy;\n"),
         (
@@ -548,11 +556,8 @@ fn a_circle_between_the_children_of_a_module_is_found() {
             "housekeeper/policy/placement.rs",
             "use crate::housekeeper::policy::demand::wanted;\n",
         ),
-    ];
-    for (name, code) in files {
-        std::fs::write(src.join(name), code).unwrap();
-    }
-    let graphs = graphs_of(src);
+    ]);
+    let graphs = graphs_of(dir.path());
     let policy: ModPath = ["housekeeper", "policy"].map(String::from).to_vec();
     let graph = &graphs[&policy];
     let cycle = find_cycle(graph).expect("the circle is found");
@@ -567,10 +572,7 @@ fn a_circle_between_the_children_of_a_module_is_found() {
 
 #[test]
 fn a_child_importing_from_a_parent_that_reexports_it_is_found() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path();
-    std::fs::create_dir_all(src.join("housekeeper")).unwrap();
-    let files = [
+    let dir = sources(&[
         ("lib.rs", "pub mod housekeeper;\n"),
         (
             "housekeeper/mod.rs",
@@ -584,12 +586,9 @@ fn a_child_importing_from_a_parent_that_reexports_it_is_found() {
         ("housekeeper/tracked.rs", "pub struct Tracked;\n"),
         // Its parent re-exports nothing of it.
         ("housekeeper/policy.rs", "use super::Settings;\n"),
-    ];
-    for (name, code) in files {
-        std::fs::write(src.join(name), code).unwrap();
-    }
+    ]);
     assert_eq!(
-        imports_meeting_a_reexport(src),
+        imports_meeting_a_reexport(dir.path()),
         [
             "housekeeper::outcome -> housekeeper::Settings (housekeeper re-exports outcome): \
              housekeeper/outcome.rs:2",
