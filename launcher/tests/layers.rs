@@ -283,12 +283,6 @@ fn imports_meeting_a_reexport(src: &Path) -> Vec<String> {
     found
 }
 
-/// Imports that meet a re-export and stay, each with why: `slots::file` maps the
-/// `SlotTable` that `slots/mod.rs` defines, and `slots` re-exports `map` and the files' other
-/// calls, which the shim and the launcher's run directory name as `goset_plan::slots::map`;
-/// moving the table out of `mod.rs` needs its private fields opened to `deferred.rs`.
-const KNOWN_REEXPORTS_MET: &[&str] = &["slots::file -> slots::SlotTable "];
-
 /// The layers of a graph, lowest first: a module's layer is one above the highest of the
 /// modules it imports (0 for one that imports none). The graph must have no cycle.
 fn layers(graph: &Graph) -> Vec<Vec<String>> {
@@ -405,9 +399,7 @@ fn assert_layered(dir: &str, min_modules: usize) {
                 .any(|e| !e.is_empty()),
         "the sources of {dir}/src were read: {graphs:?}"
     );
-    let met: Vec<String> = (imports_meeting_a_reexport(&src).into_iter())
-        .filter(|m| !KNOWN_REEXPORTS_MET.iter().any(|k| m.starts_with(k)))
-        .collect();
+    let met = imports_meeting_a_reexport(&src);
     assert!(
         met.is_empty(),
         "{dir}/src: a module imports an item of an ancestor that re-exports from it; name the \

@@ -11,7 +11,7 @@
 //! Owns: the list's entries and the counts. Must not: know the log.
 
 use super::entry::{decode, encode, Deferred, DEFERRED};
-use super::SlotTable;
+use super::table::SlotTable;
 use core::sync::atomic::Ordering;
 
 impl SlotTable {
