@@ -7,8 +7,8 @@
 use crate::booking::Booking;
 use crate::cli::RunOptions;
 use crate::fsroot::ReadError;
+use crate::report;
 use crate::report::model::{ReadErrorReport, Report, SelectionReport};
-use crate::report::{self};
 
 /// What every report on stderr starts with (the selection, how threads are placed, other runs'
 /// bookings), and what it is rendered from.
