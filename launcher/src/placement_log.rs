@@ -148,7 +148,7 @@ mod optional_name {
 }
 
 /// What the log says about one thread.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ThreadPlacement {
     /// Thread id.
     pub tid: i32,

@@ -2,10 +2,9 @@
 //! Below both the launcher and the report, so that each depends on it and not on the other.
 
 use crate::task::{Ending, Usage};
-use serde::Serialize;
 
 /// The Run section.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct RunSummary {
     /// Wall time in seconds.
     pub wall_s: f64,

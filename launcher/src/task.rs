@@ -64,7 +64,7 @@ impl std::fmt::Debug for MainSlot {
 }
 
 /// How the task ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
     /// Exited with a status.
     Exited(i32),
@@ -83,7 +83,7 @@ impl Ending {
 }
 
 /// Resource usage of the task (and its waited-for children) from `wait4`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Usage {
     /// User CPU seconds.
     pub user_s: f64,

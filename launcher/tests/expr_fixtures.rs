@@ -5,7 +5,8 @@
 mod common;
 
 use goset::fsroot::FsRoot;
-use goset::topology::{CpuExpr, Topology};
+use goset::topology::expr::CpuExpr;
+use goset::topology::Topology;
 
 fn resolve(fixture: &str, text: &str) -> Result<Vec<usize>, String> {
     let topo = Topology::read(&FsRoot::new(common::fixture_root(fixture))).unwrap();

@@ -211,6 +211,114 @@ fn graphs_of(src: &Path) -> BTreeMap<ModPath, Graph> {
     graphs
 }
 
+/// The children of its own module that the code of a module file re-exports (`pub use
+/// outcome::{Outcome, ..}` or `pub(crate) use self::slots::Slot` give `outcome`, `slots`).
+fn reexported_children(code: &str) -> BTreeSet<String> {
+    let kept = kept_code(code);
+    let mut out = BTreeSet::new();
+    for stmt in kept.split(';') {
+        let stmt = stmt.trim_start();
+        let Some(rest) = ["pub use ", "pub(crate) use ", "pub(super) use "]
+            .into_iter()
+            .find_map(|p| stmt.strip_prefix(p))
+        else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let rest = rest.strip_prefix("self::").unwrap_or(rest);
+        if ["crate::", "super::"].iter().any(|h| rest.starts_with(h)) {
+            continue;
+        }
+        if let Some(first) = leading_path(rest).first().filter(|_| rest.contains("::")) {
+            out.insert(first.clone());
+        }
+    }
+    out
+}
+
+/// Each import of a module from one of its ancestors' own items (not a module) where that
+/// ancestor re-exports an item of the child the importer lies in: a circle between the two
+/// files that the graphs of siblings do not show (`housekeeper/outcome.rs` naming
+/// `super::Settings` while `housekeeper/mod.rs` has `pub use outcome::Outcome`). Each as
+/// `importer -> ancestor::item (ancestor's file re-exports child): file:line`.
+fn imports_meeting_a_reexport(src: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let modules: BTreeMap<ModPath, PathBuf> = files
+        .iter()
+        .filter_map(|f| Some((module_of(f.strip_prefix(src).unwrap())?, f.clone())))
+        .collect();
+    let reexports: BTreeMap<&ModPath, BTreeSet<String>> = (modules.iter())
+        .map(|(m, f)| (m, reexported_children(&std::fs::read_to_string(f).unwrap())))
+        .collect();
+    let mut found = Vec::new();
+    // A test module's `super::*` is the view of its module's own tests, not an import.
+    for (me, file) in modules
+        .iter()
+        .filter(|(m, _)| m.last().is_none_or(|l| l != "tests"))
+    {
+        let code = std::fs::read_to_string(file).unwrap();
+        for (to, line) in named_paths(&code, me) {
+            for depth in 0..me.len() {
+                let ancestor = &me[..depth];
+                let is_item =
+                    to.len() == depth + 1 && to[..depth] == *ancestor && !modules.contains_key(&to);
+                if is_item && reexports[&ancestor.to_vec()].contains(&me[depth]) {
+                    found.push(format!(
+                        "{} -> {} ({} re-exports {}): {}:{line}",
+                        me.join("::"),
+                        to.join("::"),
+                        match ancestor.join("::") {
+                            a if a.is_empty() => "the crate root".to_string(),
+                            a => a,
+                        },
+                        me[depth],
+                        file.strip_prefix(src).unwrap().display()
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The layers of a graph, lowest first: a module's layer is one above the highest of the
+/// modules it imports (0 for one that imports none). The graph must have no cycle.
+fn layers(graph: &Graph) -> Vec<Vec<String>> {
+    fn layer_of(m: &str, graph: &Graph, memo: &mut BTreeMap<String, usize>) -> usize {
+        if let Some(&l) = memo.get(m) {
+            return l;
+        }
+        let l = (graph.get(m).into_iter().flat_map(|e| e.keys()))
+            .map(|n| layer_of(n, graph, memo) + 1)
+            .max()
+            .unwrap_or(0);
+        memo.insert(m.to_string(), l);
+        l
+    }
+    let mut memo = BTreeMap::new();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for m in graph.keys() {
+        let l = layer_of(m, graph, &mut memo);
+        if out.len() <= l {
+            out.resize(l + 1, Vec::new());
+        }
+        out[l].push(m.clone());
+    }
+    out
+}
+
+/// The layer table as docs/architecture.md writes it.
+fn layer_table(layers: &[Vec<String>]) -> String {
+    let mut out = String::from("| layer | modules |\n|---|---|\n");
+    for (i, mods) in layers.iter().enumerate() {
+        let names: Vec<String> = mods.iter().map(|m| format!("`{m}`")).collect();
+        out.push_str(&format!("| {i} | {} |\n", names.join(", ")));
+    }
+    out
+}
+
 /// A cycle in `graph` as the modules along it, the first repeated at the end; `None` if the
 /// graph is a layering.
 fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
@@ -291,6 +399,13 @@ fn assert_layered(dir: &str, min_modules: usize) {
                 .any(|e| !e.is_empty()),
         "the sources of {dir}/src were read: {graphs:?}"
     );
+    let met = imports_meeting_a_reexport(&src);
+    assert!(
+        met.is_empty(),
+        "{dir}/src: a module imports an item of an ancestor that re-exports from it; name the \
+         item where it is defined (or move it below both):\n{}",
+        met.join("\n")
+    );
     for (parent, graph) in &graphs {
         if let Some(cycle) = find_cycle(graph) {
             let among = match parent.join("::") {
@@ -305,6 +420,24 @@ fn assert_layered(dir: &str, min_modules: usize) {
 #[test]
 fn the_launchers_imports_point_down() {
     assert_layered("launcher", 10);
+}
+
+/// docs/architecture.md's layer table is the one the launcher's imports give.
+#[test]
+fn the_documented_layers_are_the_launchers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let graphs = graphs_of(&root.join("launcher/src"));
+    let want = layer_table(&layers(&graphs[&Vec::new()]));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let table: String = (doc.lines())
+        .skip_while(|l| !l.starts_with("| layer |"))
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        table, want,
+        "docs/architecture.md's layer table is not the launcher's; it is now:\n{want}"
+    );
 }
 
 #[test]
@@ -387,12 +520,20 @@ fn paths_are_read_from_uses_groups_and_expressions_but_not_comments() {
     assert_eq!(module("bin/goset.rs"), None);
 }
 
+/// A directory of source files, `(path, code)`, for the tests of the graphs.
+fn sources(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, code) in files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, code).unwrap();
+    }
+    dir
+}
+
 #[test]
 fn a_circle_between_the_children_of_a_module_is_found() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path();
-    std::fs::create_dir_all(src.join("housekeeper/policy")).unwrap();
-    let files = [
+    let dir = sources(&[
         ("lib.rs", "pub mod housekeeper;\n"),
         ("housekeeper/mod.rs", "pub mod policy;\n"),
         (
@@ -407,11 +548,8 @@ fn a_circle_between_the_children_of_a_module_is_found() {
             "housekeeper/policy/placement.rs",
             "use crate::housekeeper::policy::demand::wanted;\n",
         ),
-    ];
-    for (name, code) in files {
-        std::fs::write(src.join(name), code).unwrap();
-    }
-    let graphs = graphs_of(src);
+    ]);
+    let graphs = graphs_of(dir.path());
     let policy: ModPath = ["housekeeper", "policy"].map(String::from).to_vec();
     let graph = &graphs[&policy];
     let cycle = find_cycle(graph).expect("the circle is found");
@@ -422,4 +560,42 @@ fn a_circle_between_the_children_of_a_module_is_found() {
         "{text}"
     );
     assert_eq!(find_cycle(&graphs[&Vec::new()]), None, "{graphs:?}");
+}
+
+#[test]
+fn a_child_importing_from_a_parent_that_reexports_it_is_found() {
+    let dir = sources(&[
+        ("lib.rs", "pub mod housekeeper;\n"),
+        (
+            "housekeeper/mod.rs",
+            "pub mod outcome;\npub mod policy;\npub mod tracked;\npub use outcome::Outcome;\n\
+             pub use tracked::Tracked;\npub struct Settings;\n",
+        ),
+        (
+            "housekeeper/outcome.rs",
+            "use super::tracked::Tracked;\nuse super::{Settings, Tracked as T};\n",
+        ),
+        ("housekeeper/tracked.rs", "pub struct Tracked;\n"),
+        // Its parent re-exports nothing of it.
+        ("housekeeper/policy.rs", "use super::Settings;\n"),
+    ]);
+    assert_eq!(
+        imports_meeting_a_reexport(dir.path()),
+        [
+            "housekeeper::outcome -> housekeeper::Settings (housekeeper re-exports outcome): \
+             housekeeper/outcome.rs:2",
+            "housekeeper::outcome -> housekeeper::Tracked (housekeeper re-exports outcome): \
+             housekeeper/outcome.rs:2",
+        ]
+    );
+    let mut graph = Graph::new();
+    graph.entry("a".into()).or_default();
+    graph
+        .entry("b".into())
+        .or_default()
+        .insert("a".into(), Vec::new());
+    assert_eq!(
+        layer_table(&layers(&graph)),
+        "| layer | modules |\n|---|---|\n| 0 | `a` |\n| 1 | `b` |\n"
+    );
 }

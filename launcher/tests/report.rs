@@ -107,7 +107,7 @@ fn documented() -> (u64, BTreeSet<String>) {
 #[test]
 fn the_json_report_starts_with_the_documented_schema_and_keys() {
     let (version, keys) = documented();
-    assert_eq!(u64::from(goset::launch::REPORT_SCHEMA), version);
+    assert_eq!(u64::from(goset::report::model::REPORT_SCHEMA), version);
     let root = common::fixture_root("32intel64-2p8co2t+8ve");
     let dry = [
         "--dry-run",

@@ -267,7 +267,7 @@ impl Plan {
                 b"cpus" => self.set_cpus(value)?,
                 b"housekeeper" => {
                     let cpu = parse_number("housekeeper", value)? as usize;
-                    if cpu >= crate::MAX_CPUS {
+                    if cpu >= crate::cpuset::MAX_CPUS {
                         return Err(PlanError::BadValue(
                             "housekeeper",
                             Some(CpuListError::TooLarge),
@@ -462,7 +462,10 @@ impl Plan {
     /// Builds a plan from the launcher's decision; `None` when there are no CPUs or more than
     /// [`MAX_SLOTS`].
     pub fn new(cpus: &[usize], housekeeper: Option<usize>, reservation: CpuSet) -> Option<Plan> {
-        if cpus.is_empty() || cpus.len() > MAX_SLOTS || cpus.iter().any(|&c| c >= crate::MAX_CPUS) {
+        if cpus.is_empty()
+            || cpus.len() > MAX_SLOTS
+            || cpus.iter().any(|&c| c >= crate::cpuset::MAX_CPUS)
+        {
             return None;
         }
         let mut plan = Plan::EMPTY;

@@ -143,8 +143,8 @@ pub struct RunArgs {
     /// How the task's threads are placed: thread = each thread on its own planned CPU
     /// (libgoset.so and the housekeeper); mask = one shared mask of the selected CPUs for
     /// every thread, as `taskset -c` would (no libgoset.so, no thread placed or moved).
-    #[arg(long, value_enum, value_name = "thread|mask", default_value_t = Placement::Thread)]
-    pub placement: Placement,
+    #[arg(long, value_enum, value_name = "thread|mask", default_value_t = PlacementMode::Thread)]
+    pub placement: PlacementMode,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -160,9 +160,8 @@ pub enum SmtArg {
 }
 
 /// How the task's threads are placed (`--placement`).
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Placement {
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlacementMode {
     /// Each thread on its own planned CPU: libgoset.so in the task, the housekeeper placing
     /// what the shim cannot reach and moving threads by demand and noise.
     #[default]
@@ -170,16 +169,6 @@ pub enum Placement {
     /// One shared mask of the selected CPUs for the whole task (the Go goset's model): no
     /// libgoset.so, and the housekeeper only watches.
     Mask,
-}
-
-impl Placement {
-    /// Its name on the command line and in the report.
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::Thread => "thread",
-            Placement::Mask => "mask",
-        }
-    }
 }
 
 /// A shell goset writes completions for (`goset completions SHELL`).

@@ -7,7 +7,7 @@ mod args;
 mod options;
 mod spelling;
 
-pub use args::{GosetCli, GosetCommand, Placement, RunArgs, RunCli, Shell, SmtArg};
+pub use args::{GosetCli, GosetCommand, PlacementMode, RunArgs, RunCli, Shell, SmtArg};
 pub use options::{
     fsroot, parse_duration, NoiseMoves, RunOptions, DEFAULT_SAMPLE_MS, MAX_SAMPLE_MS, MAX_WAIT_S,
 };

@@ -5,12 +5,12 @@
 //! machine beyond whether `--fsroot` is a directory: CPU expressions are parsed here but
 //! resolved on the topology by the launch, and `--near`'s device is looked up there too.
 
-use super::args::{Placement, RunArgs, SmtArg};
+use super::args::{PlacementMode, RunArgs, SmtArg};
 use crate::error::{Error, Result};
 use crate::instances::MAX_INSTANCES;
 use crate::select::ranks::ShareMode;
 use crate::select::{KindChoice, NumaChoice, Options as SelectOptions, SmtPolicy};
-use crate::topology::CpuExpr;
+use crate::topology::expr::CpuExpr;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -98,7 +98,7 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// JSON report destination.
     pub json: Option<PathBuf>,
-    /// Placement log destination.
+    /// PlacementMode log destination.
     pub log: Option<PathBuf>,
     /// Errors only.
     pub quiet: bool,
@@ -111,7 +111,7 @@ pub struct RunOptions {
     /// See [`RunArgs::share`].
     pub share: bool,
     /// See [`RunArgs::placement`].
-    pub placement: Placement,
+    pub placement: PlacementMode,
     /// Root of /proc and /sys.
     pub fsroot: crate::fsroot::FsRoot,
     /// The task's argv.
@@ -203,7 +203,7 @@ fn check_ranks(args: &RunArgs) -> Result<()> {
     let clash = [
         (args.include.is_some(), "--include"),
         (!numa_off, "--numa"),
-        (args.placement == Placement::Mask, "--placement mask"),
+        (args.placement == PlacementMode::Mask, "--placement mask"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag));
@@ -280,7 +280,7 @@ impl RunArgs {
 
     /// The flags that cannot go together, and the counts that must not be zero or too long.
     fn check_combinations(&self) -> Result<()> {
-        if let (Placement::Mask, Some(flag)) = (self.placement, self.placing_flag()) {
+        if let (PlacementMode::Mask, Some(flag)) = (self.placement, self.placing_flag()) {
             return Err(Error::Usage(format!(
                 "{flag} with --placement mask: one shared mask places and moves no thread (and \
                  logs no placement); drop {flag}, or use --placement thread"

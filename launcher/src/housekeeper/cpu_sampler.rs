@@ -25,7 +25,6 @@
 
 use crate::fsroot::{FsRoot, ReadError};
 use crate::noise::{self, CpuNoise, Snapshot};
-use serde::Serialize;
 use std::collections::BTreeMap;
 
 fn freq_path(cpu: usize) -> String {
@@ -91,7 +90,7 @@ impl Freq {
 }
 
 /// One row of the Telemetry table (a task CPU, or `all`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CpuTelemetry {
     /// The CPU; `None` for the `all` row.
     pub cpu: Option<usize>,

@@ -44,7 +44,7 @@ use cpu_sampler::CpuSampler;
 use goset_plan::clock;
 use logtail::LogTail;
 use noisewatch::NoiseWatch;
-pub use outcome::{Outcome, ThreadReport};
+use outcome::Outcome;
 use placer::{Affinity, Live, Placer};
 use policy::cadence;
 use policy::kinship::{self, Kin};

@@ -1,17 +1,17 @@
 //! What a run's housekeeping adds up to: the Telemetry rows, one entry per thread (the
 //! placement log's view joined with what `/proc` said), and the housekeeper's own cost.
 //!
-//! Owns: the JSON shapes of `telemetry` and of the enriched `threads` entries. Pure: built from
-//! values, no I/O.
+//! Owns: the figures of `telemetry` and of the enriched `threads` entries (the report's
+//! shapes of them are in [`crate::report::model`]). Pure: built from values, no I/O.
 
 use super::cpu_sampler::CpuTelemetry;
-use super::placer::{role_of, Owned};
-use super::policy::placement::Spot;
-use super::{Settings, Tracked};
+use super::placer::Owned;
+use super::policy::unplaced::Spot;
+use super::tracked::Tracked;
+use super::Settings;
 use crate::fsroot::ReadError;
 use crate::placement_log::{Log, Record, ThreadPlacement};
 use goset_plan::log::{Event, PlacedBy};
-use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// Everything the housekeeper gathered.
@@ -44,8 +44,8 @@ pub struct Outcome {
     pub brief: u64,
 }
 
-/// The housekeeper's own line in the JSON `telemetry`.
-#[derive(Debug, Clone, Serialize)]
+/// The housekeeper's own cost.
+#[derive(Debug, Clone)]
 pub struct HousekeeperCost {
     /// Its CPU.
     pub cpu: usize,
@@ -60,9 +60,9 @@ pub struct HousekeeperCost {
     pub moved: usize,
 }
 
-/// The JSON `telemetry` object.
-#[derive(Debug, Clone, Serialize)]
-pub struct TelemetryReport {
+/// The task CPUs over the run, the housekeeper's cost and its moves.
+#[derive(Debug, Clone)]
+pub struct Telemetry {
     /// Poll interval, ms.
     pub interval_ms: u64,
     /// Polls made.
@@ -82,7 +82,7 @@ pub struct TelemetryReport {
 }
 
 /// One thread moved after its placement (a `move` record of the placement log).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MoveEvent {
     /// Seconds after the task started.
     pub after_s: f64,
@@ -101,7 +101,7 @@ pub struct MoveEvent {
 }
 
 /// Sums over every thread seen.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Totals {
     /// Threads seen in `/proc`.
     pub threads: usize,
@@ -117,14 +117,12 @@ pub struct Totals {
     pub brief: u64,
 }
 
-/// One thread in the report: the placement log's fields (JSON keys unchanged) and what the
-/// housekeeper measured. Counters are over the thread's life up to the last poll that read it;
-/// `null` when it was never read (it lived less than one interval) or the file is missing.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ThreadReport {
-    /// The log's view (`tid`, `pid`, `comm`, `role`, `slot`, `cpu`, `shared`, `set_calls`,
-    /// `exited`, `placed_by`).
-    #[serde(flatten)]
+/// One thread of the run: the placement log's view of it and what the housekeeper measured.
+/// Counters are over the thread's life up to the last poll that read it;
+/// `None` when it was never read (it lived less than one interval) or the file is missing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadOutcome {
+    /// The log's view.
     pub placement: ThreadPlacement,
     /// CPUs it was seen running on.
     pub seen_on: Vec<usize>,
@@ -144,10 +142,10 @@ pub struct ThreadReport {
     pub polls: u32,
 }
 
-impl ThreadReport {
+impl ThreadOutcome {
     /// A thread the housekeeper never read: its placement alone, every measure unknown.
-    pub fn unmeasured(placement: ThreadPlacement) -> ThreadReport {
-        ThreadReport {
+    pub fn unmeasured(placement: ThreadPlacement) -> ThreadOutcome {
+        ThreadOutcome {
             placement,
             seen_on: Vec::new(),
             migrations: None,
@@ -161,16 +159,16 @@ impl ThreadReport {
     }
 }
 
-fn measured(p: ThreadPlacement, t: Option<&Tracked>) -> ThreadReport {
+fn measured(p: ThreadPlacement, t: Option<&Tracked>) -> ThreadOutcome {
     let Some(t) = t else {
-        return ThreadReport::unmeasured(p);
+        return ThreadOutcome::unmeasured(p);
     };
     let cpu_s = match (t.sched, &t.stat) {
         (Some(s), _) => Some(s.runtime_ns as f64 / 1e9),
         (None, Some(st)) => Some(st.cpu_ticks as f64 / crate::noise::USER_HZ as f64),
         _ => None,
     };
-    ThreadReport {
+    ThreadOutcome {
         seen_on: t.seen_on.iter().copied().collect(),
         migrations: t.switches.and_then(|s| s.migrations),
         voluntary_ctxsw: t.switches.map(|s| s.voluntary),
@@ -211,7 +209,7 @@ impl Outcome {
     /// One entry per thread: those of the placement log (`log`, which holds the housekeeper's
     /// records when it had a file) in log order, then threads only `/proc` saw, in order of
     /// first sight. A thread the housekeeper placed shows where it put it last.
-    pub fn thread_reports(&self, log: &Log) -> Vec<ThreadReport> {
+    pub fn thread_reports(&self, log: &Log) -> Vec<ThreadOutcome> {
         let mut placements = log.threads();
         if log.records.iter().all(|r| !r.by_housekeeper()) {
             let own = Log {
@@ -226,7 +224,7 @@ impl Outcome {
         }
         for p in placements.iter_mut() {
             if let Some(o) = self.owned.get(&p.tid) {
-                p.role = role_of(o.spot).as_str().to_string();
+                p.role = o.spot.role().as_str().to_string();
                 p.slot = match o.spot {
                     Spot::Slot(s) => Some(s),
                     Spot::Parked => None,
@@ -236,7 +234,7 @@ impl Outcome {
                 p.placed_by = PlacedBy::Housekeeper.as_str().into();
             }
         }
-        let mut out: Vec<ThreadReport> = Vec::new();
+        let mut out: Vec<ThreadOutcome> = Vec::new();
         for p in placements {
             let t = self.threads.get(&p.tid).filter(|t| t.pid == p.pid);
             out.push(measured(p, t));
@@ -265,10 +263,10 @@ impl Outcome {
         out
     }
 
-    /// The JSON `telemetry` object; `threads` are the entries from [`Outcome::thread_reports`].
-    pub fn telemetry(&self, threads: &[ThreadReport]) -> TelemetryReport {
-        let seen: Vec<&ThreadReport> = threads.iter().filter(|t| t.polls > 0).collect();
-        TelemetryReport {
+    /// The run's [`Telemetry`]; `threads` are the entries from [`Outcome::thread_reports`].
+    pub fn telemetry(&self, threads: &[ThreadOutcome]) -> Telemetry {
+        let seen: Vec<&ThreadOutcome> = threads.iter().filter(|t| t.polls > 0).collect();
+        Telemetry {
             interval_ms: self.settings.interval.as_millis() as u64,
             polls: self.polls,
             window_s: self.wall_s,

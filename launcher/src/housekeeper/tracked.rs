@@ -58,7 +58,7 @@ pub struct Mode {
 pub struct Polled {
     /// Seconds since it started.
     pub age_s: f64,
-    /// CPU wanted over the last interval (see [`super::policy::placement::View::demand`]).
+    /// CPU wanted over the last interval (see [`super::policy::unplaced::View::demand`]).
     pub demand: f64,
     /// Runnable (`R` in `stat`) at this read and the one before: it wants a CPU, however
     /// little it got. On an overcommitted host (a VM's vCPUs starved) a busy thread can go

@@ -11,8 +11,7 @@ use crate::fsroot::FsRoot;
 use std::path::{Path, PathBuf};
 
 /// Which cgroup interface a hierarchy speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
     /// cgroup v1, a hierarchy with the cpuset controller.
     V1,
@@ -126,7 +125,7 @@ pub fn steps(
 }
 
 /// A group this run made.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
     /// Its directory.
     pub path: PathBuf,

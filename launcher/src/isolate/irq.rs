@@ -8,12 +8,11 @@
 use super::journal::{Change, Failed, Journal};
 use crate::fsroot::FsRoot;
 use goset_plan::CpuSet;
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// What steering did, and the drift the housekeeper found while the task ran.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Steering {
     /// IRQs moved off the task CPUs.
     pub applied: usize,
@@ -27,10 +26,8 @@ pub struct Steering {
     /// IRQs that were off the task CPUs and came back while the task ran.
     pub drift: usize,
     /// The IRQs that were off the task CPUs after steering (applied or already off).
-    #[serde(skip)]
     off: Vec<u32>,
     /// IRQs already counted in `drift`.
-    #[serde(skip)]
     drifted: Vec<u32>,
 }
 
@@ -210,19 +207,6 @@ impl Steering {
                 self.drift += 1;
             }
         }
-    }
-
-    /// `refused` summed by reason: `EIO 3, EINVAL 1`.
-    pub fn refused_by_reason(&self) -> String {
-        let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
-        for (_, why) in &self.refused {
-            *counts.entry(why).or_default() += 1;
-        }
-        counts
-            .iter()
-            .map(|(why, n)| format!("{why} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 }
 

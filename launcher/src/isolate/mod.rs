@@ -18,7 +18,6 @@ use crate::fsroot::FsRoot;
 use crate::privilege;
 use goset_plan::CpuSet;
 use journal::{Change, Journal};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use undo::Undone;
@@ -97,8 +96,8 @@ pub struct Isolation {
 }
 
 /// What the isolation of a run did, for the report.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct IsolationReport {
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IsolationOutcome {
     /// The cgroup the task ran in.
     pub cgroup: Option<cgroup::Group>,
     /// IRQ steering (`--steer`).
@@ -215,14 +214,14 @@ impl Isolation {
     }
 
     /// Undoes every change (after a last drift check) and says what the run did.
-    pub fn finish(mut self) -> IsolationReport {
+    pub fn finish(mut self) -> IsolationOutcome {
         if let Some(s) = self.steering.as_mut() {
             s.check_drift(&self.root, &self.away);
             s.count_remaining(&self.root, &self.away);
         }
         self.procs = None;
         self.group_dir = None;
-        IsolationReport {
+        IsolationOutcome {
             cgroup: self.group.take(),
             steer: self.steering.take(),
             irqbalance: self.irqbalance.take().map(|h| h.to_string()),

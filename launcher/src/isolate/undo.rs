@@ -8,11 +8,10 @@
 
 use super::journal::{keep_only, path_of, read, stale, Change, Journal};
 use super::{cgroup, irqbalance, steering};
-use serde::Serialize;
 use std::path::Path;
 
 /// What undoing a journal did.
-#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Undone {
     /// Changes undone (or found already undone).
     pub restored: usize,

@@ -306,7 +306,7 @@ fn held_error(opts: &RunOptions, bookings: &[Booking], conflict: select::SelectE
 /// under the fsroot. Each failure is a usage error, before the noise is sampled; a device that
 /// is near every CPU alike is a warning (unless `--quiet`).
 pub fn machine_options(opts: &RunOptions, topo: &Topology) -> Result<select::Options> {
-    let resolve = |flag: &str, expr: &crate::topology::CpuExpr| {
+    let resolve = |flag: &str, expr: &crate::topology::expr::CpuExpr| {
         (expr.resolve(topo)).map_err(|e| Error::Usage(format!("--{flag} '{expr}': {e}")))
     };
     let near = match &opts.near {

@@ -5,13 +5,14 @@
 //! environment: it starts what [`super::prepare`] made.
 
 use super::prepare::{noise_pool, parked_cpu, Prepared};
-use crate::cli::{Placement, RunOptions};
+use crate::cli::{PlacementMode, RunOptions};
 use crate::error::{Error, Result};
 use crate::fsroot::{FsRoot, ReadError};
-use crate::housekeeper::outcome::TelemetryReport;
+use crate::housekeeper::outcome::Telemetry;
+use crate::housekeeper::outcome::ThreadOutcome;
 use crate::housekeeper::policy::noise::NoiseRule;
 use crate::housekeeper::policy::thresholds::Policy;
-use crate::housekeeper::{Housekeeper, Settings, ThreadReport};
+use crate::housekeeper::{Housekeeper, Settings};
 use crate::instances;
 use crate::isolate::Isolation;
 use crate::noise::Snapshot;
@@ -30,16 +31,14 @@ use std::time::Instant;
 /// What the run produced.
 pub(super) struct Executed {
     pub summary: RunSummary,
-    pub threads: Vec<ThreadReport>,
-    pub telemetry: TelemetryReport,
+    pub threads: Vec<ThreadOutcome>,
+    pub telemetry: Telemetry,
     pub errors: Vec<ReadError>,
     pub exit_code: i32,
     /// Each copy's pid and ending, in index order (one without `--instances`).
     pub instances: Vec<(i32, Ending)>,
     /// What the run saw of every CPU, for the noise record.
     pub learned: Option<Record>,
-    /// What the record knew of the task CPUs against what the run saw (filled by the launch).
-    pub record_use: Option<crate::report::record::RecordUse>,
 }
 
 /// Starts the task, keeps house until it ends, and adds up the run. `machine`: where the
@@ -140,7 +139,6 @@ pub(super) fn execute(
         exit_code: ending.exit_code(),
         instances,
         learned,
-        record_use: None,
     })
 }
 
@@ -178,8 +176,8 @@ pub(super) fn settings(opts: &RunOptions, selection: &select::Selection) -> Sett
         park_cpu: parked_cpu(opts, selection),
         interval: opts.interval,
         policy: Policy {
-            spread_busy: opts.adapt && opts.placement == Placement::Thread,
-            place: opts.placement == Placement::Thread,
+            spread_busy: opts.adapt && opts.placement == PlacementMode::Thread,
+            place: opts.placement == PlacementMode::Thread,
             ..Default::default()
         },
         spares: noise_pool(opts, selection),

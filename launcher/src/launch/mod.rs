@@ -16,7 +16,6 @@ mod stderr;
 mod step;
 
 pub use cpus::machine_options;
-pub use json::{JsonReport, REPORT_SCHEMA};
 
 use crate::cli::RunOptions;
 use crate::error::{Error, Result};
@@ -26,6 +25,7 @@ use crate::noise::Noise;
 use crate::output;
 use crate::record;
 use crate::report;
+use crate::report::model::{IsolationReport, Report, RunReport, TelemetryReport, ThreadReport};
 use crate::topology::Topology;
 use cpus::Selected;
 use json::JsonSink;
@@ -55,12 +55,23 @@ fn record_use(
     selection: &crate::select::Selection,
     noise: &Noise,
     seen: BTreeMap<usize, f64>,
-) -> report::record::RecordUse {
+) -> report::model::RecordUse {
     let known = learned.minutes.clone().unwrap_or_default();
-    report::record::RecordUse {
+    report::model::RecordUse {
         informed: learned.informed,
         sample_ms: noise.window_ms,
         cpus: report::record::known_and_seen(&selection.task_cpus, &known, &seen),
+    }
+}
+
+/// The report's spelling of `--placement`: here, above both the options and the report, so
+/// that the report does not depend on the command line.
+impl From<crate::cli::PlacementMode> for report::model::PlacementMode {
+    fn from(p: crate::cli::PlacementMode) -> report::model::PlacementMode {
+        match p {
+            crate::cli::PlacementMode::Thread => report::model::PlacementMode::Thread,
+            crate::cli::PlacementMode::Mask => report::model::PlacementMode::Mask,
+        }
     }
 }
 
@@ -88,11 +99,10 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     if let Some(sig) = crate::signals::pending() {
         return Err(Error::Interrupted(sig));
     }
-    let sel_report = report::selection_report(&topo, &noise, &selection);
+    let sel_report = report::model::selection_report(&topo, &noise, &selection);
     let head = stderr::Head {
         opts,
         sel_report: &sel_report,
-        selection: &selection,
         bookings: &bookings,
     };
     let mut errors = errors_of(&topo, &noise);
@@ -103,7 +113,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             record_use(l, &selection, &noise, BTreeMap::new())
         });
         output::to_stderr(&head.dry_run(&errors));
-        let mut report = JsonReport::dry_run(&sel_report, opts.placement, bookings, errors);
+        let mut report = Report::selected(&sel_report, opts.placement.into(), &bookings, &errors);
         report.noise_record = record_use;
         return Ok(json::with_report(0, json.write("goset-run", &report)));
     }
@@ -120,7 +130,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     )?;
     let machine =
         (learned.as_mut()).map(|l| (l.ctx.machine.clone(), l.last.take(), l.booked.clone()));
-    let mut run = execute::execute(opts, &selection, &prepared, &mut isolation, machine)?;
+    let run = execute::execute(opts, &selection, &prepared, &mut isolation, machine)?;
     let record_use = learned.as_mut().map(|l| {
         let seen = run.learned.as_ref().map_or_else(BTreeMap::new, |r| {
             // The longest horizon barely decays over the run: its average is the run's.
@@ -135,10 +145,10 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         cpus::save_learned(opts, l);
         record_use(l, &selection, &noise, seen)
     });
-    run.record_use = record_use.clone();
+    let mut threads: Vec<ThreadReport> = run.threads.iter().map(ThreadReport::from).collect();
     // Threads by process, so that a process's rows stay together.
-    run.threads.sort_by_key(|t| t.placement.pid);
-    let mut processes = report::processes::build(&run.threads, &run.instances, |c| {
+    threads.sort_by_key(|t| t.placement.pid);
+    let mut processes = report::processes::build(&threads, &run.instances, |c| {
         topo.cpu(c).and_then(|i| i.node)
     });
     report::processes::assign_ranks(&mut processes, &selection.ranks);
@@ -149,20 +159,14 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         Some(Ok(r)) => r.live(false),
         _ => Vec::new(),
     };
-    output::to_stderr(&head.finished(&run, &processes, iso_report.as_ref(), &errors, &later));
-    let report = JsonReport {
-        schema: REPORT_SCHEMA,
-        selection: &sel_report,
-        placement: opts.placement,
-        run: Some(run.summary),
-        threads: run.threads,
-        processes,
-        telemetry: Some(run.telemetry),
-        isolation: iso_report,
-        noise_record: record_use,
-        bookings,
-        errors,
-    };
+    let mut report = Report::selected(&sel_report, opts.placement.into(), &bookings, &errors);
+    report.run = Some(RunReport::from(&run.summary));
+    report.threads = threads;
+    report.processes = processes;
+    report.telemetry = Some(TelemetryReport::from(&run.telemetry));
+    report.isolation = iso_report.as_ref().map(IsolationReport::from);
+    report.noise_record = record_use;
+    output::to_stderr(&head.finished(&report, &errors, &later));
     let written = json.write("goset-run", &report);
     drop(prepared);
     Ok(json::with_report(run.exit_code, written))

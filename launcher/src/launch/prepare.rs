@@ -4,7 +4,7 @@
 //! It writes files (the run directory) but starts nothing: the slot table, the inherited
 //! descriptors and the task itself are the execution's.
 
-use crate::cli::{NoiseMoves, Placement, RunOptions};
+use crate::cli::{NoiseMoves, PlacementMode, RunOptions};
 use crate::error::{Error, Result};
 use crate::output;
 use crate::privilege::User;
@@ -47,8 +47,8 @@ pub(super) fn prepare(
     let command = crate::task::resolve_command(&opts.command[0])?;
     // One shared mask: the task runs as under `taskset -c`, without the shim.
     let shim = match opts.placement {
-        Placement::Thread => rundir::find_shim()?,
-        Placement::Mask => None,
+        PlacementMode::Thread => rundir::find_shim()?,
+        PlacementMode::Mask => None,
     };
     let task_set: CpuSet = selection.task_cpus.iter().copied().collect();
     let plan = plan(opts, topo, selection, task_set)?;
@@ -60,7 +60,7 @@ pub(super) fn prepare(
                 reaches,
             )
         }
-        None if opts.placement == Placement::Mask => (None, false),
+        None if opts.placement == PlacementMode::Mask => (None, false),
         None => {
             output::to_stderr(&format!(
                 "goset-run: libgoset.so not found beside goset-run (set {}): threads share the task's mask\n",
@@ -138,7 +138,7 @@ fn plan(
         let blocks: Vec<(usize, Vec<usize>)> = (selection.ranks.iter())
             .map(|r| (r.gpu.index, r.cpus.iter().filter_map(slot_of).collect()))
             .collect();
-        let gpus = crate::topology::gpus(&opts.fsroot, topo).len();
+        let gpus = crate::topology::gpus::gpus(&opts.fsroot, topo).len();
         if !plan.ranks.set(gpus, &blocks) {
             return Err(Error::Usage(format!(
                 "--near gpu:local-rank: {} ranks, more than a plan holds",
@@ -178,9 +178,9 @@ fn shim_reaches(opts: &RunOptions, command: &Path) -> bool {
 
 /// The variables the task must not inherit: the plan names the log, and a GOSET_LOG left in
 /// the environment would override it and hide the task's threads from the report.
-fn env_remove(placement: Placement) -> Vec<OsString> {
+fn env_remove(placement: PlacementMode) -> Vec<OsString> {
     match placement {
-        Placement::Thread => [
+        PlacementMode::Thread => [
             vars::LOG,
             vars::CPUS,
             vars::RANK_BLOCKS,
@@ -190,7 +190,7 @@ fn env_remove(placement: Placement) -> Vec<OsString> {
         .map(OsString::from)
         .into(),
         // A shim the user preloads (in their own LD_PRELOAD) must not find a plan either.
-        Placement::Mask => [
+        PlacementMode::Mask => [
             vars::LOG,
             vars::CPUS,
             vars::RANK_BLOCKS,

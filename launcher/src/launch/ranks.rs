@@ -23,7 +23,7 @@ pub(super) fn request(
     let Some(mode) = opts.ranks else {
         return Ok(None);
     };
-    let all = topology::gpus(&opts.fsroot, topo);
+    let all = topology::gpus::gpus(&opts.fsroot, topo);
     if all.is_empty() {
         return Err(Error::Usage(
             "--near gpu:local-rank: this machine has no GPU (no PCI display controller or \
@@ -64,9 +64,9 @@ pub(super) fn request(
 /// (warned) when the variable names a GPU by UUID.
 fn seen_gpus(
     opts: &RunOptions,
-    all: &[topology::Gpu],
+    all: &[topology::gpus::Gpu],
     get: impl Fn(&str) -> Option<Vec<u8>>,
-) -> Result<Option<Vec<topology::Gpu>>> {
+) -> Result<Option<Vec<topology::gpus::Gpu>>> {
     let values: Vec<(&str, Vec<u8>)> = (ranks::VISIBLE_VARS.iter())
         .filter_map(|&v| Some((v, get(v)?)))
         .collect();

@@ -4,21 +4,17 @@
 //! It owns which tables are shown, and in what order. It renders through [`crate::report`]
 //! and writes nothing itself: the launch prints what it returns.
 
-use super::execute::Executed;
 use crate::booking::Booking;
 use crate::cli::RunOptions;
 use crate::fsroot::ReadError;
-use crate::isolate::IsolationReport;
-use crate::report::processes::ProcessReport;
-use crate::report::{self, SelectionReport};
-use crate::select::Selection;
+use crate::report;
+use crate::report::model::{ReadErrorReport, Report, SelectionReport};
 
 /// What every report on stderr starts with (the selection, how threads are placed, other runs'
 /// bookings), and what it is rendered from.
 pub(super) struct Head<'a> {
     pub opts: &'a RunOptions,
     pub sel_report: &'a SelectionReport,
-    pub selection: &'a Selection,
     /// Other runs' bookings when this one selected.
     pub bookings: &'a [Booking],
 }
@@ -37,7 +33,7 @@ impl Head<'_> {
             "{}{}{}{bookings}",
             report::banner(),
             report::render_selection(self.sel_report),
-            report::render_placement(self.opts.placement, self.selection)
+            report::render_placement(self.opts.placement.into(), &self.sel_report.selection)
         )
     }
 
@@ -46,26 +42,26 @@ impl Head<'_> {
         if self.opts.quiet {
             return quiet_errors(errors);
         }
-        self.render() + &self.sharing(&[]) + &report::telemetry::render_errors(errors)
+        let errors: Vec<ReadErrorReport> = errors.iter().map(ReadErrorReport::from).collect();
+        self.render() + &self.sharing(&[]) + &report::telemetry::render_errors(&errors)
     }
 
     /// The CPUs shared with other runs' housekeepers or tasks: with the runs seen at selection,
     /// and with `later` ones (booked since: the registry read as the run ends).
     fn sharing(&self, later: &[Booking]) -> String {
         let others: Vec<Booking> = self.bookings.iter().chain(later).cloned().collect();
-        let sel = self.selection;
-        let shared = report::sharing::find(&sel.task_cpus, sel.housekeeper_cpu, &others);
+        let sel = &self.sel_report.selection;
+        let shared = report::sharing::find(&sel.task_cpus, sel.housekeeper, &others);
         report::sharing::render(&shared)
     }
 
-    /// What a finished run prints: the head, then what the run did (per-CPU telemetry, the
-    /// processes, the threads, the moves, the run's totals), what isolation changed, and the
-    /// files that could not be read.
+    /// What a finished run prints, all of it read from the run's `report`: the head, then what
+    /// the run did (per-CPU telemetry, the processes, the threads, the moves, the run's totals),
+    /// what isolation changed, and the files that could not be read. `errors` are the same
+    /// files as the report's, for `--quiet` to tell the machine's facts from this run's.
     pub(super) fn finished(
         &self,
-        run: &Executed,
-        processes: &[ProcessReport],
-        iso_report: Option<&IsolationReport>,
+        report: &Report,
         errors: &[ReadError],
         later: &[Booking],
     ) -> String {
@@ -73,27 +69,35 @@ impl Head<'_> {
         if self.opts.quiet {
             return quiet_errors(errors);
         }
-        let threads_table = if run.threads.is_empty() {
+        let brief = report.telemetry.as_ref().map_or(0, |t| t.totals.brief);
+        let threads_table = if report.threads.is_empty() {
             String::new()
         } else {
-            tele::render_threads(&run.threads, run.telemetry.totals.brief)
+            tele::render_threads(&report.threads, brief)
         };
-        let iso_table = iso_report
-            .map(|r| report::isolation::render_isolation(r, self.selection))
+        let iso = report.isolation.as_ref();
+        let iso_table = iso
+            .map(|r| report::isolation::render_isolation(r, &report.selection.selection))
             .unwrap_or_default();
-        let irq_drift = iso_report.and_then(|r| r.steer.as_ref()).map(|s| s.drift);
+        let irq_drift = iso.and_then(|r| r.steer.as_ref()).map(|s| s.drift);
+        let ran = |f: &dyn Fn(&report::model::TelemetryReport) -> String| {
+            report.telemetry.as_ref().map_or_else(String::new, f)
+        };
+        let run_table = (report.run.as_ref().zip(report.telemetry.as_ref()))
+            .map(|(run, tele)| tele::render_run(run, tele, irq_drift, report.placement))
+            .unwrap_or_default();
         format!(
             "{}{}{}{}{}{}{}{iso_table}{}",
             self.render(),
             self.sharing(later),
-            tele::render_telemetry(&run.telemetry)
-                + &(run.record_use.as_ref())
+            ran(&tele::render_telemetry)
+                + &(report.noise_record.as_ref())
                     .map_or_else(String::new, report::record::render_known_and_seen),
-            report::processes::render(processes),
+            report::processes::render(&report.processes),
             threads_table,
-            tele::render_moves(&run.telemetry),
-            tele::render_run(&run.summary, &run.telemetry, irq_drift, self.opts.placement),
-            tele::render_errors(errors),
+            ran(&tele::render_moves),
+            run_table,
+            tele::render_errors(&report.errors),
         )
     }
 }
@@ -101,10 +105,10 @@ impl Head<'_> {
 /// What `--quiet` prints: the Errors table without the machine's facts (no cpufreq or thermal
 /// driver, as on every VM), which are not errors of this run.
 fn quiet_errors(errors: &[ReadError]) -> String {
-    let of_this_run: Vec<ReadError> = errors
+    let of_this_run: Vec<ReadErrorReport> = errors
         .iter()
         .filter(|e| !e.is_machine_fact())
-        .cloned()
+        .map(ReadErrorReport::from)
         .collect();
     report::telemetry::render_errors(&of_this_run)
 }

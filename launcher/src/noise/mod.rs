@@ -17,11 +17,11 @@
 //! Layout (every public item is re-exported here, so callers name `crate::noise::X`):
 //! - `interrupts.rs`: `/proc/interrupts` and `/proc/softirqs` rows and parsers;
 //! - `table.rs`: the counter-table machinery those two files share;
-//! - `stat.rs`: `/proc/stat` times and parser;
-//! - `snapshot.rs`: [`Snapshot`], the three files read at one instant;
+//! - `stat.rs`: `/proc/stat` times, their [`USER_HZ`] ticks, and parser;
+//! - `snapshot.rs`: [`Snapshot`], the three files (their names) read at one instant;
 //! - `per_cpu.rs`: [`CpuNoise`], its score, and [`delta`] / [`delta_for`];
 //! - `score.rs`: [`Score`], a CPU's noise by part, and their one order;
-//! - this file: the file names, [`Noise`] and [`sample`] (snapshot, sleep, snapshot).
+//! - this file: [`Noise`] and [`sample`] (snapshot, sleep, snapshot).
 
 mod interrupts;
 mod per_cpu;
@@ -38,24 +38,13 @@ pub use interrupts::{
 };
 pub use per_cpu::{delta, delta_for, CpuNoise};
 pub use score::Score;
-pub use snapshot::Snapshot;
-pub use stat::{parse_proc_stat, CpuTimes, ProcStat};
+pub use snapshot::{Snapshot, INTERRUPTS, SOFTIRQS, STAT};
+pub use stat::{parse_proc_stat, CpuTimes, ProcStat, USER_HZ};
 
 use crate::fsroot::{FsRoot, ReadError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// Ticks per second of the times in `/proc/stat` (`USER_HZ`, `sysconf(_SC_CLK_TCK)`): 100 on
-/// every architecture Linux runs on today, whatever the kernel's `CONFIG_HZ`.
-pub const USER_HZ: u64 = 100;
-
-/// The files a snapshot reads, as the kernel names them.
-pub const INTERRUPTS: &str = "/proc/interrupts";
-/// See [`INTERRUPTS`].
-pub const SOFTIRQS: &str = "/proc/softirqs";
-/// See [`INTERRUPTS`].
-pub const STAT: &str = "/proc/stat";
 
 /// Noise of every online CPU over a sampling window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

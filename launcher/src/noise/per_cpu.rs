@@ -3,8 +3,11 @@
 //! Owns: [`CpuNoise`], its interrupt rate and its [`Score`], and
 //! [`delta`] / [`delta_for`]. Must not: read files, sleep or parse (`snapshot.rs`, `sample`).
 
+use super::interrupts::IrqKind;
+use super::score::Score;
+use super::snapshot::Snapshot;
+use super::stat::{ProcStat, USER_HZ};
 use super::table::row_deltas;
-use super::{IrqKind, ProcStat, Score, Snapshot, USER_HZ};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

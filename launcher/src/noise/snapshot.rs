@@ -5,13 +5,18 @@
 //! cumulative per-CPU lookups. Must not: difference snapshots (`per_cpu.rs`) or sleep
 //! (`sample` in `mod.rs`).
 
-use super::{
-    parse_interrupts, parse_proc_stat, parse_softirqs, Interrupts, ProcStat, Softirqs, INTERRUPTS,
-    SOFTIRQS, STAT,
-};
+use super::interrupts::{parse_interrupts, parse_softirqs, Interrupts, Softirqs};
+use super::stat::{parse_proc_stat, ProcStat};
 use crate::fsroot::{FsRoot, ReadError};
 use std::collections::BTreeSet;
 use std::time::Instant;
+
+/// The files a snapshot reads, as the kernel names them.
+pub const INTERRUPTS: &str = "/proc/interrupts";
+/// See [`INTERRUPTS`].
+pub const SOFTIRQS: &str = "/proc/softirqs";
+/// See [`INTERRUPTS`].
+pub const STAT: &str = "/proc/stat";
 
 /// Cumulative counters of every online CPU at one instant.
 #[derive(Debug, Clone)]

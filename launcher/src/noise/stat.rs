@@ -1,13 +1,17 @@
 //! `/proc/stat`: the per-CPU time accounting.
 //!
-//! Owns: [`CpuTimes`] (one `cpu` line, in [`USER_HZ`](super::USER_HZ) ticks, and its
+//! Owns: [`CpuTimes`] (one `cpu` line, in [`USER_HZ`] ticks, and its
 //! arithmetic) and [`parse_proc_stat`], a pure function of the file text. Must not: read files or
 //! turn times into noise (`per_cpu.rs` does).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// One `cpu` line of `/proc/stat`, in [`USER_HZ`](super::USER_HZ) ticks. Fields an older kernel
+/// Ticks per second of the times in `/proc/stat` (`USER_HZ`, `sysconf(_SC_CLK_TCK)`): 100 on
+/// every architecture Linux runs on today, whatever the kernel's `CONFIG_HZ`.
+pub const USER_HZ: u64 = 100;
+
+/// One `cpu` line of `/proc/stat`, in [`USER_HZ`] ticks. Fields an older kernel
 /// does not print are 0 (`fields` says how many it printed: 4 before 2.6, 7 on 2.6.0, 8 from
 /// 2.6.11 with `steal`, 9 with `guest`, 10 from 2.6.33 with `guest_nice`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -1,7 +1,20 @@
 //! The Isolation table: what `--cgroup`, `--fence` and `--steer` changed, and their undoing.
 
-use crate::isolate::IsolationReport;
-use crate::select::Selection;
+use super::model::selection::Decision;
+use super::model::IsolationReport;
+
+/// IRQs refused, summed by reason: `EIO 3, EINVAL 1`.
+fn by_reason(refused: &[(u32, String)]) -> String {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (_, why) in refused {
+        *counts.entry(why).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(why, n)| format!("{why} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 fn cpus(list: &[usize]) -> String {
     list.iter()
@@ -11,18 +24,15 @@ fn cpus(list: &[usize]) -> String {
 }
 
 /// Renders the table; empty when the run isolated nothing.
-pub fn render_isolation(iso: &IsolationReport, sel: &Selection) -> String {
+pub fn render_isolation(iso: &IsolationReport, sel: &Decision) -> String {
     let mut rows: Vec<(&str, String)> = Vec::new();
     if let Some(g) = &iso.cgroup {
-        let version = match g.version {
-            crate::isolate::cgroup::Version::V1 => "v1",
-            crate::isolate::cgroup::Version::V2 => "v2",
-        };
         rows.push((
             "cgroup",
             format!(
-                "{} ({version})  cpus {}  mems {}",
+                "{} ({})  cpus {}  mems {}",
                 g.path.display(),
+                g.version,
                 g.cpus,
                 g.mems
             ),
@@ -35,7 +45,7 @@ pub fn render_isolation(iso: &IsolationReport, sel: &Selection) -> String {
         let refused = if s.refused.is_empty() {
             "0".to_string()
         } else {
-            format!("{} ({})", s.refused.len(), s.refused_by_reason())
+            format!("{} ({})", s.refused.len(), by_reason(&s.refused))
         };
         rows.push((
             "steer",

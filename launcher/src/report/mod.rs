@@ -1,8 +1,10 @@
-//! The run report: text tables for stderr and the same content as JSON.
+//! The run report: its one model ([`model`], which the JSON report serialises) and the text
+//! tables for stderr over it.
 //!
 //! Renderers are pure: they turn values into strings. [`crate::launch`] decides where they go.
 
 pub mod isolation;
+pub mod model;
 pub mod processes;
 pub mod ranks;
 pub mod record;
@@ -10,114 +12,10 @@ pub mod sharing;
 pub mod table;
 pub mod telemetry;
 
-use crate::noise::Noise;
-use crate::select::Selection;
 use crate::topology::Topology;
-use serde::Serialize;
+use model::selection::Decision;
+use model::{PlacementMode, SelectionReport};
 use table::Table;
-
-/// One row of the Selection table (and of its JSON).
-#[derive(Debug, Clone, Serialize)]
-pub struct SelectionRow {
-    /// CPU number.
-    pub cpu: usize,
-    /// `*` task, `&` housekeeper, `*&` both (shared), `+` spare (`+&` with the housekeeper),
-    /// `!` fenced sibling, blank otherwise.
-    pub sel: String,
-    /// Slot index for task CPUs.
-    pub slot: Option<usize>,
-    /// Steerable interrupts in the sampling window (`None`: not measured).
-    pub irq_steerable: Option<u64>,
-    /// Non-steerable interrupts in the window.
-    pub irq_nonsteerable: Option<u64>,
-    /// Softirqs in the window.
-    pub softirq: Option<u64>,
-    /// Percent of the window busy with other work.
-    pub busy_pct: Option<f64>,
-    /// Percent of the window stolen by the hypervisor.
-    pub steal_pct: Option<f64>,
-    /// Core cost: this CPU's noise score plus its SMT siblings'.
-    pub core_cost: f64,
-    /// Its CPU kind (0 the least performant), where the machine has kinds.
-    pub kind: Option<usize>,
-    /// SMT siblings other than itself.
-    pub siblings: Vec<usize>,
-    /// NUMA node.
-    pub node: Option<usize>,
-    /// In `isolated`.
-    pub isolated: bool,
-    /// In `nohz_full`.
-    pub nohz_full: bool,
-    /// In `rcu_nocbs`.
-    pub rcu_nocbs: bool,
-}
-
-/// The selection with its per-CPU rows, as the report shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct SelectionReport {
-    /// The decision.
-    #[serde(flatten)]
-    pub selection: Selection,
-    /// Sampling window in milliseconds (0: ranked by topology alone).
-    pub sample_ms: u64,
-    /// One row per candidate CPU, in ranking order.
-    pub cpus: Vec<SelectionRow>,
-}
-
-fn read_failed(noise: &Noise, file: &str) -> bool {
-    noise.errors.iter().any(|e| e.file == file)
-}
-
-/// Builds the selection rows: candidates in ranking order.
-pub fn selection_report(topo: &Topology, noise: &Noise, sel: &Selection) -> SelectionReport {
-    let measured = noise.window_ms > 0;
-    let irqs = measured && !read_failed(noise, "/proc/interrupts");
-    let softirqs = measured && !read_failed(noise, "/proc/softirqs");
-    let stat = measured && !read_failed(noise, "/proc/stat");
-    let cpus = sel
-        .ranking
-        .iter()
-        .map(|&cpu| {
-            let info = topo.cpu(cpu);
-            let n = noise.cpus.get(&cpu);
-            let task = sel.task_cpus.iter().position(|&c| c == cpu);
-            let hk = sel.housekeeper_cpu == cpu;
-            let sel_mark = match (task.is_some(), hk) {
-                (true, true) => "*&",
-                (true, false) => "*",
-                _ if sel.spares.contains(&cpu) && hk => "+&",
-                _ if sel.spares.contains(&cpu) => "+",
-                (false, true) => "&",
-                _ if sel.fenced.contains(&cpu) => "!",
-                _ => "",
-            };
-            SelectionRow {
-                cpu,
-                sel: sel_mark.to_string(),
-                slot: task,
-                irq_steerable: n.filter(|_| irqs).map(|n| n.irq_steerable),
-                irq_nonsteerable: n.filter(|_| irqs).map(|n| n.irq_nonsteerable),
-                softirq: n.filter(|_| softirqs).map(|n| n.softirq),
-                busy_pct: n.filter(|_| stat).map(|n| n.busy_pct),
-                steal_pct: n.filter(|_| stat).map(|n| n.steal_pct),
-                core_cost: sel.core_cost.get(&cpu).copied().unwrap_or(0.0),
-                kind: info.and_then(|i| i.kind),
-                siblings: info
-                    .map(|i| i.siblings.iter().copied().filter(|&s| s != cpu).collect())
-                    .unwrap_or_default(),
-                node: info.and_then(|i| i.node),
-                isolated: info.is_some_and(|i| i.isolated),
-                nohz_full: info.is_some_and(|i| i.nohz_full),
-                rcu_nocbs: info.is_some_and(|i| i.rcu_nocbs),
-            }
-        })
-        .collect();
-    SelectionReport {
-        selection: sel.clone(),
-        sample_ms: noise.window_ms,
-        cpus,
-    }
-}
 
 /// `n/a` for what was not measured.
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -204,7 +102,7 @@ fn selection_notes(rep: &SelectionReport, out: &mut String) {
     if sel.housekeeper_shared {
         out.push_str(&format!(
             "  housekeeper shares cpu {} with the task: no candidate CPU was left\n",
-            sel.housekeeper_cpu
+            sel.housekeeper
         ));
     }
     if !sel.spares.is_empty() {
@@ -278,10 +176,10 @@ pub fn render_kinds(topo: &Topology) -> String {
 /// The line under the Selection table that says the task keeps one shared mask
 /// (`--placement mask`); empty for per-thread placement, the default (the Run table names
 /// the mode either way).
-pub fn render_placement(placement: crate::cli::Placement, sel: &Selection) -> String {
+pub fn render_placement(placement: PlacementMode, sel: &Decision) -> String {
     match placement {
-        crate::cli::Placement::Thread => String::new(),
-        crate::cli::Placement::Mask => {
+        PlacementMode::Thread => String::new(),
+        PlacementMode::Mask => {
             let cpus: goset_plan::CpuSet = sel.task_cpus.iter().copied().collect();
             format!(
                 "  placement mask: every thread shares the mask of cpus {cpus} (no libgoset.so, no thread placed or moved)\n"

@@ -4,42 +4,12 @@
 //!
 //! Pure: threads and instances in, rows and text out.
 
+use super::model::{ProcessReport, ThreadReport};
 use super::table::Table;
-use crate::housekeeper::outcome::ThreadReport;
 use crate::output::escape;
 use crate::select::ranks::RankBlock;
 use crate::task::Ending;
-use serde::Serialize;
 use std::collections::BTreeSet;
-
-/// One process of the task (and of its JSON).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProcessReport {
-    /// Process id.
-    pub pid: i32,
-    /// The copy it is with `--instances` (the copy's first process); `None` otherwise.
-    pub instance: Option<usize>,
-    /// Its main thread's name (else its first thread's).
-    pub comm: String,
-    /// Threads seen.
-    pub threads: usize,
-    /// The CPUs its threads were placed on (else seen running on), ascending.
-    pub cpus: Vec<usize>,
-    /// Those CPUs' NUMA nodes, ascending.
-    pub nodes: Vec<usize>,
-    /// How a copy ended (`--instances`); `None` for other processes.
-    pub exit_code: Option<i32>,
-    /// With `--near gpu:local-rank`: the local rank whose block its threads kept to (the shim
-    /// gives a process the block of its own local rank's GPU), see [`assign_ranks`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rank: Option<usize>,
-    /// That rank's GPU (`gpu3`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<String>,
-    /// That rank's block.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub block: Option<Vec<usize>>,
-}
 
 /// The processes of `threads` in order of first appearance; `instances` are the copies'
 /// pids and endings in index order (one entry without `--instances`, which names no copy).
@@ -149,10 +119,11 @@ pub fn render(processes: &[ProcessReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::housekeeper::outcome::ThreadOutcome;
     use crate::placement_log::ThreadPlacement;
 
     fn thread(pid: i32, tid: i32, cpu: Option<usize>, seen: &[usize]) -> ThreadReport {
-        let mut t = ThreadReport::unmeasured(ThreadPlacement {
+        let mut t = ThreadOutcome::unmeasured(ThreadPlacement {
             tid,
             pid,
             comm: format!("t{tid}"),
@@ -167,7 +138,7 @@ mod tests {
             placed_by: "shim".into(),
         });
         t.seen_on = seen.to_vec();
-        t
+        ThreadReport::from(&t)
     }
 
     #[test]
@@ -201,7 +172,7 @@ mod tests {
         let text = render(&rows);
         assert!(text.contains("Processes") && text.contains("4-6"), "{text}");
         // Under --near gpu:local-rank, the rank whose block holds a process's CPUs.
-        let gpu = |index| crate::topology::Gpu {
+        let gpu = |index| crate::topology::gpus::Gpu {
             index,
             bus_id: String::new(),
             numa_node: Some(index),

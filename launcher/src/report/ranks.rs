@@ -1,12 +1,12 @@
 //! The Ranks table (`--near gpu:local-rank`): each local rank's GPU, its node and NIC, its
 //! share and its block. Pure: renders what the selection holds.
 
+use super::model::selection::Decision;
 use super::table::Table;
-use crate::select::Selection;
 use goset_plan::CpuSet;
 
 /// The Ranks table, empty without rank blocks.
-pub fn render(sel: &Selection) -> String {
+pub fn render(sel: &Decision) -> String {
     if sel.ranks.is_empty() {
         return String::new();
     }

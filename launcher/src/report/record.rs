@@ -5,6 +5,7 @@
 //! Pure: values in, text out. Each CPU's block ends with its [`CpuNoiseReport::extra`] lines,
 //! where what names a CPU's sources and remedies adds its own.
 
+use super::model::record::{KnownAndSeen, RecordUse};
 use super::table::Table;
 use crate::record::{Record, View, HORIZONS_S, HORIZON_NAMES, MINUTES};
 use serde::Serialize;
@@ -181,33 +182,6 @@ pub fn render_brief(r: &NoiseReport) -> String {
         t.row(row);
     }
     t.render()
-}
-
-/// How a run used the noise record (the `noise_record` of its JSON report).
-#[derive(Debug, Clone, Serialize)]
-pub struct RecordUse {
-    /// Whether the record took part in the selection (it covered enough of the minutes
-    /// horizon); without it the sample alone decided.
-    pub informed: bool,
-    /// The sampling window, ms (shorter by default with a recent record).
-    pub sample_ms: u64,
-    /// Per task CPU.
-    pub cpus: Vec<KnownAndSeen>,
-}
-
-/// What the record knew of each task CPU when the run was selected, against what the run then
-/// saw (the housekeeper's telemetry).
-#[derive(Debug, Clone, Serialize)]
-pub struct KnownAndSeen {
-    /// Task CPU.
-    pub cpu: usize,
-    /// Lost % over the minutes horizon, as the record said at selection.
-    pub known_lost_pct: f64,
-    /// Seconds of that horizon it had observed.
-    pub known_covered_s: f64,
-    /// Lost to irq, softirq and steal over the run, percent, as the housekeeper's polls saw it
-    /// (the task's own load is not noise, and other tasks' cannot be told from it there).
-    pub seen_lost_pct: Option<f64>,
 }
 
 /// The rows of [`KnownAndSeen`] for `task_cpus`: `minutes` is the record's view at selection,

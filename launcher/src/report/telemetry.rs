@@ -3,12 +3,10 @@
 //!
 //! Pure renderers: values in, text out. Unmeasured cells are `n/a`, never a 0.
 
+use super::model::telemetry::CpuTelemetryReport as CpuTelemetry;
+use super::model::{PlacementMode, ReadErrorReport, RunReport, TelemetryReport, ThreadReport};
 use super::table::Table;
-use crate::fsroot::ReadError;
-use crate::housekeeper::cpu_sampler::CpuTelemetry;
-use crate::housekeeper::outcome::{TelemetryReport, ThreadReport};
 use crate::output::escape;
-use crate::summary::RunSummary;
 
 fn na<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "n/a".into(), |v| v.to_string())
@@ -101,7 +99,7 @@ pub fn render_telemetry(rep: &TelemetryReport) -> String {
 
 /// The Threads table: where each thread was put and what it did. `cpu` is the CPU it was
 /// given; `seen-on` where it ran; a `!` after `seen-on` marks drift (seen outside `cpu`).
-/// `brief`: the threads counted and not listed (see [`crate::housekeeper::outcome::Totals`]).
+/// `brief`: the threads counted and not listed (see [`super::model::telemetry::TotalsReport`]).
 pub fn render_threads(threads: &[ThreadReport], brief: u64) -> String {
     let mut t = Table::new(
         "Threads",
@@ -183,10 +181,10 @@ pub fn render_threads(threads: &[ThreadReport], brief: u64) -> String {
 /// to a task CPU while the task ran (`-` without `--steer`); a thread seen off its CPU is
 /// marked in the Threads table. `placement` is `--placement`'s mode.
 pub fn render_run(
-    run: &RunSummary,
+    run: &RunReport,
     tele: &TelemetryReport,
     irq_drift: Option<usize>,
-    placement: crate::cli::Placement,
+    placement: PlacementMode,
 ) -> String {
     let mut t = Table::new("Run", &["task", "", "sched", "", "housekeeper", ""]);
     let exit = match run.signal {
@@ -272,7 +270,7 @@ pub fn render_moves(tele: &TelemetryReport) -> String {
 }
 
 /// The Errors table: each failed or unsupported read once, with the reason; empty when none.
-pub fn render_errors(errors: &[ReadError]) -> String {
+pub fn render_errors(errors: &[ReadErrorReport]) -> String {
     if errors.is_empty() {
         return String::new();
     }
@@ -315,7 +313,7 @@ mod tests {
 
     #[test]
     fn an_error_naming_a_path_with_an_escape_sequence_is_printed_escaped() {
-        let e = ReadError {
+        let e = ReadErrorReport {
             file: "/tmp/\x1b[2Jlog".into(),
             reason: "not a regular file".into(),
         };

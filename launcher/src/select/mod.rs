@@ -28,111 +28,33 @@
 //!   CPU stays free for the housekeeper: siblings are given back from the last slot's core
 //!   when none would be, and with no CPU outside the task at all, fencing is refused.
 
-// Layout: this file the types, `plan` and the candidates (near, node, kind, fence);
-// `rank.rs` what a thread is worth; `compact.rs` the domains; `team.rs` the team and its slot
-// order; `error.rs` the usage errors; `ranks.rs` the blocks of `--near gpu:local-rank`.
+// Layout: this file the decision, `plan` and the candidates (near, node, kind, fence);
+// `options.rs` what the user asks; `rank.rs` what a thread is worth; `compact.rs` the domains;
+// `team.rs` the team and its slot order; `error.rs` the usage errors; `ranks.rs` the blocks of
+// `--near gpu:local-rank`.
 mod compact;
 mod error;
+mod options;
 mod rank;
 pub mod ranks;
 mod team;
 
 pub use error::SelectError;
+pub use options::{KindChoice, NumaChoice, Options, SmtPolicy};
 pub use rank::{significant, LOAD_TIE_PCT};
 use team::{candidate_items, choose, cpus_of, take_team};
 
 use crate::noise::Score;
 use crate::topology::{Device, Topology};
 use rank::Item;
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How task threads use SMT siblings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SmtPolicy {
-    /// One task thread per physical core, best cores first, before any sibling is used.
-    #[default]
-    Spread,
-    /// Both (all) siblings of the best core first, then the next core.
-    Pack,
-}
-
-/// Which CPU kinds the task takes first (`--cpu-kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KindChoice {
-    /// The most performant kinds first; a slower kind where it gives the task more (an idle
-    /// E-core beats a P-core another task keeps busy, and a P-core's second thread).
-    #[default]
-    Performance,
-    /// The least performant kinds first (background work on E-cores).
-    Efficient,
-    /// Kinds ignored: noise and compactness alone.
-    Any,
-    /// Only this kind (its number as `goset` lists kinds: 0 = the least performant).
-    Kind(usize),
-}
-
-/// NUMA constraint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NumaChoice {
-    /// Task CPUs may span nodes.
-    #[default]
-    Off,
-    /// The node with the most candidates (among those holding every `include` CPU).
-    Auto,
-    /// This node only.
-    Node(usize),
-    /// `--numa`'s default with `--near`: the device's node, off when it has none (a device
-    /// near every CPU alike must not narrow a task that would span nodes without it).
-    Near,
-}
-
-/// What the user asked for.
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// Number of task CPUs (slots).
-    pub count: usize,
-    /// SMT policy.
-    pub smt: SmtPolicy,
-    /// CPUs to take first, in this order.
-    pub include: Vec<usize>,
-    /// CPUs never to use, for the task or the housekeeper.
-    pub exclude: Vec<usize>,
-    /// NUMA constraint.
-    pub numa: NumaChoice,
-    /// Book the SMT siblings of the task CPUs idle (`--fence`).
-    pub fence: bool,
-    /// Quiet CPUs to book idle for moves off a CPU that turns noisy (`--spare`).
-    pub spare: usize,
-    /// Keep near this device (`--near`).
-    pub near: Option<Device>,
-    /// Which CPU kinds first (`--cpu-kind`).
-    pub cpu_kind: KindChoice,
-    /// Spread the task over as many domains as it can (`--scatter`), for codes bound by
-    /// memory bandwidth, instead of as few as it can.
-    pub scatter: bool,
-    /// Threads per process of a task of several (`--per-process`, or `-n`/`--instances`): the
-    /// slots are chosen a block of that many at a time, each by the same rule, each near the
-    /// blocks before it where that costs it no domain.
-    pub block: Option<usize>,
-    /// The window the noise scores were measured over, in ms: what tells two interrupt rates
-    /// apart. 0 (no measurement) counts as one second.
-    pub sample_ms: u64,
-    /// Loads closer than this many points are one tier; `None`: [`rank::LOAD_TIE_PCT`], what a
-    /// sample resolves (a noise record resolves finer).
-    pub load_tie_pct: Option<f64>,
-}
-
 /// The decision.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Selection {
     /// Task CPUs in slot order: slot 0 (the first process's main thread) first.
     pub task_cpus: Vec<usize>,
-    /// The housekeeper's CPU (`housekeeper` in the JSON report).
-    #[serde(rename = "housekeeper")]
+    /// The housekeeper's CPU.
     pub housekeeper_cpu: usize,
     /// No CPU was left: the housekeeper shares a task CPU.
     pub housekeeper_shared: bool,
@@ -150,19 +72,16 @@ pub struct Selection {
     /// Every candidate CPU in the order the policy would hand them out.
     pub ranking: Vec<usize>,
     /// The device the task CPUs are near (`--near`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub near: Option<Device>,
     /// CPUs the selection would have given the task had every CPU been quiet, passed over for
     /// their noise (or other work's load).
     pub passed_over: Vec<usize>,
     /// Each local rank's block near its GPU (`--near gpu:local-rank`), in rank order; the task
     /// CPUs are these blocks one after the other.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<ranks::RankBlock>,
     /// The speed of every usable CPU's kind class, in permille of the fastest (1000 on a
     /// machine without kinds, and for every CPU unless `--cpu-kind performance`): the
     /// housekeeper moves a busy thread to a faster free slot.
-    #[serde(skip)]
     pub perf: BTreeMap<usize, u32>,
 }
 

@@ -5,7 +5,7 @@
 //!
 //! Pure: a function of the topology, the noise scores and the options.
 
-use super::{KindChoice, Options, SmtPolicy};
+use super::options::{KindChoice, Options, SmtPolicy};
 use crate::noise::Score;
 use crate::topology::Topology;
 use std::cmp::Reverse;

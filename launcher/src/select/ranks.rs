@@ -19,13 +19,12 @@
 
 use super::{plan, NumaChoice, Options, SelectError, Selection};
 use crate::noise::Score;
-use crate::topology::{Gpu, Topology};
-use serde::Serialize;
+use crate::topology::gpus::Gpu;
+use crate::topology::Topology;
 use std::collections::BTreeMap;
 
 /// How a rank's share is cut (`--near-share`), named as torchrun's `--numa-binding` modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ShareMode {
     /// The GPU's NUMA node.
     #[default]
@@ -62,7 +61,7 @@ pub struct RankRequest {
 }
 
 /// One rank's block.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RankBlock {
     /// The local rank.
     pub rank: usize,
@@ -74,7 +73,6 @@ pub struct RankBlock {
     pub cpus: Vec<usize>,
     /// Where the block was chosen instead, when the share had too few CPUs left: `node`,
     /// `package` or `machine`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub widened: Option<&'static str>,
 }
 

@@ -23,7 +23,6 @@
 
 use super::parse::{parse_cpulist, parse_id};
 use crate::fsroot::FsRoot;
-use serde::Serialize;
 use std::fmt;
 
 /// PCI vendor id of NVIDIA.
@@ -46,8 +45,7 @@ const ACCEPTED: &str = "--near takes a network interface (/sys/class/net), a blo
      bus order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them)";
 
 /// How the device was named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceKind {
     /// A network interface.
     Net,
@@ -60,7 +58,7 @@ pub enum DeviceKind {
 }
 
 /// A device `--near` names, and where it sits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
     /// The name as given (`eth0`, `nvme0n1p1`, `3b:00.0`, `gpu1`).
     pub name: String,

@@ -13,12 +13,11 @@
 use super::device::{gpu_order, Device, PciAddress};
 use super::Topology;
 use crate::fsroot::FsRoot;
-use serde::Serialize;
 
 const PCI: &str = "/sys/bus/pci/devices";
 
 /// A GPU and where it sits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gpu {
     /// Its number as `gpuN` (and CUDA with `CUDA_DEVICE_ORDER=PCI_BUS_ID`) counts.
     pub index: usize,
@@ -29,15 +28,13 @@ pub struct Gpu {
     /// The node its CPUs come from (see the module docs); `None`: near every CPU alike.
     pub node: Option<usize>,
     /// The NIC nearest it, where the machine has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub nic: Option<Nic>,
     /// Its sysfs directory (for the NIC pairing).
-    #[serde(skip)]
     pub sysfs: String,
 }
 
 /// A network card and how it reaches a GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nic {
     /// Its network interface (`ib0`, `ens1f0`), else its PCI address.
     pub name: String,

@@ -45,8 +45,11 @@
 //!   classes and each core's favour;
 //! - `allowed.rs`: the allowed CPUs; `kernel_isolation.rs`: the kernel's isolation settings;
 //! - `expr.rs`: CPU lists and likwid-pin expressions (`S0:0-3`, `E:N:4:1:2`), resolved on a
-//!   topology already read;
+//!   topology already read (callers name `topology::expr::CpuExpr`: the module reads the
+//!   [`Topology`] this file defines, so this file re-exports nothing of it);
 //! - `device.rs`: `--near`'s device and its locality (NUMA node, local CPUs) in sysfs;
+//! - `gpus.rs`: every GPU with its node and nearest NIC (named `topology::gpus::Gpu`, as
+//!   `expr.rs`'s items are);
 //! - `synthetic.rs` (tests only): made-up machines for the unit tests of code that takes a
 //!   topology;
 //! - this file: the types and [`Topology::read`], which runs the steps and puts each CPU
@@ -54,8 +57,8 @@
 
 mod allowed;
 mod device;
-mod expr;
-mod gpus;
+pub mod expr;
+pub mod gpus;
 mod group;
 mod kernel_isolation;
 mod kinds;
@@ -65,8 +68,6 @@ pub(crate) mod synthetic;
 mod sysfs;
 
 pub use device::{Device, DeviceError, DeviceKind};
-pub use expr::{CpuExpr, Domain, ExprError};
-pub use gpus::{gpus, Gpu, Nic};
 pub use kinds::CpuKind;
 pub use parse::{
     cgroup_cpuset_path, cmdline_param, cpuset_mount, parse_cmdline, parse_cpulist, parse_id,

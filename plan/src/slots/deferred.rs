@@ -10,39 +10,9 @@
 //!
 //! Owns: the list's entries and the counts. Must not: know the log.
 
-use super::SlotTable;
+use super::entry::{decode, encode, Deferred, DEFERRED};
+use super::table::SlotTable;
 use core::sync::atomic::Ordering;
-
-/// Entries in the list of deferred threads: more than a task has alive at once among its brief
-/// children (one per creator); a child that finds the list full logs as any other.
-pub const DEFERRED: usize = 256;
-
-/// A live thread whose records are deferred, as the list holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Deferred {
-    /// Its tid.
-    pub tid: i32,
-    /// The slot it was born on (its creator's), if any.
-    pub slot: Option<usize>,
-    /// Born roaming the reservation, like its creator.
-    pub roams: bool,
-}
-
-const ROAMS: u64 = 1 << 31;
-
-fn encode(d: &Deferred) -> u64 {
-    let slot = d.slot.map_or(0, |s| (s as u64 + 1) & 0xffff);
-    (d.tid as u32 as u64) << 32 | if d.roams { ROAMS } else { 0 } | slot
-}
-
-fn decode(v: u64) -> Option<Deferred> {
-    let tid = (v >> 32) as u32 as i32;
-    (v != 0 && tid > 0).then(|| Deferred {
-        tid,
-        slot: ((v & 0xffff) as usize).checked_sub(1),
-        roams: v & ROAMS != 0,
-    })
-}
 
 impl SlotTable {
     /// Lists `d`, its records deferred; the entry's index, to [`SlotTable::undefer`] it, or

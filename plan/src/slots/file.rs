@@ -4,7 +4,7 @@
 //! Owns: creating, sealing, linking and mapping the table's file. Must not: read or write the
 //! table's fields (that is [`super::SlotTable`]'s).
 
-use super::SlotTable;
+use super::table::SlotTable;
 
 /// Maps the table from `fd` (a file of at least [`SlotTable::SIZE`] bytes, created with
 /// [`create_file`]), or an anonymous shared mapping when `fd` is `None`, which `fork`ed

@@ -16,67 +16,20 @@
 
 use crate::clock::monotonic_us;
 use crate::plan::MAX_SLOTS;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 mod deferred;
+mod entry;
 mod file;
-pub use deferred::{Deferred, DEFERRED};
+mod table;
+pub use entry::{Deferred, DEFERRED};
 pub use file::{create_file, create_sealed, link_file, map};
+pub use table::{SlotTable, MAX_RECORDS};
 
-/// Number of thread records; threads beyond this still claim slots but cannot be looked up.
-pub const MAX_RECORDS: usize = 4096;
 /// The most threads a Linux system can have (`PID_MAX_LIMIT`, 2^22): no claims could have
 /// made a live count above it, so such a count is garbage.
 pub const MAX_THREADS: u32 = 1 << 22;
 const MAGIC: u64 = u64::from_le_bytes(*b"GOSETSL7");
-
-/// The shared table. All fields are atomics so that a zero-filled mapping is a valid, empty
-/// table: [`SlotTable::init`] only sets the slot count and magic.
-#[repr(C)]
-pub struct SlotTable {
-    magic: AtomicU64,
-    slot_count: AtomicU32,
-    created: AtomicU32,
-    records_used: AtomicU32,
-    /// No record below this index is free, as far as claims and releases have told (a hint:
-    /// a search that finds nothing from here searches again from 0). A program churning
-    /// threads beside thousands of live ones finds a free record in a few loads instead of
-    /// passing every live one on every birth, and records stay packed at the low end.
-    first_free: AtomicU32,
-    /// [`crate::Plan::cpus_hash`] of the plan the table was made for, where a process hands
-    /// the table on through the environment (the shim by hand); 0: not stamped.
-    cpus_hash: AtomicU32,
-    /// When the housekeeper last published running counts ([`crate::clock::monotonic_us`]); 0: no
-    /// housekeeper publishes (the shim by hand).
-    published_us: AtomicU64,
-    /// When the poll before that published (1 after the first poll): the start of the
-    /// interval the running counts cover.
-    counted_since_us: AtomicU64,
-    live: [AtomicU32; MAX_SLOTS],
-    /// Each slot's CPU once the launcher moved the slot off its planned CPU (that CPU turned
-    /// noisy): `cpu + 1`, or 0 for the plan's CPU.
-    moved_to: [AtomicU32; MAX_SLOTS],
-    /// Threads that ran on each slot's CPU between the housekeeper's last two polls, as it
-    /// published them ([`SlotTable::publish_running`]); all 0 without a housekeeper.
-    running: [AtomicU32; MAX_SLOTS],
-    /// The latest birth on each slot: `us << 16 | (record + 1)` ([`crate::clock::monotonic_us`]; record
-    /// `0xffff` when it has none), cleared when that thread's claim is released; 0: none.
-    born: [AtomicU64; MAX_SLOTS],
-    /// The pid of the process whose block holds each slot (see [`crate::locality`]); 0: in
-    /// no process's block.
-    owner: [AtomicU32; MAX_SLOTS],
-    /// `tid << 32 | (slot + 1)`, or 0 when free.
-    records: [AtomicU64; MAX_RECORDS],
-    /// Live threads whose records are deferred (see [`deferred`]).
-    deferred: [AtomicU64; DEFERRED],
-    /// Threads that ended briefly with their records deferred, never logged (see [`deferred`]).
-    brief: AtomicU64,
-    /// Live threads whose records are deferred (see [`deferred`]).
-    deferring: AtomicU32,
-    /// When a process of the task last looked for dead processes' records
-    /// ([`SlotTable::reap_due`]); 0: never.
-    reaped_us: AtomicU64,
-}
 
 /// A claimed slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

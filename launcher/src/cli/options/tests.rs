@@ -124,7 +124,7 @@ fn near_binds_its_node_by_default_and_expressions_are_checked_before_the_machine
 fn placement_mask_keeps_selection_and_isolation_but_refuses_thread_moves() {
     assert_eq!(
         parse(&["goset-run", "--", "x"]).unwrap().placement,
-        Placement::Thread
+        PlacementMode::Thread
     );
     let o = parse(&[
         "goset-run",
@@ -142,7 +142,7 @@ fn placement_mask_keeps_selection_and_isolation_but_refuses_thread_moves() {
         "x",
     ])
     .unwrap();
-    assert_eq!(o.placement, Placement::Mask);
+    assert_eq!(o.placement, PlacementMode::Mask);
     assert_eq!(
         (
             o.include.resolve(&Default::default()).unwrap(),
@@ -154,7 +154,7 @@ fn placement_mask_keeps_selection_and_isolation_but_refuses_thread_moves() {
         parse(&["goset-run", "--placement=thread", "--dry-run"])
             .unwrap()
             .placement,
-        Placement::Thread
+        PlacementMode::Thread
     );
     for (flag, args) in [
         ("--skip", &["--skip", "0x1"][..]),

@@ -6,9 +6,9 @@ use super::{Live, MoveReason, Owned, Placer};
 use crate::housekeeper::policy::activity::ran_there;
 use crate::housekeeper::policy::claims::Mask;
 use crate::housekeeper::policy::demand::{rebalance, rested, steady, Busy, Move};
-use crate::housekeeper::policy::placement::Spot;
 use crate::housekeeper::policy::thresholds::Policy;
 use crate::housekeeper::policy::turns::{computes, takes_turns, turn_reservation};
+use crate::housekeeper::policy::unplaced::Spot;
 use goset_plan::log::Event;
 use goset_plan::CpuSet;
 use std::collections::{BTreeMap, BTreeSet};
@@ -223,7 +223,7 @@ impl Placer {
     /// thread on the reservation that computes (born roaming, or that took turns) first, then
     /// one of a slot that holds two or more. The thread's record moves in the table (the shim
     /// answers its later affinity calls from there, and releases it there), then the thread
-    /// itself. The housekeeper's own threads are spread by [`crate::housekeeper::policy::placement::decide`].
+    /// itself. The housekeeper's own threads are spread by [`crate::housekeeper::policy::unplaced::decide`].
     fn spread_busy(
         &mut self,
         live: &[Live],

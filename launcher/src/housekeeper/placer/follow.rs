@@ -8,7 +8,7 @@
 use super::{Live, MoveReason, Owned, Placer};
 use crate::housekeeper::policy::claims::Mask;
 use crate::housekeeper::policy::noise::NoiseMove;
-use crate::housekeeper::policy::placement::holds_slot;
+use crate::housekeeper::policy::unplaced::holds_slot;
 use goset_plan::log::Event;
 use std::collections::BTreeMap;
 

@@ -10,8 +10,8 @@
 
 use super::{Groups, Live, MoveReason, Owned, Placer};
 use crate::housekeeper::policy::claims::{leave_alone, pending_claims, Mask, Unclaimed};
-use crate::housekeeper::policy::placement::{settled, Spot, View};
 use crate::housekeeper::policy::thresholds::Policy;
+use crate::housekeeper::policy::unplaced::{settled, Spot, View};
 use goset_plan::log::Event;
 use std::collections::BTreeMap;
 
@@ -206,8 +206,8 @@ mod tests {
     use super::super::affinity::{Affinity, Fake};
     use super::super::testing::{placer, table, unplaced, WIDE};
     use super::*;
-    use crate::housekeeper::policy::placement::Spot;
     use crate::housekeeper::policy::thresholds::Policy;
+    use crate::housekeeper::policy::unplaced::Spot;
 
     /// A process's main thread (tid = pid), busy, on the test's wide mask.
     fn main_thread(fake: &Fake) -> Live {

@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use super::policy::activity::{is_busy, wanted, Activity};
 use super::policy::kinship::Kin;
-use super::policy::placement::{decide, streaks_after_read, Action, Spot, View};
 use super::policy::thresholds::Policy;
+use super::policy::unplaced::{decide, streaks_after_read, Action, Spot, View};
 
 mod affinity;
 mod demand;
@@ -39,7 +39,6 @@ use records::Records;
 pub(in crate::housekeeper) mod testing;
 pub use affinity::{Affinity, Kernel};
 pub use reason::MoveReason;
-pub use records::role_of;
 
 /// A thread the housekeeper placed.
 #[derive(Debug, Clone)]

@@ -1,11 +1,11 @@
 //! Writing the housekeeper's records to the placement log.
 //!
 //! Owns: the shape of a record with `placed_by: "housekeeper"` ([`Placer::write`]), the records
-//! written ([`Records`]), and the role the report shows for a thread the housekeeper placed.
-//! Must not: place or move anything.
+//! written ([`Records`]). Must not: place or move anything.
 
-use super::{MoveReason, Owned, Placer};
-use crate::housekeeper::policy::placement::Spot;
+use super::reason::MoveReason;
+use super::{Owned, Placer};
+use crate::housekeeper::policy::unplaced::Spot;
 use crate::placement_log::Record;
 use goset_plan::log::{Event, PlacedBy, Role};
 use std::fs::File;
@@ -79,7 +79,7 @@ impl Placer {
             role: Some(if event == Event::Moved {
                 Role::Moved
             } else {
-                role_of(o.spot)
+                o.spot.role()
             }),
             shared: o.shared,
             // A move to no single CPU is one to the whole reservation.
@@ -89,13 +89,5 @@ impl Placer {
             reason: reason.map(|r| r.to_string()),
         };
         self.records.push(record);
-    }
-}
-
-/// The role the report shows for a thread the housekeeper placed.
-pub fn role_of(spot: Spot) -> Role {
-    match spot {
-        Spot::Slot(_) => Role::Worker,
-        Spot::Parked => Role::Helper,
     }
 }

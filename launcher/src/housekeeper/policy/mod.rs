@@ -2,7 +2,7 @@
 //! `/proc`, call `sched_*`, or touch the slot table; the [`super::placer::Placer`] and the
 //! tree walk carry the decisions out.
 //!
-//! - [`placement`]: threads nobody placed get a slot or are parked, by demand and slot load.
+//! - [`unplaced`]: threads nobody placed get a slot or are parked, by demand and slot load.
 //! - [`activity`]: what a thread did, and whether it ran or was busy.
 //! - [`demand`]: busy threads the shim placed spread out, and move to faster CPUs.
 //! - [`turns`]: threads that take turns run on the whole reservation.
@@ -19,6 +19,6 @@ pub mod claims;
 pub mod demand;
 pub mod kinship;
 pub mod noise;
-pub mod placement;
 pub mod thresholds;
 pub mod turns;
+pub mod unplaced;

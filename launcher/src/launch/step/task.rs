@@ -9,7 +9,7 @@
 
 use super::super::cpus::{select_cpus, Selected};
 use super::super::execute::{own_log, settings, slot_table};
-use super::super::json::{JsonReport, JsonSink, REPORT_SCHEMA};
+use super::super::json::JsonSink;
 use super::super::prepare::{prepare, Prepared};
 use super::args::{self, AgentArgs};
 use crate::cli::RunOptions;
@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::fsroot::FsRoot;
 use crate::housekeeper::Housekeeper;
 use crate::report;
+use crate::report::model::{Report, TelemetryReport, ThreadReport};
 use goset_plan::CpuSet;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -236,7 +237,8 @@ impl TaskRun {
         let mut outcome = self.housekeeper.finish(&closing);
         let run_dir = self.prepared.run_dir.as_ref();
         let (log, errors) = own_log(run_dir, &mut outcome, &self.opts.fsroot, self.req.pid);
-        let threads = outcome.thread_reports(&log);
+        let outcomes = outcome.thread_reports(&log);
+        let threads: Vec<ThreadReport> = outcomes.iter().map(ThreadReport::from).collect();
         let Selected {
             topo,
             noise,
@@ -246,7 +248,7 @@ impl TaskRun {
         } = &self.selected;
         let processes =
             report::processes::build(&threads, &[], |c| topo.cpu(c).and_then(|i| i.node));
-        let sel_report = report::selection_report(topo, noise, selection);
+        let sel_report = report::model::selection_report(topo, noise, selection);
         // Runs booked since this task selected, with those it saw.
         let later = crate::booking::Registry::open().map_or_else(|_| Vec::new(), |r| r.live(false));
         let others: Vec<_> = bookings.iter().chain(&later).cloned().collect();
@@ -260,20 +262,11 @@ impl TaskRun {
             threads: threads.len(),
             shared: shared.iter().map(|s| s.phrase()).collect(),
         };
-        let telemetry = Some(outcome.telemetry(&threads));
-        let report = JsonReport {
-            schema: REPORT_SCHEMA,
-            selection: &sel_report,
-            placement: self.opts.placement,
-            run: None,
-            threads,
-            processes,
-            telemetry,
-            isolation: None,
-            bookings: bookings.clone(),
-            errors,
-            noise_record: None,
-        };
+        let placement = self.opts.placement.into();
+        let mut report = Report::selected(&sel_report, placement, bookings, &errors);
+        report.telemetry = Some(TelemetryReport::from(&outcome.telemetry(&outcomes)));
+        report.threads = threads;
+        report.processes = processes;
         self.json.write("goset-run", &report);
         finished
     }

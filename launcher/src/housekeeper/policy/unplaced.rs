@@ -1,4 +1,4 @@
-//! The placement rule for threads the shim could not place: a pure function of observed
+//! The unplaced-thread rule, for threads the shim could not place: a pure function of observed
 //! thread demand and slot loads ([`decide`]), with its thresholds ([`Policy`]).
 //!
 //! Threads that burn CPU get the least-loaded slots, the hungriest first; threads that mostly
@@ -21,6 +21,16 @@ pub enum Spot {
     Slot(usize),
     /// On the park CPU ([`crate::housekeeper::Settings::park_cpu`]), holding no slot.
     Parked,
+}
+
+impl Spot {
+    /// The role the report shows for a thread the housekeeper placed here.
+    pub fn role(self) -> goset_plan::log::Role {
+        match self {
+            Spot::Slot(_) => goset_plan::log::Role::Worker,
+            Spot::Parked => goset_plan::log::Role::Helper,
+        }
+    }
 }
 
 /// One thread as the policy sees it.
