@@ -34,7 +34,7 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 pub enum Failed {
     /// The kernel has no `clone3` or no `CLONE_INTO_CGROUP` (before Linux 5.7), or refused
     /// the group: nothing was started, another way may work.
-    Unsupported(std::io::Error),
+    Unsupported,
     /// The child was born and its setup or exec failed (it is reaped).
     Child(std::io::Error),
 }
@@ -131,9 +131,8 @@ pub fn into_cgroup(
         unsafe { libc::close(pipe[0]) };
     };
     if pid < 0 {
-        let e = std::io::Error::last_os_error();
         close_read();
-        return Err(Failed::Unsupported(e));
+        return Err(Failed::Unsupported);
     }
     let pid = pid as i32;
     let mut errno = 0i32;

@@ -391,7 +391,7 @@ impl Task {
             Some(Ok(pid)) => pid,
             Some(Err(crate::spawn::Failed::Child(e))) => return Err(start_error(&name, e)),
             // An older kernel: the child joins by writing to cgroup.procs instead.
-            Some(Err(crate::spawn::Failed::Unsupported(_))) | None => {
+            Some(Err(crate::spawn::Failed::Unsupported)) | None => {
                 let child = cmd.spawn().map_err(|e| start_error(&name, e))?;
                 let pid = child.id() as i32;
                 // The child is reaped with wait4 below, not through std's handle.

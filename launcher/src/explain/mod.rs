@@ -12,7 +12,7 @@
 
 mod read;
 
-pub use read::{desc_actions, pci_address, IrqNames, Reading, TaskTime, MAX_TASKS};
+pub use read::Reading;
 
 use crate::fsroot::FsRoot;
 use crate::noise::{IrqKind, USER_HZ};

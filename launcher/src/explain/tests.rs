@@ -1,3 +1,4 @@
+use super::read::{IrqNames, TaskTime};
 use super::*;
 use crate::fsroot::FsRoot;
 use crate::noise::tests::Spinner;

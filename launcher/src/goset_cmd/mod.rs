@@ -7,12 +7,12 @@
 //! subcommand does (each file does) or anything a lower module needs: a parser that two
 //! modules share belongs below, in [`crate::procfs`] or [`crate::topology`].
 
-pub mod diagnostics;
-pub mod noise;
-pub mod probe;
-pub mod restore;
-pub mod rm_cgroup;
-pub mod topology;
+pub(crate) mod diagnostics;
+pub(crate) mod noise;
+pub(crate) mod probe;
+pub(crate) mod restore;
+pub(crate) mod rm_cgroup;
+pub(crate) mod topology;
 
 use crate::cli::{GosetCli, GosetCommand};
 use crate::error::{Error, Result};

@@ -201,7 +201,7 @@ fn ns(v: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::Detours;
+    use crate::probe::stats::Detours;
 
     #[test]
     fn renders_quietest_first_with_policy_threshold_and_cost() {

@@ -9,10 +9,10 @@
 //! time. Must not: select CPUs or print.
 
 mod run;
-mod stats;
+pub(crate) mod stats;
 
-pub use run::{run, Probe, FIFO_PRIORITY, REST, ROUND};
-pub use stats::{ranking, CpuProbe, Detours};
+pub use run::{run, Probe, FIFO_PRIORITY};
+pub use stats::{ranking, CpuProbe};
 
 use std::time::Duration;
 

@@ -91,11 +91,6 @@ pub struct ProcessId {
 }
 
 impl ProcessId {
-    /// Process `pid` under `root` as it is now, if it is alive.
-    pub fn of(root: &FsRoot, pid: u32) -> Option<ProcessId> {
-        start_ticks(root, pid).map(|start| ProcessId { pid, start })
-    }
-
     /// This process as it is now under `root`, or why its `stat` did not say (the read's
     /// errno: under a descriptor limit it cannot even be opened).
     pub fn this(root: &FsRoot) -> Result<ProcessId, crate::fsroot::ReadError> {
@@ -159,7 +154,7 @@ mod tests {
     #[test]
     fn this_process_is_alive_under_the_live_root_and_not_under_a_fixture() {
         let root = FsRoot::default();
-        let me = ProcessId::of(&root, std::process::id()).unwrap();
+        let me = ProcessId::this(&root).unwrap();
         assert!(me.is_alive(&root));
         let later = ProcessId {
             start: me.start + 1,
@@ -171,13 +166,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("proc/42")).unwrap();
         std::fs::write(dir.path().join("proc/42/stat"), STAT).unwrap();
         let fixture = FsRoot::new(dir.path());
-        assert_eq!(
-            ProcessId::of(&fixture, 42),
-            Some(ProcessId {
-                pid: 42,
-                start: 101234
-            })
-        );
-        assert_eq!(ProcessId::of(&fixture, 43), None);
+        assert_eq!(start_ticks(&fixture, 42), Some(101234));
+        assert_eq!(start_ticks(&fixture, 43), None);
     }
 }

@@ -24,7 +24,7 @@ pub mod decay;
 pub mod feed;
 pub mod file;
 
-pub use decay::{Observation, Record, Sums, View, HORIZONS_S, HORIZON_NAMES, MINUTES};
+pub use decay::{Record, View, HORIZONS_S, HORIZON_NAMES, MINUTES};
 
 #[cfg(test)]
 mod tests;

@@ -3,14 +3,14 @@
 //!
 //! Renderers are pure: they turn values into strings. [`crate::launch`] decides where they go.
 
-pub mod isolation;
+pub(crate) mod isolation;
 pub mod model;
-pub mod processes;
-pub mod ranks;
-pub mod record;
-pub mod sharing;
-pub mod table;
-pub mod telemetry;
+pub(crate) mod processes;
+pub(crate) mod ranks;
+pub(crate) mod record;
+pub(crate) mod sharing;
+pub(crate) mod table;
+pub(crate) mod telemetry;
 
 use crate::topology::Topology;
 use model::selection::Decision;

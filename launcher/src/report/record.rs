@@ -247,7 +247,7 @@ pub fn render_known_and_seen(u: &RecordUse) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Observation;
+    use crate::record::decay::Observation;
 
     #[test]
     fn renders_each_cpu_under_one_header_with_its_extra_lines() {

@@ -29,11 +29,6 @@ impl Table {
         self.rows.push(cells);
     }
 
-    /// Whether the table has no rows.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
     /// The table as text, ending with a newline.
     pub fn render(&self) -> String {
         let widths: Vec<usize> = (0..self.header.len())

@@ -36,7 +36,7 @@ mod compact;
 mod error;
 mod options;
 mod rank;
-pub mod ranks;
+pub(crate) mod ranks;
 mod team;
 
 pub use error::SelectError;

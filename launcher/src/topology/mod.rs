@@ -58,7 +58,7 @@
 mod allowed;
 mod device;
 pub mod expr;
-pub mod gpus;
+pub(crate) mod gpus;
 mod group;
 mod kernel_isolation;
 mod kinds;

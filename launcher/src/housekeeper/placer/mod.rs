@@ -460,7 +460,8 @@ impl Placer {
         }
     }
 
-    /// Every record written (the report's source when there is no log file).
+    /// Every record written, for tests (the run takes them at its end: [`Placer::take_records`]).
+    #[cfg(test)]
     pub fn records(&self) -> &[Record] {
         self.records.written()
     }

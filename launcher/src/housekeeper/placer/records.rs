@@ -27,7 +27,8 @@ impl Records {
         }
     }
 
-    /// Every record written.
+    /// Every record written, for tests.
+    #[cfg(test)]
     pub(super) fn written(&self) -> &[Record] {
         &self.written
     }

@@ -16,15 +16,15 @@
 //! - `record.rs`: [`RecordUse`], what the noise record knew against what the run saw;
 //! - here: the whole [`Report`], other runs' bookings and the files that could not be read.
 
-pub mod isolation;
-pub mod processes;
-pub mod record;
-pub mod run;
-pub mod selection;
-pub mod telemetry;
+pub(crate) mod isolation;
+pub(crate) mod processes;
+pub(crate) mod record;
+pub(crate) mod run;
+pub(crate) mod selection;
+pub(crate) mod telemetry;
 #[cfg(test)]
 mod tests;
-pub mod threads;
+pub(crate) mod threads;
 
 pub use isolation::IsolationReport;
 pub use processes::ProcessReport;
