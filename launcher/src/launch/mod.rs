@@ -84,7 +84,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         bookings,
         booked: _booked,
         mut learned,
-    } = cpus::select_cpus(opts)?;
+    } = cpus::select_cpus(opts, None)?;
     if let Some(sig) = crate::signals::pending() {
         return Err(Error::Interrupted(sig));
     }
