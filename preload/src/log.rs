@@ -246,8 +246,10 @@ pub fn enabled() -> bool {
 /// Writes `r` with one `writev(2)`, to the log's own file only.
 pub fn emit(r: &Record) {
     let mut line = Buf::<LINE_MAX>::new();
+    // A process's local rank goes on its init record alone: once per process.
+    let rank = (r.event == Event::Init).then(crate::rank::logged).flatten();
     // Only a mask's list can be long, and format shortens that: an error cannot happen.
-    let Ok(exe_at) = format(&mut line, r) else {
+    let Ok(exe_at) = format(&mut line, r, rank.as_ref()) else {
         return;
     };
     let (head, tail) = line.as_bytes().split_at(exe_at);
@@ -393,8 +395,13 @@ mod tests {
 
     /// The line as written, with `exe` spliced in.
     fn line(r: &Record, exe: &str) -> String {
+        ranked(r, exe, None)
+    }
+
+    /// [`line`] with the process's local rank.
+    fn ranked(r: &Record, exe: &str, rank: Option<&goset_plan::log::LocalRank>) -> String {
         let mut buf = Buf::<LINE_MAX>::new();
-        let at = format(&mut buf, r).unwrap();
+        let at = format(&mut buf, r, rank).unwrap();
         let text = String::from_utf8(buf.as_bytes().to_vec()).unwrap();
         format!("{}{exe}{}", &text[..at], &text[at..])
     }
@@ -411,6 +418,18 @@ mod tests {
              \"shared\":false,\"roams\":false,\"placed_by\":\"shim\"}\n"
         );
         assert_eq!(out.matches('\n').count(), 1);
+        let rank = goset_plan::log::LocalRank {
+            rank: 3,
+            var: "SLURM_LOCALID",
+            gpu: Some(5),
+        };
+        let out = ranked(&record(None), "/x", Some(&rank));
+        assert!(
+            out.ends_with(
+                "\"placed_by\":\"shim\",\"local_rank\":3,\"rank_var\":\"SLURM_LOCALID\",\"gpu\":5}\n"
+            ),
+            "{out}"
+        );
     }
 
     #[test]

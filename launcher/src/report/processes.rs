@@ -9,8 +9,9 @@ use crate::housekeeper::outcome::ThreadReport;
 use crate::output::escape;
 use crate::select::ranks::RankBlock;
 use crate::task::Ending;
+use goset_plan::log::LocalRank;
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One process of the task (and of its JSON).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -29,10 +30,15 @@ pub struct ProcessReport {
     pub nodes: Vec<usize>,
     /// How a copy ended (`--instances`); `None` for other processes.
     pub exit_code: Option<i32>,
-    /// With `--near gpu:local-rank`: the local rank whose block its threads kept to (the shim
-    /// gives a process the block of its own local rank's GPU), see [`assign_ranks`].
+    /// With `--near gpu:local-rank`: its local rank, as its shim logged it, else that whose
+    /// block its threads kept to (the shim gives a process the block of its own local rank's
+    /// GPU), see [`assign_ranks`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank: Option<usize>,
+    /// The variable its shim read the rank from (`LOCAL_RANK`, `SLURM_LOCALID` ...); `None`
+    /// where the rank is inferred from its block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank_var: Option<&'static str>,
     /// That rank's GPU (`gpu3`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
@@ -66,6 +72,7 @@ pub fn build(
                     nodes: Vec::new(),
                     exit_code: copy.map(|i| instances[i].1.exit_code()),
                     rank: None,
+                    rank_var: None,
                     gpu: None,
                     block: None,
                 });
@@ -89,19 +96,33 @@ pub fn build(
     out
 }
 
-/// Gives each process whose threads all ran inside one rank's block that rank, its GPU and
-/// its block (`--near gpu:local-rank`).
-pub fn assign_ranks(rows: &mut [ProcessReport], ranks: &[RankBlock]) {
-    for row in rows.iter_mut().filter(|r| !r.cpus.is_empty()) {
-        let inside = ranks
-            .iter()
-            .find(|b| row.cpus.iter().all(|c| b.cpus.contains(c)));
-        if let Some(b) = inside {
-            row.rank = Some(b.rank);
-            row.gpu = Some(format!("gpu{}", b.gpu.index));
+/// Gives each process its local rank, GPU and block (`--near gpu:local-rank`): the rank and
+/// GPU its shim logged (`logged`, checked by the reader), with the block its threads kept to
+/// where that block is its GPU's; else, where its threads all ran inside one rank's block,
+/// that rank, its GPU and its block.
+pub fn assign_ranks(
+    rows: &mut [ProcessReport],
+    ranks: &[RankBlock],
+    logged: &BTreeMap<i32, LocalRank>,
+) {
+    for row in rows.iter_mut() {
+        let inside = (!row.cpus.is_empty())
+            .then(|| (ranks.iter()).find(|b| row.cpus.iter().all(|c| b.cpus.contains(c))))
+            .flatten();
+        let block = |b: &RankBlock| {
             let mut block = b.cpus.clone();
             block.sort();
-            row.block = Some(block);
+            block
+        };
+        if let Some(l) = logged.get(&row.pid) {
+            row.rank = Some(l.rank);
+            row.rank_var = Some(l.var);
+            row.gpu = l.gpu.map(|g| format!("gpu{g}"));
+            row.block = inside.filter(|b| Some(b.gpu.index) == l.gpu).map(block);
+        } else if let Some(b) = inside {
+            row.rank = Some(b.rank);
+            row.gpu = Some(format!("gpu{}", b.gpu.index));
+            row.block = Some(block(b));
         }
     }
 }
@@ -217,16 +238,35 @@ mod tests {
             widened: None,
         };
         let mut ranked = rows.clone();
-        assign_ranks(
-            &mut ranked,
-            &[block(0, vec![0, 1, 2]), block(1, vec![6, 5, 4])],
-        );
+        let blocks = [block(0, vec![0, 1, 2]), block(1, vec![6, 5, 4])];
+        assign_ranks(&mut ranked, &blocks, &BTreeMap::new());
         assert_eq!(
             (ranked[0].rank, ranked[0].gpu.as_deref()),
             (Some(0), Some("gpu0"))
         );
         assert_eq!(ranked[1].block, Some(vec![4, 5, 6]));
         assert!(render(&ranked).contains("gpu1"));
+        assert_eq!(ranked[0].rank_var, None, "inferred");
+        // A rank its shim logged is the process's, whatever block it ran in.
+        let logged = LocalRank {
+            rank: 5,
+            var: "SLURM_LOCALID",
+            gpu: Some(1),
+        };
+        let mut logged_rows = rows.clone();
+        assign_ranks(&mut logged_rows, &blocks, &BTreeMap::from([(20, logged)]));
+        let r = &logged_rows[1];
+        let seen = (r.rank, r.rank_var, r.gpu.as_deref(), r.block.clone());
+        assert_eq!(
+            seen,
+            (
+                Some(5),
+                Some("SLURM_LOCALID"),
+                Some("gpu1"),
+                Some(vec![4, 5, 6])
+            )
+        );
+        assert_eq!(logged_rows[0].rank, Some(0), "the other inferred still");
         // One process, no copies: no table.
         let one = build(&threads[..1], &[(10, Ending::Exited(0))], node_of);
         assert_eq!(render(&one), "");

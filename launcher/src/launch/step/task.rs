@@ -297,8 +297,10 @@ impl TaskRun {
             bookings,
             ..
         } = &self.selected;
-        let processes =
+        let mut processes =
             report::processes::build(&threads, &[], |c| topo.cpu(c).and_then(|i| i.node));
+        let logged = log.ranks(self.prepared.gpus);
+        report::processes::assign_ranks(&mut processes, &selection.ranks, &logged);
         let sel_report = report::selection_report(topo, noise, selection);
         // Runs booked since this task selected, with those it saw.
         let later = crate::booking::Registry::open().map_or_else(|_| Vec::new(), |r| r.live(false));
