@@ -8,46 +8,19 @@
 //! block) keeps to the rank's block. Must not: allocate (the environment is read in place).
 
 use crate::block::{block_of, gone};
+use crate::log::note_rank as note;
 use crate::log::warn_once;
-use core::sync::atomic::{AtomicUsize, Ordering};
-use goset_plan::log::LocalRank;
-use goset_plan::ranks::{self, RankGpu, LOCAL_RANK_VARS};
+use goset_plan::ranks::{self, RankGpu};
 use goset_plan::{CpuSet, Plan, SlotTable};
 
 /// How many times a rank tries again when another process took the block it chose.
 const TRIES: usize = 8;
 
-/// This process's local rank as [`take`] read it, plus one (0: none), for its log record; a
-/// forked child inherits it with the environment it came from.
-static RANK: AtomicUsize = AtomicUsize::new(0);
-/// The index in [`LOCAL_RANK_VARS`] of the variable [`RANK`] came from.
-static RANK_VAR: AtomicUsize = AtomicUsize::new(0);
-/// Its GPU's number plus one (0: its visible-devices variable names no index).
-static RANK_GPU: AtomicUsize = AtomicUsize::new(0);
-
-/// The local rank this process took its block by, for its `init` record.
-pub fn logged() -> Option<LocalRank> {
-    let rank = RANK.load(Ordering::Relaxed).checked_sub(1)?;
-    Some(LocalRank {
-        rank,
-        var: LOCAL_RANK_VARS.get(RANK_VAR.load(Ordering::Relaxed))?,
-        gpu: RANK_GPU.load(Ordering::Relaxed).checked_sub(1),
-    })
-}
-
-/// Keeps what [`logged`] says.
-fn note(rank: usize, var: &str, gpu: Option<usize>) {
-    let index = LOCAL_RANK_VARS.iter().position(|&v| v == var).unwrap_or(0);
-    RANK_VAR.store(index, Ordering::Relaxed);
-    RANK_GPU.store(gpu.map_or(0, |g| g + 1), Ordering::Relaxed);
-    RANK.store(rank + 1, Ordering::Relaxed);
-}
-
 /// The block process `pid` keeps to as a local rank (the plan gives rank blocks): `None` when
 /// the plan gives none or its environment holds no local rank (`crate::block`'s rule applies); `Some(None)`
 /// when it is a rank without a block (its GPU cannot be told, has no block in the plan, or
 /// every block of it is held: one warning, and the task's slots as without rank blocks).
-/// The rank read is kept for the process's log record ([`logged`]) either way.
+/// The rank read is kept for the process's log record ([`crate::log::note_rank`]) either way.
 pub fn take(plan: &Plan, table: &SlotTable, pid: i32) -> Option<Option<CpuSet>> {
     if !plan.ranks.given() {
         return None;
@@ -120,22 +93,6 @@ fn claim(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_rank_read_is_kept_for_the_log() {
-        note(3, "SLURM_LOCALID", Some(5));
-        let three = LocalRank {
-            rank: 3,
-            var: "SLURM_LOCALID",
-            gpu: Some(5),
-        };
-        assert_eq!(logged(), Some(three));
-        note(0, "LOCAL_RANK", None);
-        assert_eq!(
-            logged().map(|l| (l.rank, l.var, l.gpu)),
-            Some((0, "LOCAL_RANK", None))
-        );
-    }
 
     #[test]
     fn ranks_take_their_gpus_blocks_and_children_keep_them() {

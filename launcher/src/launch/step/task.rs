@@ -507,8 +507,9 @@ mod tests {
             cpus_per_task: 4,
             ..Default::default()
         };
-        let text = format!("task\01\01\0400\0n1\00\0/\0CUDA_VISIBLE_DEVICES=4,5,6,7\0x\0");
-        let req = Request::parse(text.as_bytes()).unwrap();
+        let text =
+            b"task\x001\x001\x00400\x00n1\x000\x00/\x00CUDA_VISIBLE_DEVICES=4,5,6,7\x00x\x00";
+        let req = Request::parse(text).unwrap();
         let (_, sel) = select(&agent, &user, &req, &(0..32).collect::<Vec<_>>(), &[]).unwrap();
         assert_eq!(sel.selection.ranks[0].gpu.index, 5);
         assert!(sel
