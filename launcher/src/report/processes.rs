@@ -98,8 +98,10 @@ pub fn build(
 
 /// Gives each process its local rank, GPU and block (`--near gpu:local-rank`): the rank and
 /// GPU its shim logged (`logged`, checked by the reader), with the block its threads kept to
-/// where that block is its GPU's; else, where its threads all ran inside one rank's block,
-/// that rank, its GPU and its block.
+/// where that block is its GPU's. A log without any such record (a shim that logs no rank)
+/// falls back to inference: a process whose threads all ran inside one rank's block gets that
+/// rank, its GPU and its block. Where the log has them, a process without one read no rank
+/// (a shell, torchrun's agent): it gets none, wherever its threads ran.
 pub fn assign_ranks(
     rows: &mut [ProcessReport],
     ranks: &[RankBlock],
@@ -119,7 +121,7 @@ pub fn assign_ranks(
             row.rank_var = Some(l.var);
             row.gpu = l.gpu.map(|g| format!("gpu{g}"));
             row.block = inside.filter(|b| Some(b.gpu.index) == l.gpu).map(block);
-        } else if let Some(b) = inside {
+        } else if let Some(b) = inside.filter(|_| logged.is_empty()) {
             row.rank = Some(b.rank);
             row.gpu = Some(format!("gpu{}", b.gpu.index));
             row.block = Some(block(b));
@@ -266,7 +268,15 @@ mod tests {
                 Some(vec![4, 5, 6])
             )
         );
-        assert_eq!(logged_rows[0].rank, Some(0), "the other inferred still");
+        let unlogged = &logged_rows[0];
+        assert_eq!(
+            unlogged.rank, None,
+            "no record where others have one: no rank"
+        );
+        assert_eq!(
+            (unlogged.gpu.as_deref(), unlogged.block.as_deref()),
+            (None, None)
+        );
         // One process, no copies: no table.
         let one = build(&threads[..1], &[(10, Ending::Exited(0))], node_of);
         assert_eq!(render(&one), "");
