@@ -324,8 +324,20 @@ static size_t request(spank_t sp, char *req, size_t len)
         gethostname(node, sizeof node);
     if (!getcwd(cwd, sizeof cwd))
         snprintf(cwd, sizeof cwd, "/");
-    int n = snprintf(req, len, "task%c%d%c%u%c%d%c%s%c%s%c%s%c%s", 0, local, 0, global, 0,
-                     (int)getpid(), 0, node, 0, cpus, 0, cwd, 0, argv[0]);
+    /* The task's visible GPUs, for --near gpu:local-rank: the first variable set and not
+     * blank, as goset_plan::ranks::VISIBLE_VARS orders them. */
+    static const char *const visible_vars[] = {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                                               "HIP_VISIBLE_DEVICES"};
+    char visible[1024] = "", value[sizeof visible - 32];
+    for (size_t i = 0; i < sizeof visible_vars / sizeof *visible_vars; i++) {
+        if (spank_getenv(sp, visible_vars[i], value, sizeof value) == ESPANK_SUCCESS &&
+            value[strspn(value, " \t\n")] != 0) {
+            snprintf(visible, sizeof visible, "%s=%s", visible_vars[i], value);
+            break;
+        }
+    }
+    int n = snprintf(req, len, "task%c%d%c%u%c%d%c%s%c%s%c%s%c%s%c%s", 0, local, 0, global, 0,
+                     (int)getpid(), 0, node, 0, cpus, 0, cwd, 0, visible, 0, argv[0]);
     return n > 0 && (size_t)n < len ? (size_t)n + 1 : 0;
 }
 

@@ -16,6 +16,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+mod ranks;
+
 /// The longest line taken for a record. The shim's are a few hundred bytes; one with a path
 /// of the kernel's longest (4096 bytes), every byte escaped, stays below it.
 pub const MAX_LINE: usize = 64 * 1024;
@@ -73,6 +75,16 @@ pub struct Record {
     /// Why the housekeeper moved a thread (an [`Event::Move`] record), with the figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The process's local rank (its `init` record, `--near gpu:local-rank`), as written:
+    /// checked by [`Log::ranks`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u64>,
+    /// The variable the local rank came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank_var: Option<String>,
+    /// The local rank's GPU number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u64>,
 }
 
 impl Record {
@@ -463,7 +475,7 @@ mod tests {
     use super::*;
 
     /// Parses a whole log as [`read`] does a file.
-    fn parse(bytes: &[u8]) -> Log {
+    pub(super) fn parse(bytes: &[u8]) -> Log {
         let mut records = Vec::new();
         let mut lines = Lines::default();
         let mut each = |r| records.push(r);

@@ -194,6 +194,19 @@ pub struct Record<'a> {
     pub roams: bool,
 }
 
+/// A process's local rank as the shim read it (`--near gpu:local-rank`), logged once, on the
+/// process's `init` record: `"local_rank":R,"rank_var":"LOCAL_RANK","gpu":G` after
+/// `placed_by` (`gpu` `null` where its visible-devices variable names no index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalRank {
+    /// The local rank.
+    pub rank: usize,
+    /// The variable it came from, one of [`crate::ranks::LOCAL_RANK_VARS`].
+    pub var: &'static str,
+    /// Its GPU's number (`gpuN`).
+    pub gpu: Option<usize>,
+}
+
 /// Writes `s` as the inside of a JSON string: quotes, backslashes and control characters
 /// escaped, bytes that are not UTF-8 replaced by U+FFFD.
 pub fn escape(out: &mut dyn Write, s: &[u8]) -> core::fmt::Result {
@@ -231,8 +244,13 @@ fn option(out: &mut dyn Write, v: Option<usize>) -> core::fmt::Result {
 
 /// Formats `r` as one JSON line (with its newline) into `out`, leaving out the executable
 /// path's text; returns where in `out` that text goes. A requested mask whose cpulist does not
-/// fit in `out` is written as `"(too long)"`.
-pub fn format<const N: usize>(out: &mut Buf<N>, r: &Record) -> Result<usize, core::fmt::Error> {
+/// fit in `out` is written as `"(too long)"`. `rank`: the process's local rank, for its
+/// `init` record.
+pub fn format<const N: usize>(
+    out: &mut Buf<N>,
+    r: &Record,
+    rank: Option<&LocalRank>,
+) -> Result<usize, core::fmt::Error> {
     write!(
         out,
         "{{\"time\":{}.{:06},\"pid\":{},\"tid\":{},\"comm\":\"",
@@ -265,14 +283,23 @@ pub fn format<const N: usize>(out: &mut Buf<N>, r: &Record) -> Result<usize, cor
     option(out, r.cpu)?;
     out.write_str(",\"slot\":")?;
     option(out, r.slot)?;
-    writeln!(
+    write!(
         out,
-        ",\"role\":\"{}\",\"shared\":{},\"roams\":{},\"placed_by\":\"{}\"}}",
+        ",\"role\":\"{}\",\"shared\":{},\"roams\":{},\"placed_by\":\"{}\"",
         r.role.as_str(),
         r.shared,
         r.roams,
         PlacedBy::Shim.as_str()
     )?;
+    if let Some(l) = rank {
+        write!(
+            out,
+            ",\"local_rank\":{},\"rank_var\":\"{}\",\"gpu\":",
+            l.rank, l.var
+        )?;
+        option(out, l.gpu)?;
+    }
+    out.write_str("}\n")?;
     Ok(exe_at)
 }
 

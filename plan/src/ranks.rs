@@ -76,6 +76,10 @@ pub enum RankGpu {
     NoRank,
 }
 
+/// The highest local rank a variable can give (9 digits): what the launcher accepts from a
+/// process's log record of it.
+pub const MAX_LOCAL_RANK: usize = 999_999_999;
+
 /// A non-negative decimal number of at most 9 digits.
 fn number(text: &[u8]) -> Option<usize> {
     let t = text.trim_ascii();
@@ -86,11 +90,11 @@ fn number(text: &[u8]) -> Option<usize> {
 }
 
 /// The local rank in an environment (`get` looks a name up): the first of
-/// [`LOCAL_RANK_VARS`] set to a number.
-pub fn local_rank<'a>(get: impl Fn(&str) -> Option<&'a [u8]>) -> Option<usize> {
+/// [`LOCAL_RANK_VARS`] set to a number, with that variable's name.
+pub fn local_rank<'a>(get: impl Fn(&str) -> Option<&'a [u8]>) -> Option<(usize, &'static str)> {
     LOCAL_RANK_VARS
         .iter()
-        .find_map(|name| get(name).and_then(number))
+        .find_map(|&name| Some((get(name).and_then(number)?, name)))
 }
 
 /// The first of [`VISIBLE_VARS`] set and not blank, with its value.
@@ -293,11 +297,13 @@ mod tests {
     #[test]
     fn the_local_rank_is_the_first_variable_that_holds_a_number() {
         assert_eq!(local_rank(env(&[])), None);
-        assert_eq!(local_rank(env(&[("GOSET_INSTANCE", "3")])), Some(3));
+        let instance = [("GOSET_INSTANCE", "3")];
+        assert_eq!(local_rank(env(&instance)), Some((3, "GOSET_INSTANCE")));
         let both = [("SLURM_LOCALID", "2"), ("LOCAL_RANK", "5")];
-        assert_eq!(local_rank(env(&both)), Some(5), "torchrun's comes first");
+        let first = Some((5, "LOCAL_RANK"));
+        assert_eq!(local_rank(env(&both)), first, "torchrun's comes first");
         let odd = [("LOCAL_RANK", "x"), ("PMI_LOCAL_RANK", " 7\n")];
-        assert_eq!(local_rank(env(&odd)), Some(7));
+        assert_eq!(local_rank(env(&odd)), Some((7, "PMI_LOCAL_RANK")));
         assert_eq!(local_rank(env(&[("LOCAL_RANK", "-1")])), None);
     }
 

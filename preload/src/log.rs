@@ -1,6 +1,7 @@
 //! The placement log (one JSON line per decision) and the one-time warning on stderr.
 //!
-//! Owns: the log's descriptor and the identity of its file; the identity of stderr at start.
+//! Owns: the log's descriptor and the identity of its file; the identity of stderr at start;
+//! the local rank `crate::rank` read, which goes on the process's `init` record.
 //! The record's schema and its formatting are the contract's ([`goset_plan::log`]), so that
 //! the launcher's reader is tested against this very writer. A record is formatted into a
 //! small stack buffer ([`LINE_MAX`]), the executable path (escaped once at start, in static
@@ -22,6 +23,8 @@ use crate::buf::{Buf, Exclusive};
 use crate::sys::{self, Identity};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use goset_plan::log::LocalRank;
+use goset_plan::ranks::LOCAL_RANK_VARS;
 use goset_plan::{raw, vars};
 
 pub use goset_plan::log::{escape, format, Event, Record};
@@ -238,6 +241,33 @@ fn open_as_root(dir: &[u8], name: &[u8], flags: i32) -> Result<i32, i32> {
     opened
 }
 
+/// This process's local rank as `crate::rank::take` read it, plus one (0: none), for its
+/// `init` record; a forked child inherits it with the environment it came from.
+static RANK: AtomicUsize = AtomicUsize::new(0);
+/// The index in [`LOCAL_RANK_VARS`] of the variable [`RANK`] came from.
+static RANK_VAR: AtomicUsize = AtomicUsize::new(0);
+/// Its GPU's number plus one (0: its visible-devices variable names no index).
+static RANK_GPU: AtomicUsize = AtomicUsize::new(0);
+
+/// The local rank this process took its block by, for its `init` record.
+fn logged() -> Option<LocalRank> {
+    let rank = RANK.load(Ordering::Relaxed).checked_sub(1)?;
+    Some(LocalRank {
+        rank,
+        var: LOCAL_RANK_VARS.get(RANK_VAR.load(Ordering::Relaxed))?,
+        gpu: RANK_GPU.load(Ordering::Relaxed).checked_sub(1),
+    })
+}
+
+/// Keeps the local rank `crate::rank` read (from `var`), and its GPU, for the process's
+/// `init` record.
+pub fn note_rank(rank: usize, var: &str, gpu: Option<usize>) {
+    let index = LOCAL_RANK_VARS.iter().position(|&v| v == var).unwrap_or(0);
+    RANK_VAR.store(index, Ordering::Relaxed);
+    RANK_GPU.store(gpu.map_or(0, |g| g + 1), Ordering::Relaxed);
+    RANK.store(rank + 1, Ordering::Relaxed);
+}
+
 /// Whether records are written.
 pub fn enabled() -> bool {
     FD.load(Ordering::Relaxed) >= 0
@@ -246,8 +276,10 @@ pub fn enabled() -> bool {
 /// Writes `r` with one `writev(2)`, to the log's own file only.
 pub fn emit(r: &Record) {
     let mut line = Buf::<LINE_MAX>::new();
+    // A process's local rank goes on its init record alone: once per process.
+    let rank = (r.event == Event::Init).then(logged).flatten();
     // Only a mask's list can be long, and format shortens that: an error cannot happen.
-    let Ok(exe_at) = format(&mut line, r) else {
+    let Ok(exe_at) = format(&mut line, r, rank.as_ref()) else {
         return;
     };
     let (head, tail) = line.as_bytes().split_at(exe_at);
@@ -367,6 +399,22 @@ mod tests {
     }
 
     #[test]
+    fn the_rank_read_is_kept_for_the_log() {
+        note_rank(3, "SLURM_LOCALID", Some(5));
+        let three = LocalRank {
+            rank: 3,
+            var: "SLURM_LOCALID",
+            gpu: Some(5),
+        };
+        assert_eq!(logged(), Some(three));
+        note_rank(0, "LOCAL_RANK", None);
+        assert_eq!(
+            logged().map(|l| (l.rank, l.var, l.gpu)),
+            Some((0, "LOCAL_RANK", None))
+        );
+    }
+
+    #[test]
     fn escapes_json_strings() {
         assert_eq!(escaped(b"a\"b\\c"), "a\\\"b\\\\c");
         assert_eq!(escaped(b"tab\there\n\x01"), "tab\\there\\n\\u0001");
@@ -393,8 +441,13 @@ mod tests {
 
     /// The line as written, with `exe` spliced in.
     fn line(r: &Record, exe: &str) -> String {
+        ranked(r, exe, None)
+    }
+
+    /// [`line`] with the process's local rank.
+    fn ranked(r: &Record, exe: &str, rank: Option<&LocalRank>) -> String {
         let mut buf = Buf::<LINE_MAX>::new();
-        let at = format(&mut buf, r).unwrap();
+        let at = format(&mut buf, r, rank).unwrap();
         let text = String::from_utf8(buf.as_bytes().to_vec()).unwrap();
         format!("{}{exe}{}", &text[..at], &text[at..])
     }
@@ -411,6 +464,18 @@ mod tests {
              \"shared\":false,\"roams\":false,\"placed_by\":\"shim\"}\n"
         );
         assert_eq!(out.matches('\n').count(), 1);
+        let rank = LocalRank {
+            rank: 3,
+            var: "SLURM_LOCALID",
+            gpu: Some(5),
+        };
+        let out = ranked(&record(None), "/x", Some(&rank));
+        assert!(
+            out.ends_with(
+                "\"placed_by\":\"shim\",\"local_rank\":3,\"rank_var\":\"SLURM_LOCALID\",\"gpu\":5}\n"
+            ),
+            "{out}"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! block) keeps to the rank's block. Must not: allocate (the environment is read in place).
 
 use crate::block::{block_of, gone};
+use crate::log::note_rank as note;
 use crate::log::warn_once;
 use goset_plan::ranks::{self, RankGpu};
 use goset_plan::{CpuSet, Plan, SlotTable};
@@ -19,20 +20,22 @@ const TRIES: usize = 8;
 /// the plan gives none or its environment holds no local rank (`crate::block`'s rule applies); `Some(None)`
 /// when it is a rank without a block (its GPU cannot be told, has no block in the plan, or
 /// every block of it is held: one warning, and the task's slots as without rank blocks).
+/// The rank read is kept for the process's log record ([`crate::log::note_rank`]) either way.
 pub fn take(plan: &Plan, table: &SlotTable, pid: i32) -> Option<Option<CpuSet>> {
     if !plan.ranks.given() {
         return None;
     }
     let get = |name: &str| crate::env::get(name.as_bytes());
-    let rank = ranks::local_rank(get)?;
+    let (rank, var) = ranks::local_rank(get)?;
     // A slot of another's block this process merely sits on is no parent's block.
     let own = (table.find(pid).map(|(_, slot)| slot))
         .filter(|&s| !crate::block::sits_in_anothers(table, pid, s));
     let gpu = match ranks::gpu_of_rank(rank, plan.ranks.gpus(), get) {
         RankGpu::Gpu { gpu, .. } => gpu,
-        RankGpu::NotAnIndex { var, .. } => {
+        RankGpu::NotAnIndex { var: visible, .. } => {
+            note(rank, var, None);
             warn_once(format_args!(
-                "local rank {rank}: {var} holds a GPU UUID or MIG name, not an index: sysfs \
+                "local rank {rank}: {visible} holds a GPU UUID or MIG name, not an index: sysfs \
                  cannot tell which GPU it is; this process takes the task's slots as without \
                  --near gpu:local-rank"
             ));
@@ -40,6 +43,7 @@ pub fn take(plan: &Plan, table: &SlotTable, pid: i32) -> Option<Option<CpuSet>> 
         }
         RankGpu::NoRank => return None,
     };
+    note(rank, var, Some(gpu));
     Some(claim(plan, table, pid, rank, gpu, own))
 }
 

@@ -24,18 +24,18 @@
 //! ended one (a non-leader thread's `execve` takes its process's pid, which was seen as a
 //! zombie; pid reuse within a run).
 
-pub mod cpu_sampler;
+pub(crate) mod cpu_sampler;
 mod deferred;
 #[cfg(test)]
 mod fake_proc;
-pub mod logtail;
-pub mod noisewatch;
+pub(crate) mod logtail;
+pub(crate) mod noisewatch;
 pub mod outcome;
-pub mod own;
-pub mod placer;
-pub mod policy;
-pub mod threads;
-pub mod tracked;
+pub(crate) mod own;
+pub(crate) mod placer;
+pub(crate) mod policy;
+pub(crate) mod threads;
+pub(crate) mod tracked;
 mod tree;
 
 use crate::fsroot::{FsRoot, ReadError};

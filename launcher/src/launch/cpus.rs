@@ -79,15 +79,22 @@ pub(super) fn save_learned(opts: &RunOptions, learned: &Learned) {
 
 /// Reads the machine, samples the noise, then selects and books under the registry's lock
 /// (see [`crate::booking`]): other runs' task CPUs are not candidates unless `--share`.
-/// Shared by the dry run (which books nothing) and the real one.
-pub(super) fn select_cpus(opts: &RunOptions) -> Result<Selected> {
+/// Shared by the dry run (which books nothing), the real one and a Slurm task's (`task`: its
+/// part in `--near gpu:local-rank`).
+pub(super) fn select_cpus(
+    opts: &RunOptions,
+    task: Option<&super::ranks::StepTask>,
+) -> Result<Selected> {
     let root = &opts.fsroot;
     let topo = Topology::read(root)
         .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
     let mut machine_select = machine_options(opts, &topo)?;
-    let ranks = super::ranks::request(opts, &topo, |v| {
-        std::env::var_os(v).map(|x| x.into_encoded_bytes())
-    })?;
+    let ranks = super::ranks::request(
+        opts,
+        &topo,
+        |v| std::env::var_os(v).map(|x| x.into_encoded_bytes()),
+        task,
+    )?;
     let known = root.is_live().then(|| known_record(opts)).flatten();
     let registry = open_registry(root)?;
     // Before the sample: the probe's busy threads would be the sample's load.

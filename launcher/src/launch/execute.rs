@@ -37,6 +37,8 @@ pub(super) struct Executed {
     pub exit_code: i32,
     /// Each copy's pid and ending, in index order (one without `--instances`).
     pub instances: Vec<(i32, Ending)>,
+    /// Each process's local rank as its shim logged it (`--near gpu:local-rank`).
+    pub ranks: std::collections::BTreeMap<i32, goset_plan::log::LocalRank>,
     /// What the run saw of every CPU, for the noise record.
     pub learned: Option<Record>,
 }
@@ -128,6 +130,7 @@ pub(super) fn execute(
         std::process::id() as i32,
     );
     let threads = outcome.thread_reports(&log);
+    let ranks = log.ranks(prepared.gpus);
     let seen_cpu_s = threads.iter().filter_map(|t| t.cpu_s).sum();
     let summary = RunSummary::new(wall_s, ending, rusage.at_least(seen_cpu_s), prepared.shim);
     let telemetry = outcome.telemetry(&threads);
@@ -138,6 +141,7 @@ pub(super) fn execute(
         errors,
         exit_code: ending.exit_code(),
         instances,
+        ranks,
         learned,
     })
 }

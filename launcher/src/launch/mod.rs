@@ -95,7 +95,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         bookings,
         booked: _booked,
         mut learned,
-    } = cpus::select_cpus(opts)?;
+    } = cpus::select_cpus(opts, None)?;
     if let Some(sig) = crate::signals::pending() {
         return Err(Error::Interrupted(sig));
     }
@@ -151,7 +151,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let mut processes = report::processes::build(&threads, &run.instances, |c| {
         topo.cpu(c).and_then(|i| i.node)
     });
-    report::processes::assign_ranks(&mut processes, &selection.ranks);
+    report::processes::assign_ranks(&mut processes, &selection.ranks, &run.ranks);
     let iso_report = (opts.isolation != Default::default()).then(|| isolation.finish());
     merge_errors(&mut errors, &run.errors);
     // Runs booked since this one selected, for the CPUs they share with it.

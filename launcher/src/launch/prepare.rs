@@ -25,6 +25,9 @@ pub(super) struct Prepared {
     /// The command is one the shim loads into and places: a glibc program (not a script, whose
     /// interpreter is not inspected), not secure-exec, not one of goset's own programs.
     pub shim_reaches: bool,
+    /// The machine's GPUs the plan counts (`--near gpu:local-rank`; 0 without rank blocks):
+    /// the bound on a GPU a process's log record names.
+    pub gpus: usize,
 }
 
 /// Where the task's threads that take no slot go (helpers, sleepers, the skip mask): the
@@ -100,6 +103,11 @@ pub(super) fn prepare(
         shim: shim.is_some(),
         shim_reaches,
         run_dir,
+        gpus: if plan.ranks.given() {
+            plan.ranks.gpus()
+        } else {
+            0
+        },
     })
 }
 

@@ -5,6 +5,10 @@
 //! it), else all of the machine's; the ranks are `-n / --per-process` (or `--instances`),
 //! else one a GPU, with `-n` split evenly among them. A variable that names GPUs by UUID
 //! cannot be resolved from sysfs: one warning, and the whole-run rule (no rank blocks).
+//!
+//! Under `srun --goset` ([`StepTask`]) the GPUs are those the task's own variable lists, and
+//! where the node runs several tasks each task is one local rank (`SLURM_LOCALID`): its block
+//! alone is chosen, of `-n` CPUs, by the same rule and in the same shares.
 
 use crate::cli::RunOptions;
 use crate::error::{Error, Result};
@@ -13,15 +17,35 @@ use crate::select::ranks::RankRequest;
 use crate::topology::{self, Topology};
 use goset_plan::ranks::{self, RankGpu, MAX_RANK_BLOCKS};
 
+/// A Slurm task's part in the rank request (`srun --goset`).
+#[derive(Debug, Clone, Default)]
+pub(super) struct StepTask {
+    /// Its local id, where each task of the node is a rank; `None` where the node runs one
+    /// task, whose processes are the ranks (torchrun, mpirun inside it), as under goset-run.
+    pub rank: Option<usize>,
+    /// The CPUs the step's other tasks on the node hold.
+    pub held: Vec<usize>,
+    /// The task's visible-devices variable and its value, where it has one set.
+    pub visible: Option<(String, Vec<u8>)>,
+}
+
 /// The rank request, `None` without `--near gpu:local-rank` or when the GPUs cannot be told
-/// (warned about). `get` reads this process's environment.
+/// (warned about). `get` reads this process's environment; `task`: a Slurm task's part,
+/// whose own variable replaces it.
 pub(super) fn request(
     opts: &RunOptions,
     topo: &Topology,
     get: impl Fn(&str) -> Option<Vec<u8>>,
+    task: Option<&StepTask>,
 ) -> Result<Option<RankRequest>> {
     let Some(mode) = opts.ranks else {
         return Ok(None);
+    };
+    let get = |v: &str| match task {
+        Some(t) => (t.visible.as_ref())
+            .filter(|(name, _)| name == v)
+            .map(|(_, value)| value.clone()),
+        None => get(v),
     };
     let all = topology::gpus::gpus(&opts.fsroot, topo);
     if all.is_empty() {
@@ -35,6 +59,16 @@ pub(super) fn request(
         return Ok(None);
     };
     let n = opts.select.count;
+    let held = task.map(|t| t.held.clone()).unwrap_or_default();
+    if let Some(rank) = task.and_then(|t| t.rank) {
+        return Ok(Some(RankRequest {
+            gpus,
+            ranks: rank..rank + 1,
+            held,
+            per_rank: n,
+            mode,
+        }));
+    }
     let (ranks, per_rank) = match opts.per_process {
         Some(t) => (n / t, t),
         None if n < gpus.len() || !n.is_multiple_of(gpus.len()) => {
@@ -54,7 +88,8 @@ pub(super) fn request(
     }
     Ok(Some(RankRequest {
         gpus,
-        ranks,
+        ranks: 0..ranks,
+        held,
         per_rank,
         mode,
     }))

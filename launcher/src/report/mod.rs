@@ -5,7 +5,7 @@
 
 pub(crate) mod isolation;
 pub mod model;
-pub(crate) mod processes;
+pub mod processes;
 pub(crate) mod ranks;
 pub(crate) mod record;
 pub(crate) mod sharing;

@@ -9,7 +9,8 @@ use super::table::Table;
 use crate::output::escape;
 use crate::select::ranks::RankBlock;
 use crate::task::Ending;
-use std::collections::BTreeSet;
+use goset_plan::log::LocalRank;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The processes of `threads` in order of first appearance; `instances` are the copies'
 /// pids and endings in index order (one entry without `--instances`, which names no copy).
@@ -36,6 +37,7 @@ pub fn build(
                     nodes: Vec::new(),
                     exit_code: copy.map(|i| instances[i].1.exit_code()),
                     rank: None,
+                    rank_var: None,
                     gpu: None,
                     block: None,
                 });
@@ -59,19 +61,35 @@ pub fn build(
     out
 }
 
-/// Gives each process whose threads all ran inside one rank's block that rank, its GPU and
-/// its block (`--near gpu:local-rank`).
-pub fn assign_ranks(rows: &mut [ProcessReport], ranks: &[RankBlock]) {
-    for row in rows.iter_mut().filter(|r| !r.cpus.is_empty()) {
-        let inside = ranks
-            .iter()
-            .find(|b| row.cpus.iter().all(|c| b.cpus.contains(c)));
-        if let Some(b) = inside {
-            row.rank = Some(b.rank);
-            row.gpu = Some(format!("gpu{}", b.gpu.index));
+/// Gives each process its local rank, GPU and block (`--near gpu:local-rank`): the rank and
+/// GPU its shim logged (`logged`, checked by the reader), with the block its threads kept to
+/// where that block is its GPU's. A log without any such record (a shim that logs no rank)
+/// falls back to inference: a process whose threads all ran inside one rank's block gets that
+/// rank, its GPU and its block. Where the log has them, a process without one read no rank
+/// (a shell, torchrun's agent): it gets none, wherever its threads ran.
+pub fn assign_ranks(
+    rows: &mut [ProcessReport],
+    ranks: &[RankBlock],
+    logged: &BTreeMap<i32, LocalRank>,
+) {
+    for row in rows.iter_mut() {
+        let inside = (!row.cpus.is_empty())
+            .then(|| (ranks.iter()).find(|b| row.cpus.iter().all(|c| b.cpus.contains(c))))
+            .flatten();
+        let block = |b: &RankBlock| {
             let mut block = b.cpus.clone();
             block.sort();
-            row.block = Some(block);
+            block
+        };
+        if let Some(l) = logged.get(&row.pid) {
+            row.rank = Some(l.rank);
+            row.rank_var = Some(l.var);
+            row.gpu = l.gpu.map(|g| format!("gpu{g}"));
+            row.block = inside.filter(|b| Some(b.gpu.index) == l.gpu).map(block);
+        } else if let Some(b) = inside.filter(|_| logged.is_empty()) {
+            row.rank = Some(b.rank);
+            row.gpu = Some(format!("gpu{}", b.gpu.index));
+            row.block = Some(block(b));
         }
     }
 }
@@ -188,16 +206,43 @@ mod tests {
             widened: None,
         };
         let mut ranked = rows.clone();
-        assign_ranks(
-            &mut ranked,
-            &[block(0, vec![0, 1, 2]), block(1, vec![6, 5, 4])],
-        );
+        let blocks = [block(0, vec![0, 1, 2]), block(1, vec![6, 5, 4])];
+        assign_ranks(&mut ranked, &blocks, &BTreeMap::new());
         assert_eq!(
             (ranked[0].rank, ranked[0].gpu.as_deref()),
             (Some(0), Some("gpu0"))
         );
         assert_eq!(ranked[1].block, Some(vec![4, 5, 6]));
         assert!(render(&ranked).contains("gpu1"));
+        assert_eq!(ranked[0].rank_var, None, "inferred");
+        // A rank its shim logged is the process's, whatever block it ran in.
+        let logged = LocalRank {
+            rank: 5,
+            var: "SLURM_LOCALID",
+            gpu: Some(1),
+        };
+        let mut logged_rows = rows.clone();
+        assign_ranks(&mut logged_rows, &blocks, &BTreeMap::from([(20, logged)]));
+        let r = &logged_rows[1];
+        let seen = (r.rank, r.rank_var, r.gpu.as_deref(), r.block.clone());
+        assert_eq!(
+            seen,
+            (
+                Some(5),
+                Some("SLURM_LOCALID"),
+                Some("gpu1"),
+                Some(vec![4, 5, 6])
+            )
+        );
+        let unlogged = &logged_rows[0];
+        assert_eq!(
+            unlogged.rank, None,
+            "no record where others have one: no rank"
+        );
+        assert_eq!(
+            (unlogged.gpu.as_deref(), unlogged.block.as_deref()),
+            (None, None)
+        );
         // One process, no copies: no table.
         let one = build(&threads[..1], &[(10, Ending::Exited(0))], node_of);
         assert_eq!(render(&one), "");

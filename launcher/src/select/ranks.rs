@@ -22,6 +22,7 @@ use crate::noise::Score;
 use crate::topology::gpus::Gpu;
 use crate::topology::Topology;
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 /// How a rank's share is cut (`--near-share`), named as torchrun's `--numa-binding` modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -52,8 +53,13 @@ impl ShareMode {
 pub struct RankRequest {
     /// The GPUs the ranks see, in their visible order (rank `r` drives `gpus[r % len]`).
     pub gpus: Vec<Gpu>,
-    /// How many local ranks.
-    pub ranks: usize,
+    /// The local ranks whose blocks are chosen: every one (`0..ranks`) under goset-run; one
+    /// Slurm task's (`srun --goset`, where each task of the node is a rank and plans its own).
+    pub ranks: Range<usize>,
+    /// CPUs other ranks' blocks hold already (the step's earlier tasks): not chosen again,
+    /// and still counted in the shares, so that each task's block is the one goset-run would
+    /// give its rank.
+    pub held: Vec<usize>,
     /// Slots of each rank's block.
     pub per_rank: usize,
     /// How a share is cut.
@@ -87,7 +93,7 @@ pub fn plan_ranks(
     let usable: Vec<usize> = (topo.candidates().into_iter())
         .filter(|c| !opts.exclude.contains(c))
         .collect();
-    let mut taken: Vec<usize> = Vec::new();
+    let mut taken: Vec<usize> = req.held.clone();
     let mut blocks = Vec::new();
     let mut passed_over = Vec::new();
     let machine = Machine {
@@ -96,7 +102,7 @@ pub fn plan_ranks(
         opts,
         usable: &usable,
     };
-    for rank in 0..req.ranks {
+    for rank in req.ranks.clone() {
         let gpu = &req.gpus[rank % req.gpus.len()];
         let share = share(topo, &usable, &req.gpus, gpu, req.mode);
         let (chosen, widened) = choose_block(&machine, req, &share, gpu, &taken)?;
@@ -110,9 +116,12 @@ pub fn plan_ranks(
             widened,
         });
     }
+    let chosen: Vec<usize> = taken[req.held.len()..].to_vec();
     let whole = Options {
-        count: taken.len(),
-        include: taken.clone(),
+        count: chosen.len(),
+        include: chosen.clone(),
+        // The housekeeper and spares keep off the other ranks' blocks too.
+        exclude: (opts.exclude.iter().chain(&req.held).copied()).collect(),
         numa: NumaChoice::Off,
         near: None,
         block: None,
@@ -204,7 +213,7 @@ fn choose_block(
         }
     }
     Err(last.unwrap_or(SelectError::CountOutOfRange {
-        requested: req.per_rank * req.ranks,
+        requested: req.per_rank * req.ranks.len(),
         available: usable.len(),
     }))
 }
@@ -339,7 +348,8 @@ mod tests {
         assert_eq!(node1, [4, 5, 6, 7, 12, 13, 14, 15]);
         let req = RankRequest {
             gpus,
-            ranks: 4,
+            ranks: 0..4,
+            held: Vec::new(),
             per_rank: 3,
             mode: ShareMode::Node,
         };

@@ -95,3 +95,63 @@ fn every_local_rank_variable_and_the_visible_list_name_the_gpu() {
     assert!(warning.contains("GPU UUID or MIG name"), "{warning}");
     assert_eq!(reports(&outcome).len(), 3);
 }
+
+#[test]
+fn each_ranks_log_record_names_its_rank_and_the_processes_report_reads_it() {
+    use goset::housekeeper::outcome::ThreadOutcome;
+    use goset::placement_log;
+    use goset::report::model::ThreadReport;
+    let (Some(prog), Some((a, b))) = (Program::c("rank_worker.c"), two_blocks()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("place.log");
+    let p = prog.path_str();
+    let mut cmd = by_hand("sh", &format!("{a},{b}"));
+    cmd.env("GOSET_RANK_BLOCKS", format!("0:{a};1:{b}"))
+        .env("GOSET_LOG", &log_path)
+        .env_remove("CUDA_VISIBLE_DEVICES");
+    for var in goset_plan::ranks::LOCAL_RANK_VARS {
+        cmd.env_remove(var);
+    }
+    // Rank 1 by torchrun's variable, rank 0 by Slurm's.
+    cmd.args([
+        "-c",
+        &format!("LOCAL_RANK=1 {p} & sleep 0.1; SLURM_LOCALID=0 {p} & wait"),
+    ]);
+    let outcome = run(cmd);
+    outcome.expect_code(0);
+    // The worker's pid, by the block its threads were born on.
+    let pid_on = |cpu: usize| {
+        let r = reports(&outcome);
+        let on = r.iter().find(|r| r.allowed == [cpu]);
+        on.unwrap_or_else(|| panic!("no worker on {cpu}\n{}", outcome.dump()))
+            .pid as i32
+    };
+    let (rank0, rank1) = (pid_on(a), pid_on(b));
+    // The launcher's reader and Processes report over the shim's log.
+    let log = placement_log::read(&log_path, placement_log::MAX_BYTES);
+    let threads: Vec<ThreadReport> = (log.threads().into_iter())
+        .map(|p| ThreadReport::from(&ThreadOutcome::unmeasured(p)))
+        .collect();
+    let mut processes = goset::report::processes::build(&threads, &[], |_| None);
+    goset::report::processes::assign_ranks(&mut processes, &[], &log.ranks(2));
+    let json = serde_json::to_value(&processes).unwrap();
+    let of = |pid: i32| {
+        let rows = json.as_array().unwrap();
+        let row = rows.iter().find(|p| p["pid"] == pid);
+        row.unwrap_or_else(|| panic!("no process {pid}: {json}"))
+            .clone()
+    };
+    for (pid, rank, var) in [(rank0, 0, "SLURM_LOCALID"), (rank1, 1, "LOCAL_RANK")] {
+        let row = of(pid);
+        assert_eq!(row["rank"], rank, "{row}\n{}", outcome.dump());
+        assert_eq!(row["rank_var"], var, "{row}");
+        assert_eq!(row["gpu"], format!("gpu{rank}"), "{row}");
+    }
+    // The shell that started them is no rank: no record, no rank.
+    let ranked = (json.as_array().unwrap().iter())
+        .filter(|p| p.get("rank").is_some())
+        .count();
+    assert_eq!(ranked, 2, "{json}");
+}

@@ -49,6 +49,30 @@ pub(crate) fn check(shape: &Shape, c: &Console) {
             );
         }
     }
+    // The report's processes: each worker with the local rank its shim logged.
+    let json = crate::console::line_after("gpu-ranks", s, "json ").join(" ");
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let processes = report["processes"].as_array().unwrap();
+    for r in with_role(&s.reports, "main") {
+        let rank: usize = r.field("rank").parse().unwrap();
+        let row = (processes.iter())
+            .find(|p| p["pid"] == r.pid)
+            .unwrap_or_else(|| panic!("{name}: no process {} in {json}", r.pid));
+        assert_eq!(row["rank"], rank, "{name}: {row}");
+        assert_eq!(row["rank_var"], "LOCAL_RANK", "{name}: {row}");
+        assert_eq!(row["gpu"], format!("gpu{}", rank % 2), "{name}: {row}");
+        // Its block where the report found its threads inside one of its GPU's (a thread the
+        // housekeeper placed before the exec can leave a CPU outside it in the report).
+        if let Some(cpus) = row["block"].as_array() {
+            let block: BTreeSet<usize> =
+                cpus.iter().map(|c| c.as_u64().unwrap() as usize).collect();
+            assert!(
+                block.len() == 2 && blocks[&rank].is_subset(&block),
+                "{name}: {row}: its threads ran on {:?}",
+                blocks[&rank]
+            );
+        }
+    }
     let dry = &c.scenarios["gpu-ranks-dry"];
     assert_eq!(dry.code, 0, "{name}: gpu-ranks-dry:\n{}", dry.text);
     for (rank, bus) in [

@@ -111,8 +111,9 @@ fn gpu_ranks(s: &mut Init) {
         .collect();
     s.scenario(
         "gpu-ranks",
-        &format!("{RUN} {ranks} -- sh -c '{workers}wait'"),
+        &format!("{RUN} {ranks} --json /tmp/ranks.json -- sh -c '{workers}wait'"),
     );
+    s.line("echo \"json $(tr -d '\\n' < /tmp/ranks.json)\"");
     s.scenario(
         "gpu-ranks-dry",
         &format!("/opt/goset/goset-run --sample 0 {ranks} --dry-run"),

@@ -32,7 +32,7 @@ fn written_line(event: Event, role: Role) -> Vec<u8> {
         roams: false,
     };
     let mut buf = Buf::<640>::new();
-    let at = contract::format(&mut buf, &shim).unwrap();
+    let at = contract::format(&mut buf, &shim, None).unwrap();
     let (head, tail) = buf.as_bytes().split_at(at);
     [head, b"/bin/a.out", tail].concat()
 }
@@ -101,6 +101,9 @@ fn the_housekeepers_records_read_back_as_written() {
         placed_by: Some(PlacedBy::Housekeeper),
         from_cpu: None,
         reason: None,
+        local_rank: None,
+        rank_var: None,
+        gpu: None,
     };
     for event in Event::ALL {
         placer.event = event;

@@ -88,6 +88,9 @@ impl Placer {
             placed_by: Some(PlacedBy::Housekeeper),
             from_cpu,
             reason: reason.map(|r| r.to_string()),
+            local_rank: None,
+            rank_var: None,
+            gpu: None,
         };
         self.records.push(record);
     }

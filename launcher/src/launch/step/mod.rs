@@ -46,6 +46,7 @@ pub fn main(argv: &[OsString]) -> i32 {
         node: String::new(),
         cpus: CpuSet::single(0),
         cwd: "/".into(),
+        visible: None,
         command: "true".into(),
     };
     let interval = match task::options(&agent, &user, &probe, &[0], &CpuSet::default()) {

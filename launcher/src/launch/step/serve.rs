@@ -229,7 +229,7 @@ mod tests {
         let path = listener.path();
         let client = std::thread::spawn(move || {
             let mut s = UnixStream::connect(&path).unwrap();
-            let req = format!("task\x000\x005\x00{pid}\x00n1\x000-1\x00/\x00probe\x00");
+            let req = format!("task\x000\x005\x00{pid}\x00n1\x000-1\x00/\x00\x00probe\x00");
             s.write_all(req.as_bytes()).unwrap();
             s.shutdown(std::net::Shutdown::Write).unwrap();
             let mut answer = String::new();

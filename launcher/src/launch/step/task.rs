@@ -11,6 +11,7 @@ use super::super::cpus::{select_cpus, Selected};
 use super::super::execute::{own_log, settings, slot_table};
 use super::super::json::JsonSink;
 use super::super::prepare::{prepare, Prepared};
+use super::super::ranks::StepTask;
 use super::args::{self, AgentArgs};
 use crate::cli::RunOptions;
 use crate::error::{Error, Result};
@@ -36,12 +37,16 @@ pub(super) struct Request {
     pub cpus: CpuSet,
     /// Its working directory, where a relative command is found.
     pub cwd: PathBuf,
+    /// Its visible-devices variable ([`goset_plan::ranks::VISIBLE_VARS`]) and value, where
+    /// one is set and not blank (`--near gpu:local-rank` reads it as the shim in it will).
+    pub visible: Option<(String, Vec<u8>)>,
     /// Its command.
     pub command: OsString,
 }
 
 impl Request {
-    /// Parses `task\0LOCAL\0GLOBAL\0PID\0NODE\0CPULIST\0CWD\0ARGV0\0`.
+    /// Parses `task\0LOCAL\0GLOBAL\0PID\0NODE\0CPULIST\0CWD\0VISIBLE\0ARGV0\0`, `VISIBLE`
+    /// `NAME=VALUE` or empty.
     pub fn parse(bytes: &[u8]) -> std::result::Result<Request, String> {
         use std::os::unix::ffi::OsStrExt;
         let fields: Vec<&[u8]> = bytes
@@ -49,9 +54,9 @@ impl Request {
             .unwrap_or(bytes)
             .split(|&b| b == 0)
             .collect();
-        let [b"task", local, global, pid, node, cpus, cwd, command] = fields[..] else {
+        let [b"task", local, global, pid, node, cpus, cwd, visible, command] = fields[..] else {
             return Err(format!(
-                "a request of {} fields, not the plugin's 8",
+                "a request of {} fields, not the plugin's 9",
                 fields.len()
             ));
         };
@@ -76,9 +81,57 @@ impl Request {
                 format!("the task's CPUs '{}': {e:?}", String::from_utf8_lossy(cpus))
             })?,
             cwd: std::ffi::OsStr::from_bytes(cwd).into(),
+            visible: visible_var(visible)?,
             command: std::ffi::OsStr::from_bytes(command).into(),
         })
     }
+}
+
+/// A request's `NAME=VALUE` of a visible-devices variable; `None` for an empty field.
+fn visible_var(field: &[u8]) -> std::result::Result<Option<(String, Vec<u8>)>, String> {
+    if field.is_empty() {
+        return Ok(None);
+    }
+    let at = field.iter().position(|&b| b == b'=');
+    let name = at.map(|i| String::from_utf8_lossy(&field[..i]).into_owned());
+    match (at, name) {
+        (Some(i), Some(n)) if goset_plan::ranks::VISIBLE_VARS.contains(&n.as_str()) => {
+            Ok(Some((n, field[i + 1..].to_vec())))
+        }
+        _ => Err(format!(
+            "the request's visible devices '{}' is not one of {} =VALUE",
+            String::from_utf8_lossy(field),
+            goset_plan::ranks::VISIBLE_VARS.join(", ")
+        )),
+    }
+}
+
+/// Whether each task of the node is one local rank (`--near gpu:local-rank` with several
+/// tasks on the node): its block is then cut from its rank's share of the step's CPUs, as
+/// goset-run cuts it, not from Slurm's binding of the task, which knows no GPU.
+fn each_task_a_rank(agent: &AgentArgs, opts: &RunOptions) -> bool {
+    opts.ranks.is_some() && agent.tasks > 1
+}
+
+/// The task's options and CPUs (selected and booked): inside its Slurm binding, or where each
+/// task is a local rank, its block in its rank's share, the step's other tasks' CPUs (`taken`)
+/// held.
+pub(super) fn select(
+    agent: &AgentArgs,
+    user: &[String],
+    req: &Request,
+    online: &[usize],
+    taken: &[(u32, CpuSet)],
+) -> Result<(RunOptions, Selected)> {
+    let all_taken: CpuSet = taken.iter().flat_map(|(_, c)| c.iter()).collect();
+    let opts = options(agent, user, req, online, &all_taken)?;
+    let task = opts.ranks.is_some().then(|| StepTask {
+        rank: each_task_a_rank(agent, &opts).then_some(req.local as usize),
+        held: all_taken.iter().collect(),
+        visible: req.visible.clone(),
+    });
+    let selected = select_cpus(&opts, task.as_ref()).map_err(|e| held_by_step(e, req, taken))?;
+    Ok((opts, selected))
 }
 
 /// The goset-run options of one task: the user's flags with the placeholders of their file
@@ -100,12 +153,6 @@ pub(super) fn options(
     if !args::gives_count(user) {
         argv.extend(["-n".into(), agent.cpus_per_task.to_string().into()]);
     }
-    let outside: CpuSet = (online.iter().copied())
-        .filter(|&c| !req.cpus.contains(c) || taken.contains(c))
-        .collect();
-    if !outside.is_empty() {
-        argv.extend(["--exclude".into(), outside.to_string().into()]);
-    }
     let command = if req.command.to_string_lossy().contains('/') {
         req.cwd.join(&req.command).into_os_string()
     } else {
@@ -114,7 +161,16 @@ pub(super) fn options(
     argv.extend(["--".into(), command]);
     let cli = crate::cli::RunCli::try_parse_from(crate::cli::normalize_args(argv))
         .map_err(|e| Error::Usage(format!("--goset: {}", crate::cli::clap_error_line(&e))))?;
-    cli.run.validate()
+    let mut opts = cli.run.validate()?;
+    let outside: CpuSet = (online.iter().copied())
+        .filter(|&c| !req.cpus.contains(c) || taken.contains(c))
+        .collect();
+    // A rank's other tasks' CPUs are held, not left out: they count in its share.
+    if !outside.is_empty() && !each_task_a_rank(agent, &opts) {
+        opts.exclude = crate::topology::expr::CpuExpr::parse(&outside.to_string())
+            .map_err(|e| Error::System(format!("the task's CPUs outside {outside}: {e}")))?;
+    }
+    Ok(opts)
 }
 
 /// One task being placed.
@@ -151,10 +207,8 @@ impl TaskRun {
         let root = FsRoot::default();
         let topo = crate::topology::Topology::read(&root)
             .map_err(|e| Error::System(format!("cannot read the topology: {e}")))?;
-        let all_taken: CpuSet = taken.iter().flat_map(|(_, c)| c.iter()).collect();
-        let opts = options(agent, user, &req, &topo.online(), &all_taken)?;
+        let (opts, mut selected) = select(agent, user, &req, &topo.online(), taken)?;
         let json = JsonSink::open(opts.json.as_deref())?;
-        let mut selected = select_cpus(&opts).map_err(|e| held_by_step(e, &req, taken))?;
         // Under the agent's one file name: removed if this task fails below (the agent then
         // books the step's other tasks again), else left to the node's booking.
         let booked = selected.booked.take();
@@ -246,8 +300,10 @@ impl TaskRun {
             bookings,
             ..
         } = &self.selected;
-        let processes =
+        let mut processes =
             report::processes::build(&threads, &[], |c| topo.cpu(c).and_then(|i| i.node));
+        let logged = log.ranks(self.prepared.gpus);
+        report::processes::assign_ranks(&mut processes, &selection.ranks, &logged);
         let sel_report = report::model::selection_report(topo, noise, selection);
         // Runs booked since this task selected, with those it saw.
         let later = crate::booking::Registry::open().map_or_else(|_| Vec::new(), |r| r.live(false));
@@ -298,16 +354,25 @@ mod tests {
 
     #[test]
     fn a_request_parses_and_a_bad_one_is_named() {
-        let req = Request::parse(b"task\x001\x003\x00400\x00n1\x000-1,4\x00/home/u\x00./probe\x00")
+        let req = Request::parse(
+            b"task\x001\x003\x00400\x00n1\x000-1,4\x00/home/u\x00CUDA_VISIBLE_DEVICES=2,3\x00./probe\x00",
+        )
             .unwrap();
         assert_eq!((req.local, req.global, req.pid), (1, 3, 400));
         assert_eq!(req.cpus.to_string(), "0-1,4");
         assert_eq!(req.command, OsString::from("./probe"));
+        let visible = Some(("CUDA_VISIBLE_DEVICES".to_string(), b"2,3".to_vec()));
+        assert_eq!(req.visible, visible);
+        assert!(
+            Request::parse(b"task\x001\x003\x00400\x00n1\x000\x00/\x00PATH=/bin\x00p")
+                .unwrap_err()
+                .contains("'PATH=/bin' is not one of CUDA_VISIBLE_DEVICES")
+        );
         assert!(Request::parse(b"task\x001")
             .unwrap_err()
             .contains("2 fields"));
         assert!(
-            Request::parse(b"task\x00a\x003\x00400\x00n1\x000\x00/\x00p")
+            Request::parse(b"task\x00a\x003\x00400\x00n1\x000\x00/\x00\x00p")
                 .unwrap_err()
                 .contains("'a'")
         );
@@ -315,7 +380,7 @@ mod tests {
 
     #[test]
     fn a_selection_failed_for_the_steps_own_tasks_names_them() {
-        let req = Request::parse(b"task\x001\x001\x00400\x00n1\x000-1\x00/\x00p\x00").unwrap();
+        let req = Request::parse(b"task\x001\x001\x00400\x00n1\x000-1\x00/\x00\x00p\x00").unwrap();
         let taken = [(0, CpuSet::single(0)), (2, CpuSet::single(5))];
         let e = held_by_step(Error::System("no candidate CPUs".into()), &req, &taken);
         let text = e.to_string();
@@ -340,7 +405,8 @@ mod tests {
             cpus_per_task: 1,
             ..Default::default()
         };
-        let req = Request::parse(b"task\x001\x003\x00400\x00n2\x001\x00/w\x00./probe\x00").unwrap();
+        let req =
+            Request::parse(b"task\x001\x003\x00400\x00n2\x001\x00/w\x00\x00./probe\x00").unwrap();
         let user = args::split_args("--json=/tmp/g-%j.%t.%N.json,--sample=0");
         let opts = options(&agent, &user, &req, &[0, 1, 2, 3], &CpuSet::single(2)).unwrap();
         assert_eq!(
@@ -358,5 +424,92 @@ mod tests {
             &CpuSet::default(),
         );
         assert!(bad.err().unwrap().to_string().starts_with("--goset: "));
+    }
+
+    /// The HGX-like dump (8 GPUs, 4 on each of 2 sockets), unpacked.
+    fn hgx() -> (tempfile::TempDir, String) {
+        let name = "fake-hgx-8gpu-2s";
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/topology");
+        let dir = tempfile::TempDir::new().unwrap();
+        let tar = std::process::Command::new("tar")
+            .arg("xjf")
+            .arg(format!("{fixtures}/{name}/{name}.tar.bz2"))
+            .arg("-C")
+            .arg(dir.path())
+            .status()
+            .expect("tar must be installed");
+        assert!(tar.success());
+        let root = dir.path().join(name).display().to_string();
+        (dir, root)
+    }
+
+    #[test]
+    fn each_task_a_rank_gets_the_block_goset_run_gives_its_rank() {
+        use clap::Parser;
+        let (_dir, root) = hgx();
+        for mode in ["node", "socket", "exclusive", "cache"] {
+            let flags = format!(
+                "--near=gpu:local-rank,--near-share={mode},--fsroot={root},--dry-run,--sample=0"
+            );
+            let user = args::split_args(&flags);
+            // goset-run -n 32 over the node's 8 ranks at once.
+            let argv = ["goset-run", "-n", "32"].iter().map(|a| a.to_string());
+            let argv = argv
+                .chain(user.iter().cloned())
+                .chain(["--".into(), "x".into()]);
+            let whole = crate::cli::RunCli::try_parse_from(argv)
+                .unwrap()
+                .run
+                .validate();
+            let whole = select_cpus(&whole.unwrap(), None).unwrap().selection.ranks;
+            assert_eq!(whole.len(), 8);
+            // srun --ntasks-per-node=8 --cpus-per-task=4: each task one rank, in local id order,
+            // Slurm's binding of it (CPU 0) set aside.
+            let agent = AgentArgs {
+                tasks: 8,
+                cpus_per_task: 4,
+                ..Default::default()
+            };
+            let online: Vec<usize> = (0..32).collect();
+            let mut taken: Vec<(u32, CpuSet)> = Vec::new();
+            for local in 0..8u32 {
+                let text = format!("task\0{local}\0{local}\0400\0n1\00\0/\0\0x\0");
+                let req = Request::parse(text.as_bytes()).unwrap();
+                let (_, sel) = select(&agent, &user, &req, &online, &taken).unwrap();
+                let [block] = &sel.selection.ranks[..] else {
+                    panic!("{mode} task {local}: {:?}", sel.selection.ranks)
+                };
+                let what = format!("{mode} task {local}");
+                assert_eq!(block.rank, local as usize, "{what}");
+                assert_eq!(block.gpu.index, whole[local as usize].gpu.index, "{what}");
+                assert_eq!(block.share, whole[local as usize].share, "{what}");
+                assert_eq!(block.cpus, whole[local as usize].cpus, "{what}");
+                let mut task = sel.selection.task_cpus.clone();
+                task.sort();
+                let mut cpus = block.cpus.clone();
+                cpus.sort();
+                assert_eq!(task, cpus, "{what}: the task is its block");
+                taken.push((local, task.into_iter().collect()));
+            }
+        }
+        // A task whose variable names GPUs 4-7 takes rank 1's GPU among those: GPU 5, node 1.
+        let user = args::split_args(&format!(
+            "--near=gpu:local-rank,--fsroot={root},--dry-run,--sample=0"
+        ));
+        let agent = AgentArgs {
+            tasks: 4,
+            cpus_per_task: 4,
+            ..Default::default()
+        };
+        let text =
+            b"task\x001\x001\x00400\x00n1\x000\x00/\x00CUDA_VISIBLE_DEVICES=4,5,6,7\x00x\x00";
+        let req = Request::parse(text).unwrap();
+        let (_, sel) = select(&agent, &user, &req, &(0..32).collect::<Vec<_>>(), &[]).unwrap();
+        assert_eq!(sel.selection.ranks[0].gpu.index, 5);
+        assert!(sel
+            .selection
+            .task_cpus
+            .iter()
+            .all(|&c| (8..16).contains(&(c % 16))));
     }
 }

@@ -20,10 +20,15 @@ pub struct ProcessReport {
     pub nodes: Vec<usize>,
     /// How a copy ended (`--instances`); `None` for other processes.
     pub exit_code: Option<i32>,
-    /// With `--near gpu:local-rank`: the local rank whose block its threads kept to (the shim
-    /// gives a process the block of its own local rank's GPU), see [`crate::report::processes::assign_ranks`].
+    /// With `--near gpu:local-rank`: its local rank, as its shim logged it, else that whose
+    /// block its threads kept to (the shim gives a process the block of its own local rank's
+    /// GPU), see [`crate::report::processes::assign_ranks`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank: Option<usize>,
+    /// The variable its shim read the rank from (`LOCAL_RANK`, `SLURM_LOCALID` ...); `None`
+    /// where the rank is inferred from its block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank_var: Option<&'static str>,
     /// That rank's GPU (`gpu3`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,

@@ -201,6 +201,7 @@ fn full_report(sel: &SelectionReport) -> String {
         nodes: vec![0],
         exit_code: Some(0),
         rank: Some(0),
+        rank_var: Some("LOCAL_RANK"),
         gpu: Some("gpu1".into()),
         block: Some(vec![2, 3]),
     }];

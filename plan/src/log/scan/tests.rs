@@ -8,7 +8,7 @@ use crate::{cpulist, CpuSet};
 /// `r` as the shim's log writes it, with `exe` spliced in, without the newline.
 fn written(r: &Record, exe: &str) -> Vec<u8> {
     let mut buf = Buf::<640>::new();
-    let at = format(&mut buf, r).unwrap();
+    let at = format(&mut buf, r, None).unwrap();
     let (head, tail) = buf.as_bytes().split_at(at);
     let line = [head, exe.as_bytes(), tail].concat();
     line.strip_suffix(b"\n").unwrap().to_vec()
