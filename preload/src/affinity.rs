@@ -22,7 +22,7 @@
 use crate::config::Config;
 use crate::init;
 use crate::log::Event;
-use crate::placement::Placement;
+use crate::claim::Placement;
 use crate::role::Role;
 use crate::view::{self, ViewCell};
 use crate::{process, real, sys, thread};

@@ -14,7 +14,7 @@
 //! (`crate::rank`, asked first) and a process of no rank none. Must not:
 //! allocate (the partition lives in the loader's static scratch).
 
-use crate::placement;
+use crate::claim;
 use goset_plan::locality::{self, NO_BLOCK};
 use goset_plan::{CpuSet, Plan, SlotTable, MAX_SLOTS};
 
@@ -39,18 +39,18 @@ pub(crate) fn block_of(plan: &Plan, table: &SlotTable, owner: u32) -> CpuSet {
 }
 
 /// Whether another process's live block holds `slot` though process `pid` does not descend
-/// from that process ([`placement::descends_from`]): `pid` merely sits there (the housekeeper
+/// from that process ([`claim::descends_from`]): `pid` merely sits there (the housekeeper
 /// placed it before that block was taken), and a forked child's claim on its forebear's block
 /// is not its to make.
 pub(crate) fn sits_in_anothers(table: &SlotTable, pid: i32, slot: usize) -> bool {
     table
         .owner(slot)
-        .is_some_and(|o| o != pid as u32 && !gone(o) && !placement::descends_from(o as i32))
+        .is_some_and(|o| o != pid as u32 && !gone(o) && !claim::descends_from(o as i32))
 }
 
 /// Whether process `pid` has ended.
 pub(crate) fn gone(pid: u32) -> bool {
-    !placement::alive(pid as i32)
+    !claim::alive(pid as i32)
 }
 
 /// The block process `pid` keeps to, as CPUs; `None`: it takes the task's every slot. A

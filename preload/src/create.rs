@@ -18,7 +18,7 @@ use crate::attr::Attr;
 use crate::config::{self, Config};
 use crate::init;
 use crate::log;
-use crate::placement::{self, Placement};
+use crate::claim::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
 use crate::view::{self, ViewCell};
@@ -103,11 +103,11 @@ fn decide(cfg: &Config, routine: StartRoutine, beside: bool) -> (Placement, bool
     let label = goset_plan::slots::label(process::pid(), false);
     let creator = process::recorded();
     if beside {
-        return (placement::beside(cfg, label, &creator), true);
+        return (claim::beside(cfg, label, &creator), true);
     }
     // The creator runs (it is creating a thread): its own slot is the last choice.
     let anchor = process::main_placement().slot_now(cfg);
-    let p = placement::claim(cfg, Role::Worker, label, creator.slot_now(cfg), anchor);
+    let p = claim::claim(cfg, Role::Worker, label, creator.slot_now(cfg), anchor);
     // A thread that roams like its creator is born with the creator's mask as it is: a mask
     // in the attr makes glibc start the thread stopped and set it from the parent, a system
     // call and a handshake on every thread a churning program creates.
@@ -174,7 +174,7 @@ fn newborn(cfg: &Config, routine: StartRoutine, requested: &Option<CpuSet>) -> N
 /// Undoes what [`newborn`] claimed and counted, for a thread that will not be born placed.
 #[inline]
 fn unborn(cfg: &Config, born: &Newborn) {
-    placement::release(cfg, &born.placement);
+    claim::release(cfg, &born.placement);
     if born.deferred {
         cfg.table.deferring_done();
     }

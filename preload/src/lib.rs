@@ -27,7 +27,7 @@ mod init;
 mod load;
 mod log;
 mod notes;
-mod placement;
+mod claim;
 mod process;
 mod rank;
 mod real;

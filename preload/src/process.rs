@@ -7,7 +7,7 @@
 
 use crate::config::{self, Config};
 use crate::log::{self, Event, Record};
-use crate::placement::{self, Placement};
+use crate::claim::{self, Placement};
 use crate::role::Role;
 use crate::{sys, thread};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -143,10 +143,10 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
         p
     } else {
         // A slot claimed before exec outside the block this process keeps to is given back.
-        let adopted = placement::adopt(cfg, slots::label(pid, true)).filter(|p| {
+        let adopted = claim::adopt(cfg, slots::label(pid, true)).filter(|p| {
             let inside = p.slot.is_some_and(|s| cfg.may_take(s));
             if !inside {
-                placement::release(cfg, p);
+                claim::release(cfg, p);
             }
             inside
         });
@@ -158,9 +158,9 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
             // gives it back and takes the slot the birth rule gives now.
             other => {
                 if let Some(old) = other {
-                    placement::release(cfg, &old);
+                    claim::release(cfg, &old);
                 }
-                placement::claim(cfg, Role::Main, label, creator, None)
+                claim::claim(cfg, Role::Main, label, creator, None)
             }
         }
     };
@@ -210,7 +210,7 @@ pub fn current(cfg: &Config, call: &str) -> Placement {
     let p = if cfg.launcher {
         Placement::unslotted(Role::Launcher, cfg.plan.housekeeper)
     } else {
-        placement::claim(
+        claim::claim(
             cfg,
             Role::Worker,
             slots::label(pid(), false),
@@ -260,7 +260,7 @@ extern "C" fn on_thread_exit(_value: *mut c_void) {
     let (p, entry) = thread::take_state();
     thread::unregister(entry);
     if p.role != Role::Unknown {
-        placement::release(cfg, &p);
+        claim::release(cfg, &p);
         // Its records deferred (and not written by the exit handler meanwhile): counted when
         // it ended briefly, else written now, late.
         if thread::take_deferred().is_some_and(|i| cfg.table.undefer(i, tid)) {
@@ -308,7 +308,7 @@ fn write_deferred(cfg: &Config) {
 fn release_main(cfg: &Config) {
     let p = Placement::unpack(MAIN.swap(0, Ordering::AcqRel));
     if p.role != Role::Unknown {
-        placement::release(cfg, &p);
+        claim::release(cfg, &p);
         note(Event::Exit, "exit", pid(), None, &p, None);
     }
 }

@@ -7,7 +7,7 @@
 //! as threads need them (no cost until used, no limit short of a quarter million threads),
 //! and the main thread's view. Must not: allocate on the heap or lock.
 
-use crate::placement::Placement;
+use crate::claim::Placement;
 use crate::view::ViewCell;
 use core::cell::Cell;
 use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
