@@ -19,10 +19,10 @@
 //! glibc's own wrapper hands it on. Must not: call libc's `syscall`, `sched_setaffinity` or
 //! `sched_getaffinity` (raw syscalls only), allocate, or lock.
 
+use crate::claim::Placement;
 use crate::config::Config;
 use crate::init;
 use crate::log::Event;
-use crate::claim::Placement;
 use crate::role::Role;
 use crate::view::{self, ViewCell};
 use crate::{process, real, sys, thread};

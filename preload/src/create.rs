@@ -15,10 +15,10 @@
 //! alive in the trampoline's frame (pthread_exit unwinds through it).
 
 use crate::attr::Attr;
+use crate::claim::{self, Placement};
 use crate::config::{self, Config};
 use crate::init;
 use crate::log;
-use crate::claim::{self, Placement};
 use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
 use crate::view::{self, ViewCell};

@@ -5,9 +5,9 @@
 //! them), the fork child handler and the exit handler. Must not: hold anything across fork
 //! (there are no locks), allocate on hook paths.
 
+use crate::claim::{self, Placement};
 use crate::config::{self, Config};
 use crate::log::{self, Event, Record};
-use crate::claim::{self, Placement};
 use crate::role::Role;
 use crate::{sys, thread};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
