@@ -47,11 +47,17 @@ pub struct Booking {
 impl Booking {
     /// `pid 123 (./bench)` for messages, the command (another user's, perhaps) escaped.
     pub fn who(&self) -> String {
-        let command = escape(&self.command);
-        match &self.slurm {
-            Some(step) => format!("pid {} ({command}, Slurm {})", self.pid, escape(step)),
-            None => format!("pid {} ({command})", self.pid),
-        }
+        who(self.pid, &self.command, self.slurm.as_deref())
+    }
+}
+
+/// How a booking names its run: `pid 12 (./app)`, `pid 12 (./app, Slurm 7.0 task 1)`, the
+/// other user's strings escaped.
+pub fn who(pid: u32, command: &str, slurm: Option<&str>) -> String {
+    let command = escape(command);
+    match slurm {
+        Some(step) => format!("pid {pid} ({command}, Slurm {})", escape(step)),
+        None => format!("pid {pid} ({command})"),
     }
 }
 

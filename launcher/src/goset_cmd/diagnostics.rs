@@ -271,8 +271,10 @@ pub fn render(d: &Diagnostics) -> String {
             (false, false) => "absent",
         }
     ));
+    let booked: Vec<crate::report::model::BookingReport> =
+        d.bookings.iter().map(From::from).collect();
     out.push_str(&crate::report::render_bookings(
-        &d.bookings,
+        &booked,
         "Bookings (live runs)",
     ));
     if let Some(n) = &d.noise {

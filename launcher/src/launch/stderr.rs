@@ -8,7 +8,7 @@ use crate::booking::Booking;
 use crate::cli::RunOptions;
 use crate::fsroot::ReadError;
 use crate::report;
-use crate::report::model::{ReadErrorReport, Report, SelectionReport};
+use crate::report::model::{BookingReport, ReadErrorReport, Report, SelectionReport};
 
 /// What every report on stderr starts with (the selection, how threads are placed, other runs'
 /// bookings), and what it is rendered from.
@@ -21,8 +21,9 @@ pub(super) struct Head<'a> {
 
 impl Head<'_> {
     fn render(&self) -> String {
+        let booked: Vec<BookingReport> = self.bookings.iter().map(BookingReport::from).collect();
         let bookings = report::render_bookings(
-            self.bookings,
+            &booked,
             if self.opts.share {
                 "Bookings of other runs (--share: their CPUs may be shared)"
             } else {
@@ -49,7 +50,9 @@ impl Head<'_> {
     /// The CPUs shared with other runs' housekeepers or tasks: with the runs seen at selection,
     /// and with `later` ones (booked since: the registry read as the run ends).
     fn sharing(&self, later: &[Booking]) -> String {
-        let others: Vec<Booking> = self.bookings.iter().chain(later).cloned().collect();
+        let others: Vec<BookingReport> = (self.bookings.iter().chain(later))
+            .map(BookingReport::from)
+            .collect();
         let sel = &self.sel_report.selection;
         let shared = report::sharing::find(&sel.task_cpus, sel.housekeeper, &others);
         report::sharing::render(&shared)

@@ -189,7 +189,7 @@ pub fn render_placement(placement: PlacementMode, sel: &Decision) -> String {
 }
 
 /// Runs' bookings under `title` (see [`crate::booking`]); empty when there are none.
-pub fn render_bookings(bookings: &[crate::booking::Booking], title: &str) -> String {
+pub fn render_bookings(bookings: &[model::BookingReport], title: &str) -> String {
     if bookings.is_empty() {
         return String::new();
     }
@@ -198,7 +198,7 @@ pub fn render_bookings(bookings: &[crate::booking::Booking], title: &str) -> Str
         let cpus: goset_plan::CpuSet = b.cpus.iter().copied().collect();
         out.push_str(&format!(
             "  cpus {cpus}  housekeeper {}  {}\n",
-            b.housekeeper_cpu,
+            b.housekeeper,
             b.who()
         ));
     }

@@ -4,7 +4,7 @@
 //!
 //! Owns: finding those CPUs in the bookings and rendering them. Must not: read the registry.
 
-use crate::booking::Booking;
+use super::model::BookingReport;
 
 /// One CPU this run shares with another run.
 #[derive(Debug, PartialEq)]
@@ -13,12 +13,12 @@ pub struct Shared {
     /// This run's housekeeper CPU (a task CPU of the other run); else one of this run's task
     /// CPUs (the other run's housekeeper CPU).
     pub housekeeper_here: bool,
-    /// The other run, as [`Booking::who`] names it.
+    /// The other run, as [`BookingReport::who`] names it.
     pub who: String,
 }
 
 /// The CPUs a run of `task_cpus` and `housekeeper` shares with `others`, each run once.
-pub fn find(task_cpus: &[usize], housekeeper: usize, others: &[Booking]) -> Vec<Shared> {
+pub fn find(task_cpus: &[usize], housekeeper: usize, others: &[BookingReport]) -> Vec<Shared> {
     let mut out: Vec<Shared> = Vec::new();
     let mut seen: Vec<(u32, u64)> = Vec::new();
     for b in others {
@@ -26,9 +26,9 @@ pub fn find(task_cpus: &[usize], housekeeper: usize, others: &[Booking]) -> Vec<
             continue;
         }
         seen.push((b.pid, b.start));
-        if task_cpus.contains(&b.housekeeper_cpu) {
+        if task_cpus.contains(&b.housekeeper) {
             out.push(Shared {
-                cpu: b.housekeeper_cpu,
+                cpu: b.housekeeper,
                 housekeeper_here: false,
                 who: b.who(),
             });
@@ -79,15 +79,15 @@ pub fn render(shared: &[Shared]) -> String {
 mod tests {
     use super::*;
 
-    fn booking(pid: u32, cpus: &[usize], housekeeper: usize) -> Booking {
-        Booking {
+    fn booking(pid: u32, cpus: &[usize], housekeeper: usize) -> BookingReport {
+        BookingReport {
             pid,
             start: 1,
             uid: 0,
             command: "./app".into(),
             slurm: None,
             cpus: cpus.to_vec(),
-            housekeeper_cpu: housekeeper,
+            housekeeper,
         }
     }
 

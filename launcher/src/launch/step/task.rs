@@ -307,7 +307,8 @@ impl TaskRun {
         let sel_report = report::model::selection_report(topo, noise, selection);
         // Runs booked since this task selected, with those it saw.
         let later = crate::booking::Registry::open().map_or_else(|_| Vec::new(), |r| r.live(false));
-        let others: Vec<_> = bookings.iter().chain(&later).cloned().collect();
+        let others: Vec<report::model::BookingReport> =
+            (bookings.iter().chain(&later)).map(From::from).collect();
         let shared =
             report::sharing::find(&selection.task_cpus, selection.housekeeper_cpu, &others);
         let finished = Finished {

@@ -120,6 +120,13 @@ pub struct BookingReport {
     pub housekeeper: usize,
 }
 
+impl BookingReport {
+    /// How the run is named (see [`crate::booking::who`]).
+    pub fn who(&self) -> String {
+        crate::booking::who(self.pid, &self.command, self.slurm.as_deref())
+    }
+}
+
 impl From<&Booking> for BookingReport {
     fn from(b: &Booking) -> BookingReport {
         BookingReport {
