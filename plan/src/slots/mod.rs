@@ -471,6 +471,9 @@ impl SlotTable {
         if let Some(live) = self.live.get(from) {
             let _ = live.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1));
         }
+        // A newborn that moved is no longer about to run on `from`: a thread born there next
+        // must not take the slot for a busy one.
+        self.forget_birth(from, index);
         Some(index)
     }
 

@@ -190,6 +190,22 @@ fn a_moved_record_counts_at_its_new_slot_until_released() {
 }
 
 #[test]
+fn a_newborn_moved_off_its_slot_leaves_it_free_for_the_next_birth() {
+    let t = table(2);
+    // Published counts: a housekeeper runs, and slot 0's birth is after its last poll.
+    t.publish_running(&[0, 0]);
+    let born = birth(&t, 7, None, 2).unwrap();
+    assert_eq!(born.claim.slot, 0);
+    assert!(t.newborn_on(0));
+    t.move_record(7, 0, 1).unwrap();
+    assert!(!t.newborn_on(0), "the newborn left slot 0");
+    // The next birth takes slot 0, free, rather than roam beside a busy slot 1.
+    t.running[1].store(1, Ordering::Relaxed);
+    let next = birth(&t, 8, None, 2).unwrap();
+    assert_eq!((next.claim.slot, next.roams), (0, false));
+}
+
+#[test]
 fn concurrent_reapers_free_a_record_once() {
     let t = std::sync::Arc::new(*table(1));
     for _ in 0..3 {
