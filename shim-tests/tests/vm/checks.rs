@@ -84,6 +84,12 @@ fn check_processes(shape: &Shape, c: &Console, node_of: &dyn Fn(usize) -> usize)
                 "{name}: {scenario}: {}",
                 r.line
             );
+            assert!(
+                r.allowed.len() == 1,
+                "{name}: {scenario}: a thread not pinned to one CPU: {}\n{}",
+                r.line,
+                s.text
+            );
             by_pid.entry(r.pid).or_default().push(r.single_cpu());
         }
         assert_eq!(by_pid.len(), p, "{name}: {scenario}: processes\n{}", s.text);
