@@ -117,11 +117,11 @@ pub(super) fn execute(
         isolation.check_drift();
     });
     let closing = Snapshot::read(&root);
-    let learned = feed.map(|f| f.finish(closing.clone()));
     let wall_s = started.elapsed().as_secs_f64();
     relays.finish();
     let (ending, rusage, instances) = endings(&tasks, &ended);
     let mut outcome = hk.finish(&closing);
+    let learned = feed.map(|f| f.finish(closing));
 
     let (log, errors) = own_log(
         run_dir,
