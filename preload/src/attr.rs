@@ -1,8 +1,11 @@
-//! Copies of thread attributes that carry the slot's CPU mask, so a thread is born on its CPU
-//! without the caller's attribute object ever being changed.
+//! The CPU mask a thread's attributes ask for, and a copy of them without it, so that the
+//! shim's choice replaces a runtime's mask without the caller's attribute object ever being
+//! changed.
 //!
 //! Owns: field-by-field copying of a `pthread_attr_t` (glibc keeps the CPU mask and signal mask
-//! behind a pointer, so a byte copy would share them). Must not: touch the caller's attr.
+//! behind a pointer, so a byte copy would share them). Must not: touch the caller's attr, or
+//! set a mask in an attr: glibc allocates on the program's heap for one (two calls, which an
+//! allocation profiler counts), so a thread takes its CPU itself (`crate::create`).
 
 use crate::real;
 use core::mem::MaybeUninit;
@@ -50,17 +53,23 @@ impl Attr {
         self.0.as_mut_ptr()
     }
 
-    /// A copy of `src` (or of the process default when `src` is NULL), and the CPU mask it
-    /// asked for, if any.
+    /// A copy of `src` (or of the process default when `src` is NULL) that asks for no CPU
+    /// mask; made only for an attr that asks for one ([`requested`]), which glibc allocated.
     ///
     /// # Safety
     /// `src` must be NULL or an initialised attribute object.
-    pub unsafe fn copy_of(src: *const pthread_attr_t) -> Option<(Attr, Option<CpuSet>)> {
+    pub unsafe fn without_mask(src: *const pthread_attr_t) -> Option<Attr> {
         let mut a = Attr(MaybeUninit::uninit());
         let dst = a.as_ptr();
         if src.is_null() {
-            // SAFETY: dst is writable; getattr_default_np initialises it from the defaults.
+            let clear = real::pthread_attr_setaffinity_np()?;
+            // SAFETY: dst is writable; getattr_default_np initialises it from the defaults,
+            // and a NULL set of size 0 frees the mask it copied.
             if unsafe { pthread_getattr_default_np(dst) } != 0 {
+                return None;
+            }
+            // SAFETY: dst was just initialised.
+            if unsafe { clear(dst, 0, core::ptr::null()) } != 0 {
                 return None;
             }
         } else {
@@ -71,19 +80,30 @@ impl Attr {
             // SAFETY: src is an initialised attr (caller), dst was just initialised.
             unsafe { copy_fields(src, dst) };
         }
-        // SAFETY: src, if given, and dst are initialised (either branch above).
-        let requested = unsafe { affinity_of(if src.is_null() { dst } else { src }) };
-        Some((a, requested))
+        Some(a)
     }
+}
 
-    /// Sets the copy's CPU mask; false on failure.
-    pub fn set_affinity(&mut self, set: &CpuSet) -> bool {
-        let Some(setaff) = real::pthread_attr_setaffinity_np() else {
-            return false;
-        };
-        let (ptr, len) = set.as_raw();
-        // SAFETY: self is an initialised attr; ptr/len describe a live CpuSet.
-        unsafe { setaff(self.as_ptr(), len, ptr.cast()) == 0 }
+/// The CPU mask `attr` asks for (the process default's when `attr` is NULL), or `None` when it
+/// asks for none.
+///
+/// # Safety
+/// `attr` must be NULL or an initialised attribute object.
+pub unsafe fn requested(attr: *const pthread_attr_t) -> Option<CpuSet> {
+    if !attr.is_null() {
+        // SAFETY: attr is initialised (caller).
+        return unsafe { affinity_of(attr) };
+    }
+    let mut default = MaybeUninit::<pthread_attr_t>::uninit();
+    // SAFETY: default is writable; it is destroyed below once initialised. glibc copies the
+    // default's mask, if any, on the heap: a program that set one allocated for it itself.
+    unsafe {
+        if pthread_getattr_default_np(default.as_mut_ptr()) != 0 {
+            return None;
+        }
+        let set = affinity_of(default.as_ptr());
+        libc::pthread_attr_destroy(default.as_mut_ptr());
+        set
     }
 }
 
@@ -179,9 +199,11 @@ mod tests {
             libc::sigemptyset(&mut mask);
             libc::sigaddset(&mut mask, libc::SIGUSR1);
             pthread_attr_setsigmask_np(s, &mask);
-            let (mut copy, requested) = Attr::copy_of(s).unwrap();
-            assert_eq!(requested, None);
-            assert!(copy.set_affinity(&CpuSet::single(0)));
+            let one = CpuSet::single(0);
+            let (ptr, len) = one.as_raw();
+            assert_eq!(libc::pthread_attr_setaffinity_np(s, len, ptr.cast()), 0);
+            assert_eq!(requested(s), Some(one));
+            let mut copy = Attr::without_mask(s).unwrap();
             let d = copy.as_ptr();
             let (mut v, mut size) = (0, 0);
             pthread_attr_getdetachstate(d, &mut v);
@@ -193,10 +215,24 @@ mod tests {
             let mut got: sigset_t = core::mem::zeroed();
             assert_eq!(pthread_attr_getsigmask_np(d, &mut got), 0);
             assert_eq!(libc::sigismember(&got, libc::SIGUSR1), 1);
-            assert_eq!(affinity_of(d), Some(CpuSet::single(0)));
-            assert_eq!(affinity_of(s), None, "the caller's attr must not change");
+            assert_eq!(affinity_of(d), None, "the copy asks for no mask");
+            assert_eq!(
+                affinity_of(s),
+                Some(one),
+                "the caller's attr must not change"
+            );
             drop(copy);
             libc::pthread_attr_destroy(s);
+        }
+    }
+
+    #[test]
+    fn the_default_attr_asks_for_no_mask_and_copies_without_one() {
+        // SAFETY: the process default, read and copied.
+        unsafe {
+            assert_eq!(requested(core::ptr::null()), None);
+            let mut copy = Attr::without_mask(core::ptr::null()).unwrap();
+            assert_eq!(affinity_of(copy.as_ptr()), None);
         }
     }
 
@@ -209,7 +245,7 @@ mod tests {
             let s = src.as_mut_ptr();
             libc::pthread_attr_init(s);
             pthread_attr_setstack(s, stack.as_mut_ptr().cast(), stack.len());
-            let (mut copy, _) = Attr::copy_of(s).unwrap();
+            let mut copy = Attr::without_mask(s).unwrap();
             let (mut base, mut size) = (core::ptr::null_mut(), 0);
             pthread_attr_getstack(copy.as_ptr(), &mut base, &mut size);
             assert_eq!(

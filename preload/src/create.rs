@@ -1,20 +1,29 @@
-//! `pthread_create`: the new thread is given its slot before it exists and is born on its CPU.
+//! `pthread_create`: the new thread is given its slot before it exists and its CPU before it
+//! runs its start routine.
 //!
 //! Owns: the role decision for a new thread (launcher process, `skip` mask, helper library),
-//! the claim in the parent (or a birth beside a creator that waits on brief children, with its
-//! mask and no stopped start: [`thread::born_beside`]), the attr copy carrying the CPU mask (a
-//! roaming thread's starts off its pinned creator's CPU), the new thread's view (its attr
-//! mask, else its creator's), and the start-routine trampoline that records the placement and
-//! the view in the thread, widens a roaming thread's mask, and arranges its release (and logs
-//! the birth, or for a child of a creator that churns brief children lists it in the slot
-//! table, its records deferred). A birth mask the thread would inherit anyway is not set (see
-//! [`holds`]). When glibc cannot apply the birth mask (EINVAL: the CPU went offline, the
-//! cpuset changed; EPERM: a seccomp filter forbids sched_setaffinity), the thread is created as
-//! the caller asked, unplaced, with one warning: the runtime must not fail.
-//! Must not: set the new thread's mask from the parent after it started; keep `Drop` values
-//! alive in the trampoline's frame (pthread_exit unwinds through it).
+//! the claim in the parent (or a birth beside a creator that waits on brief children:
+//! [`thread::born_beside`]), the birth mask (a roaming thread's starts off its pinned
+//! creator's CPU), the new thread's view (its attr mask, else its creator's), and the
+//! start-routine trampoline that waits for its birth mask, records the placement and the view
+//! in the thread, widens a roaming thread's mask, and arranges its release (and logs the
+//! birth, or for a child of a creator that churns brief children lists it in the slot table,
+//! its records deferred).
+//!
+//! The birth mask is set by the parent right after the clone, while the new thread waits at
+//! the start of the trampoline ([`Pin`]): glibc's own stopped start, without the attr mask
+//! that makes glibc allocate on the program's heap (two calls an allocation profiler counts).
+//! A thread born on the one CPU it needs is not waited for, nor is a mask it would inherit
+//! anyway set (see [`holds`]). An attr that asks for a mask (a runtime placing its threads) is
+//! copied without it, so the shim's choice replaces it and a mask the kernel would refuse
+//! cannot fail the call. When the kernel refuses the birth mask (EINVAL: the CPU went
+//! offline, the cpuset changed; EPERM: a seccomp filter forbids sched_setaffinity), the
+//! thread runs unplaced, with one warning: the runtime must not fail.
+//! Must not: let the new thread run its routine before its mask is set; touch the note after
+//! publishing the pin (the thread may give it back at once); keep `Drop` values alive in the
+//! trampoline's frame (pthread_exit unwinds through it).
 
-use crate::attr::Attr;
+use crate::attr::{self, Attr};
 use crate::claim::{self, Placement};
 use crate::config::{self, Config};
 use crate::init;
@@ -23,7 +32,7 @@ use crate::real::{self, StartRoutine};
 use crate::role::{self, Role};
 use crate::view::{self, ViewCell};
 use crate::{affinity, notes, process, sys, thread};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use goset_plan::slots::Deferred;
 use goset_plan::CpuSet;
 use libc::{c_int, c_void, pthread_attr_t, pthread_t};
@@ -44,6 +53,41 @@ struct Start {
     deferred: bool,
     /// Born off its creator's CPU, to widen to its whole mask (see [`Placement::first_set`]).
     widens: bool,
+    /// Its birth mask, as the parent sets it.
+    pin: Pin,
+}
+
+// Every creation takes a pooled note: a mapping per thread would cost more than the thread.
+const _: () = assert!(notes::fits::<Start>());
+
+/// The handshake of a birth mask: the parent sets the new thread's mask after the clone and
+/// publishes the outcome; the new thread waits for it before anything else. A thread with no
+/// mask to take starts [`Pin::SET`].
+struct Pin(AtomicU32);
+
+impl Pin {
+    const PENDING: u32 = 0;
+    const SET: u32 = 1;
+    const REFUSED: u32 = 2;
+
+    /// Publishes the parent's outcome and wakes the new thread if it waits. The note that
+    /// holds the pin may be given back as soon as the store is seen: only its address is
+    /// used after (a wake at an address reused is a spurious wake, which waiters expect).
+    fn publish(&self, set: bool) {
+        let state = if set { Pin::SET } else { Pin::REFUSED };
+        self.0.store(state, Ordering::Release);
+        sys::futex_wake(&self.0);
+    }
+
+    /// Waits for the parent's outcome: true when the mask is set.
+    fn wait(&self) -> bool {
+        loop {
+            match self.0.load(Ordering::Acquire) {
+                Pin::PENDING => sys::futex_wait(&self.0, Pin::PENDING),
+                state => return state == Pin::SET,
+            }
+        }
+    }
 }
 
 const CACHE_SIZE: usize = 64;
@@ -108,17 +152,16 @@ fn decide(cfg: &Config, routine: StartRoutine, beside: bool) -> (Placement, bool
     // The creator runs (it is creating a thread): its own slot is the last choice.
     let anchor = process::main_placement().slot_now(cfg);
     let p = claim::claim(cfg, Role::Worker, label, creator.slot_now(cfg), anchor);
-    // A thread that roams like its creator is born with the creator's mask as it is: a mask
-    // in the attr makes glibc start the thread stopped and set it from the parent, a system
-    // call and a handshake on every thread a churning program creates.
+    // A thread that roams like its creator is born with the creator's mask as it is: a birth
+    // mask costs the parent a system call and the thread a wait for it (see Pin), on every
+    // thread a churning program creates.
     let inherits = p.roams && creator.roams && creator.slot_now(cfg).is_none();
     (p, inherits)
 }
 
 /// Whether the creating thread (placed `creator`) is allowed exactly `set`, so that its child
-/// inherits `set` with no mask of its own: a mask in the attr makes glibc start the thread
-/// stopped and set it from the parent, a system call and a handshake (every child of a
-/// creator on the one CPU left, as under `-n 1`). The kernel is asked only when the shim gave
+/// inherits `set` with no mask of its own: a birth mask costs the parent a system call and
+/// the thread a wait for it (every child of a creator on the one CPU left, as under `-n 1`). The kernel is asked only when the shim gave
 /// the creator that mask (its slot's CPU, or the reservation it roams).
 fn holds(cfg: &Config, creator: &Placement, set: &CpuSet) -> bool {
     let given = match creator.slot_now(cfg).and_then(|s| cfg.cpu_of_slot(s)) {
@@ -195,15 +238,15 @@ fn birth_mask(cfg: &Config, born: &Newborn) -> Option<(CpuSet, bool)> {
     }
 }
 
-/// The one warning for a thread created unplaced after its birth on `cpu` failed with `ret`.
+/// The one warning for a new thread left unplaced: the kernel refused it `cpu` with `ret`.
 #[cold]
 fn warn_unplaced(cpu: Option<usize>, ret: c_int) {
     match cpu {
         Some(cpu) => log::warn_once(format_args!(
-            "cannot create a thread on CPU {cpu} (errno {ret}); it runs unplaced"
+            "cannot place a new thread on CPU {cpu} (errno {ret}); it runs unplaced"
         )),
         None => log::warn_once(format_args!(
-            "cannot create a thread on the reservation (errno {ret}); it runs unplaced"
+            "cannot place a new thread on the reservation (errno {ret}); it runs unplaced"
         )),
     }
 }
@@ -233,29 +276,23 @@ pub unsafe fn create(
         return unsafe { real_create(thread, attr, routine, arg) };
     };
     // SAFETY: attr is NULL or initialised, as pthread_create requires.
-    let Some((mut copy, requested)) = (unsafe { Attr::copy_of(attr) }) else {
-        // SAFETY: as above.
+    let requested = unsafe { attr::requested(attr) };
+    // SAFETY: as above.
+    let mut copy = match requested {
+        Some(_) => match unsafe { Attr::without_mask(attr) } {
+            Some(copy) => Some(copy),
+            // SAFETY: the caller's arguments, unchanged.
+            None => return unsafe { real_create(thread, attr, routine, arg) },
+        },
+        None => None,
+    };
+    let (Some(set_mask), Some(start)) = (real::pthread_setaffinity_np(), notes::take::<Start>())
+    else {
+        // SAFETY: the caller's arguments, unchanged.
         return unsafe { real_create(thread, attr, routine, arg) };
     };
     let born = newborn(cfg, routine, &requested);
-    let start = notes::take::<Start>();
     let first = birth_mask(cfg, &born);
-    let mask_set = match first {
-        Some((set, _)) => copy.set_affinity(&set),
-        None => true,
-    };
-    let start = match start {
-        Some(start) if mask_set => start,
-        _ => {
-            unborn(cfg, &born);
-            if let Some(start) = start {
-                // SAFETY: taken above, never written.
-                unsafe { notes::give_back(start) };
-            }
-            // SAFETY: the caller's arguments, unchanged.
-            return unsafe { real_create(thread, attr, routine, arg) };
-        }
-    };
     // SAFETY: start is fresh memory of the right size and alignment for a Start.
     unsafe {
         start.write(Start {
@@ -267,42 +304,55 @@ pub unsafe fn create(
             view: born.view,
             deferred: born.deferred,
             widens: first.is_some_and(|(_, widens)| widens),
+            pin: Pin(AtomicU32::new(match first {
+                Some(_) => Pin::PENDING,
+                None => Pin::SET,
+            })),
         })
     };
-    // SAFETY: copy is an initialised attr; the trampoline takes ownership of start.
-    let ret = unsafe { real_create(thread, copy.as_ptr(), trampoline, start.cast()) };
-    if ret == 0 {
-        return 0;
-    }
-    unborn(cfg, &born);
-    // SAFETY: on failure the trampoline never ran: glibc (2.34+) applies the attr mask after
-    // clone, and if that fails it makes the stopped thread exit before its start routine and
-    // waits for it before returning. So start is still ours.
-    unsafe { notes::give_back(start) };
-    // EINVAL is what glibc returns when the birth mask cannot be applied (the CPU went offline,
-    // the cpuset changed), EPERM when a seccomp filter forbids sched_setaffinity (a sandbox);
-    // each is also an answer to the caller's own attr (a bad one, a policy it may not have).
-    if ret != libc::EINVAL && !(ret == libc::EPERM && first.is_some()) {
-        // EAGAIN ...: the program's own failure.
+    let attr = copy.as_mut().map_or(attr, |copy| copy.as_ptr());
+    // SAFETY: attr is the caller's or its copy; the trampoline takes ownership of start.
+    let ret = unsafe { real_create(thread, attr, trampoline, start.cast()) };
+    if ret != 0 {
+        // The program's own failure (its attr, EAGAIN ...): the shim asked for nothing more.
+        unborn(cfg, &born);
+        // SAFETY: on failure the trampoline never ran, so start is still ours.
+        unsafe { notes::give_back(start) };
         return ret;
     }
-    // Create the thread as the caller asked: unplaced, and the caller's own error comes back
-    // unchanged.
-    // SAFETY: the caller's arguments, unchanged.
-    let retry = unsafe { real_create(thread, attr, routine, arg) };
-    if retry == 0 {
-        warn_unplaced(born.placement.cpu, ret);
+    if let Some((set, _)) = first {
+        let set = now_set(cfg, &born.placement, &set);
+        let (ptr, len) = set.as_raw();
+        // SAFETY: the thread waits in the trampoline until the pin is published, so it exists
+        // and *thread names it; ptr/len describe a live CpuSet. glibc's call allocates nothing.
+        let refused = unsafe { set_mask(*thread, len, ptr.cast()) };
+        if refused != 0 {
+            warn_unplaced(born.placement.cpu, refused);
+        }
+        // SAFETY: start is the live note the thread waits on; nothing of it is read after.
+        unsafe { (*start).pin.publish(refused == 0) };
     }
-    retry
+    0
 }
 
-/// Runs in the new thread before its start routine: records the placement, logs it, frees
-/// the parent's note. Returns the routine and its argument.
+/// The birth mask `set`, but for a slotted thread the CPU its slot has now: the housekeeper
+/// may have moved its record since the claim.
+fn now_set(cfg: &Config, placement: &Placement, set: &CpuSet) -> CpuSet {
+    match placement.slot_now(cfg).and_then(|s| cfg.cpu_of_slot(s)) {
+        Some(cpu) if !placement.roams => CpuSet::single(cpu),
+        _ => *set,
+    }
+}
+
+/// Runs in the new thread before its start routine: waits for its birth mask, records the
+/// placement, logs it, frees the parent's note. Returns the routine and its argument.
 ///
 /// # Safety
 /// `start` must be the `Start` that `create` allocated for this thread.
 unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
-    // SAFETY: start was written by create and is handed over to this thread alone.
+    // SAFETY: start was written by create; its pin is the one field the parent still writes.
+    let pinned = unsafe { (*start).pin.wait() };
+    // SAFETY: start was written by create and, its pin published, is this thread's alone.
     let Start {
         routine,
         arg,
@@ -312,10 +362,19 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
         view,
         deferred,
         widens,
+        pin: _,
     } = unsafe { start.read() };
     // SAFETY: start came from notes::take and is read out.
     unsafe { notes::give_back(start) };
     if let Some(cfg) = config::ready() {
+        if !pinned {
+            // Unplaced (the parent warned): its claim and count undone, nothing recorded.
+            claim::release(cfg, &placement);
+            if deferred {
+                cfg.table.deferring_done();
+            }
+            return (routine, arg);
+        }
         if let Some(_guard) = thread::Guard::enter() {
             let tid = thread::tid();
             if widens {

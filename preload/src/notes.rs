@@ -38,9 +38,14 @@ static NOTES: Pool = Pool {
     taken: [FREE; WORDS],
 };
 
+/// Whether a `T` fits a pool cell (a bigger note costs a mapping at every take).
+pub const fn fits<T>() -> bool {
+    size_of::<T>() <= CELL && align_of::<T>() <= 64
+}
+
 /// Memory for one `T`, uninitialised; `None` when none can be had.
 pub fn take<T>() -> Option<*mut T> {
-    if size_of::<T>() > CELL || align_of::<T>() > 64 {
+    if !fits::<T>() {
         return mapped();
     }
     for (w, word) in NOTES.taken.iter().enumerate() {

@@ -89,6 +89,43 @@ pub fn read_own(pid: i32, src: *const u8, out: &mut [u8]) -> Result<usize, i32> 
     }
 }
 
+/// Sleeps while `word` holds `expected` (or until a wake, a signal, or a spurious return:
+/// callers loop on the word).
+pub fn futex_wait(word: &core::sync::atomic::AtomicU32, expected: u32) {
+    // SAFETY: the kernel reads the live word; no timeout.
+    unsafe {
+        syscall6(
+            libc::SYS_futex,
+            [
+                word.as_ptr() as i64,
+                (libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG) as i64,
+                expected as i64,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+}
+
+/// Wakes every thread waiting on `word`.
+pub fn futex_wake(word: &core::sync::atomic::AtomicU32) {
+    // SAFETY: the kernel only uses the address as a key; nothing is read or written there.
+    unsafe {
+        syscall6(
+            libc::SYS_futex,
+            [
+                word.as_ptr() as i64,
+                (libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG) as i64,
+                i32::MAX as i64,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+}
+
 /// Sets the affinity of `tid` (0: the caller) to `set`; the raw result.
 pub fn set_affinity(tid: i32, set: &CpuSet) -> i64 {
     let (ptr, len) = set.as_raw();

