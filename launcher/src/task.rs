@@ -443,8 +443,40 @@ impl Task {
     }
 }
 
-/// Waits for every task, calling `tick` about every `interval` while any runs. Returns each
-/// task's index, ending and usage in the order they ended.
+/// Makes this process the reaper of the task's orphans: a process whose parent ends before it
+/// (mold's linking child, a shell's background job, a daemon's double fork) is re-parented
+/// here instead of to init, so it stays in the task's process tree, where the housekeeper
+/// watches it and its placement records count as the task's. [`wait_all`] reaps them.
+pub fn adopt_orphans() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// Reaps every ended child that is none of `tasks` (orphans adopted by [`adopt_orphans`]);
+/// a task's own status is left for [`Task::try_reap`].
+fn reap_orphans(tasks: &[Task]) {
+    loop {
+        // SAFETY: zeroed siginfo is a valid out-parameter.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        // SAFETY: info is a valid out-parameter; WNOWAIT leaves the child waitable.
+        if unsafe { libc::waitid(libc::P_ALL, 0, &mut info, flags) } != 0 {
+            return;
+        }
+        // SAFETY: waitid filled info (si_pid 0: no child has ended).
+        let pid = unsafe { info.si_pid() };
+        if pid <= 0 || tasks.iter().any(|t| t.pid == pid) {
+            return;
+        }
+        let mut status = 0;
+        // SAFETY: status is a valid out-parameter; pid is an ended child of ours.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    }
+}
+
+/// Waits for every task, calling `tick` about every `interval` while any runs, and reaps the
+/// orphans it adopted meanwhile. Returns each task's index, ending and usage in the order they
+/// ended.
 pub fn wait_all(
     tasks: &[Task],
     interval: Duration,
@@ -459,6 +491,7 @@ pub fn wait_all(
     let timeout_ms = interval.as_millis().min(i32::MAX as u128) as i32;
     let mut ended: Vec<(usize, Ending, Usage)> = Vec::new();
     loop {
+        reap_orphans(tasks);
         for (i, t) in tasks.iter().enumerate() {
             if ended.iter().any(|e| e.0 == i) {
                 continue;

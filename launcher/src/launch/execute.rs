@@ -89,6 +89,7 @@ pub(super) fn execute(
             launch.inherit.push(fd.as_raw_fd());
         }
     }
+    task::adopt_orphans();
     let (tasks, relays) = start_instances(opts.instances, &launch)?;
     for task in &tasks {
         hk.attach(task.pid());

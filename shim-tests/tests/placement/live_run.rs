@@ -258,3 +258,53 @@ fn cpus_allowed_under_goset_run(wrapper: &[&str], grep: &str) -> (String, String
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A process of the task whose parent ends first (a shell's background job; mold's linking
+/// child, a daemon's double fork) is adopted by goset-run, not by init: it stays in the task's
+/// process tree, so its placement records are the task's, not "forged", and it is reaped.
+#[test]
+fn an_orphan_of_the_task_stays_in_its_tree() {
+    let _serial = launcher_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let fifo = dir.path().join("started");
+    for _ in 0..3 {
+        let _ = std::fs::remove_file(&fifo);
+        assert!(Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        // The background job outlives the shell that started it, and the run; the shell ends
+        // once the job has run (its fork record written), so the job is orphaned.
+        let script = format!(
+            "(echo up > '{0}'; exec sleep 2 >/dev/null 2>&1) & read up < '{0}'; echo $!",
+            fifo.display()
+        );
+        let out = goset_run_ok(&[
+            "-n",
+            "1",
+            "--sample",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        let orphan: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        // Ended here, whatever the test's outcome.
+        // SAFETY: kill takes a pid and a signal.
+        unsafe { libc::kill(orphan as i32, libc::SIGKILL) };
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert!(!stderr.contains("forged"), "{stderr}");
+        let threads = report["threads"].as_array().unwrap();
+        assert!(
+            threads.iter().any(|t| t["pid"] == orphan),
+            "the orphan {orphan} has no row: {report}"
+        );
+    }
+}
