@@ -112,7 +112,9 @@ pub unsafe fn load(plan: &'static mut Plan) -> Result<Config, Disabled> {
         (None, None) => None,
     };
     // A process in a sandbox's PID namespace writes no records (see crate::process).
-    if let Some(path) = log_path.filter(|_| !in_other_pidns(plan)) {
+    let elsewhere = in_other_pidns(plan);
+    STARTED_ELSEWHERE.store(elsewhere, Ordering::Relaxed);
+    if let Some(path) = log_path.filter(|_| !elsewhere) {
         // SAFETY: the initialising thread.
         unsafe { log::open(path) };
     }
@@ -424,6 +426,14 @@ pub fn hand_on_now() {
     let entry = unsafe { HANDED.get() };
     crate::env::put(entry.as_bytes());
 }
+
+/// Whether this image started in another PID namespace than goset-run's, as [`load`] found
+/// (an image's namespace is its start's; a forked child asks [`in_other_pidns`] again).
+pub fn started_elsewhere() -> bool {
+    STARTED_ELSEWHERE.load(Ordering::Relaxed)
+}
+
+static STARTED_ELSEWHERE: AtomicBool = AtomicBool::new(false);
 
 /// Whether this process is in a PID namespace other than the plan's (see
 /// [`goset_plan::Plan::pidns`]); false when the plan names none. A process that cannot tell

@@ -119,7 +119,11 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
     let pid = sys::getpid();
     PID.store(pid, Ordering::Relaxed);
     // Checked again after fork: a sandbox's first process is forked by a process outside.
-    ELSEWHERE.store(crate::load::in_other_pidns(cfg.plan), Ordering::Relaxed);
+    let elsewhere = match fresh_image {
+        true => crate::load::started_elsewhere(),
+        false => crate::load::in_other_pidns(cfg.plan),
+    };
+    ELSEWHERE.store(elsewhere, Ordering::Relaxed);
     // SAFETY: pthread_self has no preconditions.
     MAIN_THREAD.store(unsafe { libc::pthread_self() } as usize, Ordering::Relaxed);
     let plan = &cfg.plan;
