@@ -62,28 +62,41 @@ const _: () = assert!(notes::fits::<Start>());
 
 /// The handshake of a birth mask: the parent sets the new thread's mask after the clone and
 /// publishes the outcome; the new thread waits for it before anything else. A thread with no
-/// mask to take starts [`Pin::SET`].
+/// mask to take starts [`Pin::SET`]. As a lock's unlock, the publish makes a system call only
+/// for a thread that went to sleep: most threads first run after it.
 struct Pin(AtomicU32);
 
 impl Pin {
     const PENDING: u32 = 0;
     const SET: u32 = 1;
     const REFUSED: u32 = 2;
+    /// Pending, and the new thread sleeps on it.
+    const WAITING: u32 = 3;
 
-    /// Publishes the parent's outcome and wakes the new thread if it waits. The note that
-    /// holds the pin may be given back as soon as the store is seen: only its address is
+    /// Publishes the parent's outcome and wakes the new thread if it sleeps. The note that
+    /// holds the pin may be given back as soon as the outcome is seen: only its address is
     /// used after (a wake at an address reused is a spurious wake, which waiters expect).
     fn publish(&self, set: bool) {
         let state = if set { Pin::SET } else { Pin::REFUSED };
-        self.0.store(state, Ordering::Release);
-        sys::futex_wake(&self.0);
+        if self.0.swap(state, Ordering::AcqRel) == Pin::WAITING {
+            sys::futex_wake(&self.0);
+        }
     }
 
     /// Waits for the parent's outcome: true when the mask is set.
     fn wait(&self) -> bool {
         loop {
             match self.0.load(Ordering::Acquire) {
-                Pin::PENDING => sys::futex_wait(&self.0, Pin::PENDING),
+                Pin::PENDING => {
+                    // Lost to a publish, the loop reads its outcome.
+                    let _ = self.0.compare_exchange(
+                        Pin::PENDING,
+                        Pin::WAITING,
+                        Ordering::Acquire,
+                        Ordering::Acquire,
+                    );
+                }
+                Pin::WAITING => sys::futex_wait(&self.0, Pin::WAITING),
                 state => return state == Pin::SET,
             }
         }
@@ -161,8 +174,9 @@ fn decide(cfg: &Config, routine: StartRoutine, beside: bool) -> (Placement, bool
 
 /// Whether the creating thread (placed `creator`) is allowed exactly `set`, so that its child
 /// inherits `set` with no mask of its own: a birth mask costs the parent a system call and
-/// the thread a wait for it (every child of a creator on the one CPU left, as under `-n 1`). The kernel is asked only when the shim gave
-/// the creator that mask (its slot's CPU, or the reservation it roams).
+/// the thread a wait for it (every child of a creator on the one CPU left, as under `-n 1`).
+/// The kernel is asked only when the shim gave the creator that mask (its slot's CPU, or the
+/// reservation it roams).
 fn holds(cfg: &Config, creator: &Placement, set: &CpuSet) -> bool {
     let given = match creator.slot_now(cfg).and_then(|s| cfg.cpu_of_slot(s)) {
         Some(cpu) => CpuSet::single(cpu),
@@ -214,11 +228,12 @@ fn newborn(cfg: &Config, routine: StartRoutine, requested: &Option<CpuSet>) -> N
     }
 }
 
-/// Undoes what [`newborn`] claimed and counted, for a thread that will not be born placed.
+/// Undoes what [`newborn`] claimed (`placement`) and counted (`deferred`), for a thread that
+/// will not be born, or will run unplaced.
 #[inline]
-fn unborn(cfg: &Config, born: &Newborn) {
-    claim::release(cfg, &born.placement);
-    if born.deferred {
+fn unborn(cfg: &Config, placement: &Placement, deferred: bool) {
+    claim::release(cfg, placement);
+    if deferred {
         cfg.table.deferring_done();
     }
 }
@@ -315,7 +330,7 @@ pub unsafe fn create(
     let ret = unsafe { real_create(thread, attr, trampoline, start.cast()) };
     if ret != 0 {
         // The program's own failure (its attr, EAGAIN ...): the shim asked for nothing more.
-        unborn(cfg, &born);
+        unborn(cfg, &born.placement, born.deferred);
         // SAFETY: on failure the trampoline never ran, so start is still ours.
         unsafe { notes::give_back(start) };
         return ret;
@@ -368,11 +383,8 @@ unsafe fn arrive(start: *mut Start) -> (StartRoutine, *mut c_void) {
     unsafe { notes::give_back(start) };
     if let Some(cfg) = config::ready() {
         if !pinned {
-            // Unplaced (the parent warned): its claim and count undone, nothing recorded.
-            claim::release(cfg, &placement);
-            if deferred {
-                cfg.table.deferring_done();
-            }
+            // Unplaced (the parent warned): nothing recorded.
+            unborn(cfg, &placement, deferred);
             return (routine, arg);
         }
         if let Some(_guard) = thread::Guard::enter() {
@@ -414,4 +426,29 @@ extern "C-unwind" fn trampoline(start: *mut c_void) -> *mut c_void {
     let (routine, arg) = unsafe { arrive(start.cast()) };
     // SAFETY: the caller's own start routine with its own argument.
     unsafe { routine(arg) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pin_published_before_or_after_the_wait_gives_its_outcome() {
+        for set in [true, false] {
+            let early = Pin(AtomicU32::new(Pin::PENDING));
+            early.publish(set);
+            assert_eq!(early.wait(), set);
+            // The waiter may sleep before the publish: it is woken with the outcome.
+            let late = std::sync::Arc::new(Pin(AtomicU32::new(Pin::PENDING)));
+            let waiter = {
+                let late = late.clone();
+                std::thread::spawn(move || late.wait())
+            };
+            while late.0.load(Ordering::Acquire) == Pin::PENDING && !waiter.is_finished() {
+                std::thread::yield_now();
+            }
+            late.publish(set);
+            assert_eq!(waiter.join().unwrap(), set);
+        }
+    }
 }
