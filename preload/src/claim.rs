@@ -14,7 +14,7 @@ use crate::sys;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use goset_plan::level::Level;
 use goset_plan::locality;
-use goset_plan::slots::Claim;
+use goset_plan::slots::{Claim, Origin};
 use goset_plan::{CpuSet, MAX_SLOTS};
 
 /// Where a thread runs and what it holds.
@@ -261,6 +261,31 @@ pub fn claim(
     creator: Option<usize>,
     anchor: Option<usize>,
 ) -> Placement {
+    let origin = Origin {
+        creator,
+        ..Origin::default()
+    };
+    claim_from(cfg, role, label, origin, anchor)
+}
+
+/// Claims a slot for the main thread of a new image, labelled `label`, placing itself: as
+/// [`claim`] without a creator, but in its waiting parent's place when it starts there (see
+/// [`Origin::waiting_parent`]).
+pub fn claim_image(cfg: &Config, label: i32) -> Placement {
+    let origin = Origin {
+        waiting_parent: waiting_parent(cfg),
+        ..Origin::default()
+    };
+    claim_from(cfg, Role::Main, label, origin, None)
+}
+
+fn claim_from(
+    cfg: &Config,
+    role: Role,
+    label: i32,
+    origin: Origin,
+    anchor: Option<usize>,
+) -> Placement {
     reap_if_full(cfg);
     let main = role == Role::Main;
     // A label is the pid or its negative (goset_plan::slots::label): no system call here.
@@ -268,7 +293,7 @@ pub fn claim(
     let unsettled = (main && cfg.near).then(|| unsettled(cfg, me));
     let born = cfg.table.claim_birth_within(
         label,
-        creator,
+        origin,
         cfg.table.slot_count(),
         |s| nearness(cfg, me, s, anchor, unsettled.as_ref()),
         |s| main && runs_there(cfg, s, me),
@@ -388,6 +413,16 @@ fn runs_there(cfg: &Config, slot: usize, me: u32) -> bool {
         .filter(|&pid| pid as u32 != me)
         .take(LOOKS)
         .any(|pid| state(pid) == Some(b'R'))
+}
+
+/// The slot of this process's parent's main thread, when this thread runs on that slot's CPU
+/// and the parent does not run now: it waits for this process (see
+/// [`Origin::waiting_parent`]). One `/proc` read, only when the parent holds a slot there.
+fn waiting_parent(cfg: &Config) -> Option<usize> {
+    let parent = sys::getppid();
+    let (_, slot) = cfg.table.records().find(|&(label, _)| label == parent)?;
+    let beside = sys::current_cpu().is_some_and(|cpu| cfg.cpu_of_slot(slot) == Some(cpu));
+    (beside && state(parent) != Some(b'R')).then_some(slot)
 }
 
 /// Whether process `pid` is alive (not gone, not a zombie; see [`stat_fields`]).

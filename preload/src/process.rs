@@ -164,7 +164,11 @@ fn place_main(cfg: &Config, call: &str, fresh_image: bool, creator: Option<usize
                 if let Some(old) = other {
                     claim::release(cfg, &old);
                 }
-                claim::claim(cfg, Role::Main, label, creator, None)
+                if fresh_image {
+                    claim::claim_image(cfg, label)
+                } else {
+                    claim::claim(cfg, Role::Main, label, creator, None)
+                }
             }
         }
     };
@@ -337,8 +341,15 @@ extern "C" fn after_fork_child() {
     let Some(cfg) = config::ready() else {
         return;
     };
-    // The forking thread, whose placement this thread still holds: it ran to fork.
-    let creator = recorded().slot_now(cfg);
+    // The forking thread, whose placement this thread still holds: it ran to fork. Told by
+    // its pthread handle (the cached pid and tid are still the parent's, or not cached).
+    // SAFETY: pthread_self has no preconditions.
+    let forker = if is_main_thread(unsafe { libc::pthread_self() }) {
+        main_placement()
+    } else {
+        thread::state()
+    };
+    let creator = forker.slot_now(cfg);
     thread::forget(thread::tid() == pid());
     thread::clear_registry();
     crate::notes::reset_after_fork();

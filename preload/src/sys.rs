@@ -37,6 +37,19 @@ pub fn getppid() -> i32 {
     unsafe { syscall6(libc::SYS_getppid, [0; 6]) as i32 }
 }
 
+/// The CPU the calling thread runs on now (`getcpu`); `None` if the kernel does not say.
+pub fn current_cpu() -> Option<usize> {
+    let mut cpu: u32 = 0;
+    // SAFETY: getcpu writes one u32 through its first pointer; the others may be null.
+    let ret = unsafe {
+        syscall6(
+            libc::SYS_getcpu,
+            [&mut cpu as *mut u32 as i64, 0, 0, 0, 0, 0],
+        )
+    };
+    (ret == 0).then_some(cpu as usize)
+}
+
 /// `sched_setaffinity(tid, mask)`; the raw result.
 ///
 /// # Safety

@@ -75,15 +75,34 @@ pub const fn label(pid: i32, main: bool) -> i32 {
 /// its own slot (a thread that creates another runs by definition; it may be the newborn or
 /// one the housekeeper counted already, so it makes the count at least 1). Then the nearest
 /// to the new thread's process (`near`, [`crate::locality::near_key`]), then the fewest live
-/// threads, then the lowest index. A first field of 0 is a slot free of running threads.
+/// threads, then the slot of a waiting parent the thread runs beside (`away` false: see
+/// [`Origin::waiting_parent`]), then the lowest index. A first field of 0 is a slot free of
+/// running threads.
 pub fn birth_key(
     running: u32,
     creator_here: bool,
     near: u32,
     live: u32,
+    away: bool,
     slot: usize,
-) -> (u32, u32, u32, usize) {
-    (running.max(creator_here as u32), near, live, slot)
+) -> (u32, u32, u32, bool, usize) {
+    (running.max(creator_here as u32), near, live, away, slot)
+}
+
+/// Where a new thread comes from, as [`SlotTable::claim_birth_within`] weighs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The slot of the thread that creates it, which runs: it counts there (`None`: the
+    /// creator holds no slot, or the thread places itself).
+    pub creator: Option<usize>,
+    /// The slot of its parent process's main thread, when that thread sleeps while the new
+    /// process starts on that slot's CPU (make, a shell, a compiler driver waiting for the
+    /// program it started): the new process carries on the parent's work there, so the
+    /// parent's thread does not count against that slot for it, in live threads or in running
+    /// ones, and among slots otherwise alike it takes that one, which moves nothing (a move
+    /// costs a migration, and a wake-up across CPUs at every hand-over between a short
+    /// program and its parent).
+    pub waiting_parent: Option<usize>,
 }
 
 impl SlotTable {
@@ -163,8 +182,7 @@ impl SlotTable {
         })
     }
 
-    /// Claims a slot for a new thread labelled `tid`, created by a thread on slot `creator`
-    /// (`None`: the creator has no slot of its own, or the thread places itself), in
+    /// Claims a slot for a new thread labelled `tid`, coming from `origin`, in
     /// [`birth_key`] order among the first `slots` slots that `near` ranks (`None`: not this
     /// thread's to take; a process that keeps a binding or a block claims only the slots on its
     /// CPUs), nearer first; `None` when it ranks no slot with a known count (see
@@ -174,7 +192,7 @@ impl SlotTable {
     pub fn claim_birth_within(
         &self,
         tid: i32,
-        creator: Option<usize>,
+        origin: Origin,
         slots: usize,
         near: impl Fn(usize) -> Option<u32>,
         seen_running: impl Fn(usize) -> bool,
@@ -188,12 +206,17 @@ impl SlotTable {
                 .enumerate()
                 .filter_map(|(s, load)| {
                     let near = near(s)?;
-                    let mut running =
-                        self.running(s) + self.newborn(s, now, published, since) as u32;
-                    if running == 0 && published == 0 && load? > 0 && seen_running(s) {
+                    let parent = u32::from(origin.waiting_parent == Some(s));
+                    let live = load?.saturating_sub(parent);
+                    let mut running = (self.running(s)
+                        + self.newborn(s, now, published, since) as u32)
+                        .saturating_sub(parent);
+                    if running == 0 && published == 0 && live > 0 && seen_running(s) {
                         running = 1;
                     }
-                    let key = birth_key(running, creator == Some(s), near, load?, s);
+                    let creator = origin.creator == Some(s);
+                    let away = origin.waiting_parent.is_some() && parent == 0;
+                    let key = birth_key(running, creator, near, live, away, s);
                     Some((s, load?, key))
                 })
                 .min_by_key(|&(_, _, key)| key)?;

@@ -24,7 +24,15 @@ fn a_moved_slot_names_its_new_cpu() {
 /// A birth claim that every slot ranks alike and no process is asked about (the shim's claim
 /// of a thread with no binding, under a housekeeper).
 fn birth(t: &SlotTable, tid: i32, creator: Option<usize>, slots: usize) -> Option<Birth> {
-    t.claim_birth_within(tid, creator, slots, |_| Some(0), |_| false)
+    t.claim_birth_within(tid, made_by(creator), slots, |_| Some(0), |_| false)
+}
+
+/// The origin of a thread created by a thread on slot `creator`.
+fn made_by(creator: Option<usize>) -> Origin {
+    Origin {
+        creator,
+        ..Origin::default()
+    }
 }
 
 /// Makes slot `slot`'s latest birth `age_us` older.
@@ -58,12 +66,17 @@ fn by_hand_a_new_thread_avoids_its_creator_and_newborns() {
 
 #[test]
 fn running_counts_come_before_live_counts() {
-    assert!(birth_key(1, false, 0, 0, 0) > birth_key(0, false, 9, 9, 5));
-    assert!(birth_key(0, true, 0, 0, 0) > birth_key(0, false, 9, 9, 5));
-    assert_eq!(birth_key(1, true, 0, 0, 0), birth_key(1, false, 0, 0, 0));
-    assert!(birth_key(0, false, 0, 1, 0) < birth_key(0, false, 0, 2, 0));
+    assert!(birth_key(1, false, 0, 0, false, 0) > birth_key(0, false, 9, 9, true, 5));
+    assert!(birth_key(0, true, 0, 0, false, 0) > birth_key(0, false, 9, 9, true, 5));
+    assert_eq!(
+        birth_key(1, true, 0, 0, false, 0),
+        birth_key(1, false, 0, 0, false, 0)
+    );
+    assert!(birth_key(0, false, 0, 1, true, 0) < birth_key(0, false, 0, 2, false, 0));
     // Nearer the process first, before the fewest live threads.
-    assert!(birth_key(0, false, 1, 0, 0) > birth_key(0, false, 0, 5, 3));
+    assert!(birth_key(0, false, 1, 0, false, 0) > birth_key(0, false, 0, 5, true, 3));
+    // Among slots otherwise alike, the one the thread runs on, before the lowest index.
+    assert!(birth_key(0, false, 0, 0, false, 3) < birth_key(0, false, 0, 0, true, 0));
     let t = table(3);
     for tid in [1, 2, 3] {
         t.claim_among(tid, 3).unwrap();
@@ -396,18 +409,24 @@ fn a_bound_process_claims_only_the_slots_it_accepts() {
     let t = table(3);
     // Slot 0 is free, but the process keeps a binding to slot 2's CPU.
     let a = t
-        .claim_birth_within(7, None, 3, |s| (s == 2).then_some(0), |_| false)
+        .claim_birth_within(7, made_by(None), 3, |s| (s == 2).then_some(0), |_| false)
         .unwrap();
     assert_eq!((a.claim.slot, a.roams), (2, false));
     // Its second thread shares that slot (the binding holds), and roams only in name: every
     // slot it accepts runs a thread.
     let b = t
-        .claim_birth_within(-7, Some(2), 3, |s| (s == 2).then_some(0), |_| false)
+        .claim_birth_within(
+            -7,
+            made_by(Some(2)),
+            3,
+            |s| (s == 2).then_some(0),
+            |_| false,
+        )
         .unwrap();
     assert_eq!((b.claim.slot, b.claim.shared, b.roams), (2, true, true));
     assert_eq!(t.live(0), 0, "the free slot was never taken");
     assert!(t
-        .claim_birth_within(-7, None, 3, |_| None, |_| false)
+        .claim_birth_within(-7, made_by(None), 3, |_| None, |_| false)
         .is_none());
 }
 
@@ -467,14 +486,14 @@ fn by_hand_a_process_seen_running_keeps_its_slot_to_itself() {
     // The next job is born where the running job is not, though the counts would tie...
     let runs = |s: usize| t.main_holders(s).any(|pid| pid == 100);
     let next = t
-        .claim_birth_within(300, None, 2, |_| Some(0), runs)
+        .claim_birth_within(300, made_by(None), 2, |_| Some(0), runs)
         .unwrap();
     assert_eq!((next.claim.slot, next.roams), (1, false));
     // ... and beside it only when nothing tells it runs.
     t.release(&next.claim);
     age_birth(&t, 1, NEWBORN_US);
     let blind = t
-        .claim_birth_within(300, None, 2, |_| Some(0), |_| false)
+        .claim_birth_within(300, made_by(None), 2, |_| Some(0), |_| false)
         .unwrap();
     assert_eq!(blind.claim.slot, 0);
 }
@@ -492,4 +511,51 @@ fn a_record_freed_for_its_label_leaves_no_newborn_behind() {
         next.claim.slot, 0,
         "slot 0 holds no newborn once its record is freed"
     );
+}
+
+/// A birth claim among 2 slots ranked alike of a new program whose waiting parent holds `slot`.
+fn beside_parent(t: &SlotTable, tid: i32, slot: usize) -> Claim {
+    let origin = Origin {
+        waiting_parent: Some(slot),
+        ..Origin::default()
+    };
+    let born = t.claim_birth_within(tid, origin, 2, |_| Some(0), |_| false);
+    let born = born.expect("a slot");
+    assert!(!born.roams, "{born:?}");
+    born.claim
+}
+
+#[test]
+fn a_program_started_by_a_waiting_parent_takes_its_place() {
+    let t = table(2);
+    // The parent (make) on slot 1, born long ago, sleeping; slot 0 free.
+    t.claim_at(100, 1).unwrap();
+    // Its new program, started on the parent's CPU, stays there beside its waiting parent
+    // rather than moving to the free slot, though that one comes first in the plan.
+    let child = beside_parent(&t, 200, 1);
+    assert_eq!((child.slot, child.shared), (1, true));
+    // A second program while the first runs there (a newborn): the free slot.
+    let second = beside_parent(&t, 300, 1);
+    assert_eq!((second.slot, second.shared), (0, false));
+    t.release(&second);
+    t.release(&child);
+    // A parent that is not waiting (or a process that started elsewhere) still counts: the
+    // free slot.
+    let other = birth(&t, 500, None, 2).map(|b| (b.claim.slot, b.claim.shared));
+    assert_eq!(other, Some((0, false)));
+}
+
+#[test]
+fn a_waiting_parent_seen_in_the_running_counts_is_discounted_once() {
+    let t = table(2);
+    t.claim_at(100, 1).unwrap();
+    // The housekeeper saw the parent run on slot 1 in its last interval, nothing on slot 0.
+    t.publish_running(&[0, 1]);
+    let child = beside_parent(&t, 200, 1);
+    assert_eq!(child.slot, 1, "the parent's count is the child's own");
+    // Two threads ran on slot 1: another than the parent computes there.
+    t.release(&child);
+    t.publish_running(&[0, 2]);
+    t.publish_running(&[0, 2]);
+    assert_eq!(beside_parent(&t, 300, 1).slot, 0);
 }

@@ -119,3 +119,34 @@ fn a_process_starts_in_the_node_no_other_starting_process_needs() {
     let main = claim(&cfg, Role::Main, 683, None, None);
     assert_eq!(main.slot.map(|s| nodes[s]), Some(1), "{main:?}");
 }
+
+#[test]
+fn a_new_image_takes_the_slot_of_its_waiting_parent_where_it_runs() {
+    use goset_plan::Plan;
+    // This thread kept to one CPU it may use, so that where it runs is known.
+    let allowed = sys::get_affinity(0).expect("this thread's CPUs");
+    let cpu = allowed.first().expect("a CPU");
+    assert!(sys::set_affinity(0, &CpuSet::single(cpu)) >= 0);
+    let reservation: CpuSet = [cpu, cpu + 1].into_iter().collect();
+    // Slot 0 on another CPU, free; slot 1 on this one, held by this process's parent (the
+    // test harness, which waits for it).
+    let cfg =
+        crate::config::test_config(Plan::new(&[cpu + 1, cpu], None, reservation).unwrap(), None);
+    cfg.table.claim_at(sys::getppid(), 1).unwrap();
+    let p = claim_image(&cfg, 4243);
+    // A thread created by a thread of its own (a creator that runs) is not the parent's work.
+    let worker = claim(&cfg, Role::Worker, -4243, Some(1), None);
+    // The parent on slot 0, another CPU than this one: the free slot, as for any process.
+    let apart =
+        crate::config::test_config(Plan::new(&[cpu + 1, cpu], None, reservation).unwrap(), None);
+    apart.table.claim_at(sys::getppid(), 0).unwrap();
+    let q = claim_image(&apart, 4243);
+    sys::set_affinity(0, &allowed);
+    assert_eq!(
+        (p.slot, p.cpu, p.shared),
+        (Some(1), Some(cpu), true),
+        "{p:?}"
+    );
+    assert_eq!(worker.slot, Some(0), "{worker:?}");
+    assert_eq!((q.slot, q.shared), (Some(1), false), "{q:?}");
+}
