@@ -269,11 +269,14 @@ pub fn claim(
 }
 
 /// Claims a slot for the main thread of a new image, labelled `label`, placing itself: as
-/// [`claim`] without a creator, but in its waiting parent's place when it starts there (see
-/// [`Origin::waiting_parent`]).
+/// [`claim`] without a creator, but one of several processes keeps the CPU it runs on among
+/// slots otherwise alike, and takes its waiting parent's place there (see [`Origin`]); a
+/// task's first process keeps the plan's order.
 pub fn claim_image(cfg: &Config, label: i32) -> Placement {
+    let here = cfg.near.then(|| here(cfg)).flatten();
     let origin = Origin {
-        waiting_parent: waiting_parent(cfg),
+        here,
+        parent_waits: here.is_some_and(|slot| parent_waits_on(cfg, slot)),
         ..Origin::default()
     };
     claim_from(cfg, Role::Main, label, origin, None)
@@ -415,14 +418,18 @@ fn runs_there(cfg: &Config, slot: usize, me: u32) -> bool {
         .any(|pid| state(pid) == Some(b'R'))
 }
 
-/// The slot of this process's parent's main thread, when this thread runs on that slot's CPU
-/// and the parent does not run now: it waits for this process (see
-/// [`Origin::waiting_parent`]). One `/proc` read, only when the parent holds a slot there.
-fn waiting_parent(cfg: &Config) -> Option<usize> {
+/// The slot whose CPU the calling thread runs on now (see [`Origin::here`]).
+fn here(cfg: &Config) -> Option<usize> {
+    let cpu = sys::current_cpu()?;
+    (0..cfg.table.slot_count()).find(|&s| cfg.cpu_of_slot(s) == Some(cpu))
+}
+
+/// Whether this process's parent's main thread holds `slot` and does not run now: it waits
+/// for this process (see [`Origin::parent_waits`]). One `/proc` read, only when it holds it.
+fn parent_waits_on(cfg: &Config, slot: usize) -> bool {
     let parent = sys::getppid();
-    let (_, slot) = cfg.table.records().find(|&(label, _)| label == parent)?;
-    let beside = sys::current_cpu().is_some_and(|cpu| cfg.cpu_of_slot(slot) == Some(cpu));
-    (beside && state(parent) != Some(b'R')).then_some(slot)
+    let holds = cfg.table.main_holders(slot).any(|pid| pid == parent);
+    holds && state(parent) != Some(b'R')
 }
 
 /// Whether process `pid` is alive (not gone, not a zombie; see [`stat_fields`]).

@@ -75,9 +75,8 @@ pub const fn label(pid: i32, main: bool) -> i32 {
 /// its own slot (a thread that creates another runs by definition; it may be the newborn or
 /// one the housekeeper counted already, so it makes the count at least 1). Then the nearest
 /// to the new thread's process (`near`, [`crate::locality::near_key`]), then the fewest live
-/// threads, then the slot of a waiting parent the thread runs beside (`away` false: see
-/// [`Origin::waiting_parent`]), then the lowest index. A first field of 0 is a slot free of
-/// running threads.
+/// threads, then the slot the thread runs on already (`away` false: see [`Origin::here`]),
+/// then the lowest index. A first field of 0 is a slot free of running threads.
 pub fn birth_key(
     running: u32,
     creator_here: bool,
@@ -95,14 +94,16 @@ pub struct Origin {
     /// The slot of the thread that creates it, which runs: it counts there (`None`: the
     /// creator holds no slot, or the thread places itself).
     pub creator: Option<usize>,
-    /// The slot of its parent process's main thread, when that thread sleeps while the new
-    /// process starts on that slot's CPU (make, a shell, a compiler driver waiting for the
-    /// program it started): the new process carries on the parent's work there, so the
-    /// parent's thread does not count against that slot for it, in live threads or in running
-    /// ones, and among slots otherwise alike it takes that one, which moves nothing (a move
-    /// costs a migration, and a wake-up across CPUs at every hand-over between a short
-    /// program and its parent).
-    pub waiting_parent: Option<usize>,
+    /// The slot whose CPU a process placing itself runs on now: among slots otherwise alike
+    /// it takes that one, which moves nothing (a move costs a migration, and a wake-up across
+    /// CPUs at every hand-over between a short program and its parent). `None`: no preference
+    /// (the plan's order decides, as for a task's first process).
+    pub here: Option<usize>,
+    /// Its parent process's main thread holds `here` and sleeps while the new process starts
+    /// there (make, a compiler driver waiting for the program it started): the new process
+    /// carries on the parent's work, so the parent's thread does not count against that slot
+    /// for it, in live threads or in running ones.
+    pub parent_waits: bool,
 }
 
 impl SlotTable {
@@ -206,7 +207,7 @@ impl SlotTable {
                 .enumerate()
                 .filter_map(|(s, load)| {
                     let near = near(s)?;
-                    let parent = u32::from(origin.waiting_parent == Some(s));
+                    let parent = u32::from(origin.parent_waits && origin.here == Some(s));
                     let live = load?.saturating_sub(parent);
                     let mut running = (self.running(s)
                         + self.newborn(s, now, published, since) as u32)
@@ -215,7 +216,7 @@ impl SlotTable {
                         running = 1;
                     }
                     let creator = origin.creator == Some(s);
-                    let away = origin.waiting_parent.is_some() && parent == 0;
+                    let away = origin.here.is_some_and(|here| here != s);
                     let key = birth_key(running, creator, near, live, away, s);
                     Some((s, load?, key))
                 })

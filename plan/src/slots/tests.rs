@@ -513,13 +513,15 @@ fn a_record_freed_for_its_label_leaves_no_newborn_behind() {
     );
 }
 
-/// A birth claim among 2 slots ranked alike of a new program whose waiting parent holds `slot`.
-fn beside_parent(t: &SlotTable, tid: i32, slot: usize) -> Claim {
+/// A birth claim among the slots, ranked alike, of a new program that starts on `slot`'s CPU,
+/// which its waiting parent holds (`parent_waits`).
+fn started_on(t: &SlotTable, tid: i32, slot: usize, parent_waits: bool) -> Claim {
     let origin = Origin {
-        waiting_parent: Some(slot),
+        here: Some(slot),
+        parent_waits,
         ..Origin::default()
     };
-    let born = t.claim_birth_within(tid, origin, 2, |_| Some(0), |_| false);
+    let born = t.claim_birth_within(tid, origin, t.slot_count(), |_| Some(0), |_| false);
     let born = born.expect("a slot");
     assert!(!born.roams, "{born:?}");
     born.claim
@@ -532,17 +534,31 @@ fn a_program_started_by_a_waiting_parent_takes_its_place() {
     t.claim_at(100, 1).unwrap();
     // Its new program, started on the parent's CPU, stays there beside its waiting parent
     // rather than moving to the free slot, though that one comes first in the plan.
-    let child = beside_parent(&t, 200, 1);
+    let child = started_on(&t, 200, 1, true);
     assert_eq!((child.slot, child.shared), (1, true));
     // A second program while the first runs there (a newborn): the free slot.
-    let second = beside_parent(&t, 300, 1);
+    let second = started_on(&t, 300, 1, true);
     assert_eq!((second.slot, second.shared), (0, false));
     t.release(&second);
     t.release(&child);
-    // A parent that is not waiting (or a process that started elsewhere) still counts: the
-    // free slot.
-    let other = birth(&t, 500, None, 2).map(|b| (b.claim.slot, b.claim.shared));
-    assert_eq!(other, Some((0, false)));
+    // A parent that is not waiting still counts: the free slot.
+    let other = started_on(&t, 500, 1, false);
+    assert_eq!((other.slot, other.shared), (0, false));
+}
+
+#[test]
+fn a_process_placing_itself_keeps_the_free_cpu_it_runs_on() {
+    let t = table(3);
+    // Started on slot 2's CPU, every slot free: slot 2, not the first in the plan.
+    let a = started_on(&t, 100, 2, false);
+    assert_eq!(a.slot, 2);
+    t.release(&a);
+    age_birth(&t, 2, NEWBORN_US);
+    // Slot 2 holds another process's sleeping thread: a free slot, the plan's first.
+    t.claim_at(200, 2).unwrap();
+    assert_eq!(started_on(&t, 300, 2, false).slot, 0);
+    // Without a preference (a task's first process), the plan's order.
+    assert_eq!(birth(&t, 400, None, 3).map(|b| b.claim.slot), Some(1));
 }
 
 #[test]
@@ -551,11 +567,11 @@ fn a_waiting_parent_seen_in_the_running_counts_is_discounted_once() {
     t.claim_at(100, 1).unwrap();
     // The housekeeper saw the parent run on slot 1 in its last interval, nothing on slot 0.
     t.publish_running(&[0, 1]);
-    let child = beside_parent(&t, 200, 1);
+    let child = started_on(&t, 200, 1, true);
     assert_eq!(child.slot, 1, "the parent's count is the child's own");
     // Two threads ran on slot 1: another than the parent computes there.
     t.release(&child);
     t.publish_running(&[0, 2]);
     t.publish_running(&[0, 2]);
-    assert_eq!(beside_parent(&t, 300, 1).slot, 0);
+    assert_eq!(started_on(&t, 300, 1, true).slot, 0);
 }

@@ -120,27 +120,39 @@ fn a_process_starts_in_the_node_no_other_starting_process_needs() {
     assert_eq!(main.slot.map(|s| nodes[s]), Some(1), "{main:?}");
 }
 
-#[test]
-fn a_new_image_takes_the_slot_of_its_waiting_parent_where_it_runs() {
+/// A configuration of plan `[cpu + 1, cpu]` for a process other than the task's first.
+fn one_of_several(cpu: usize) -> Config {
     use goset_plan::Plan;
+    let reservation: CpuSet = [cpu, cpu + 1].into_iter().collect();
+    let plan = Plan::new(&[cpu + 1, cpu], None, reservation).unwrap();
+    let mut cfg = crate::config::test_config(plan, None);
+    cfg.near = true;
+    cfg
+}
+
+#[test]
+fn a_new_image_keeps_its_cpu_and_its_waiting_parents_place() {
     // This thread kept to one CPU it may use, so that where it runs is known.
     let allowed = sys::get_affinity(0).expect("this thread's CPUs");
     let cpu = allowed.first().expect("a CPU");
     assert!(sys::set_affinity(0, &CpuSet::single(cpu)) >= 0);
-    let reservation: CpuSet = [cpu, cpu + 1].into_iter().collect();
     // Slot 0 on another CPU, free; slot 1 on this one, held by this process's parent (the
-    // test harness, which waits for it).
-    let cfg =
-        crate::config::test_config(Plan::new(&[cpu + 1, cpu], None, reservation).unwrap(), None);
+    // test harness, which waits for it): the parent's place.
+    let cfg = one_of_several(cpu);
     cfg.table.claim_at(sys::getppid(), 1).unwrap();
     let p = claim_image(&cfg, 4243);
     // A thread created by a thread of its own (a creator that runs) is not the parent's work.
     let worker = claim(&cfg, Role::Worker, -4243, Some(1), None);
-    // The parent on slot 0, another CPU than this one: the free slot, as for any process.
-    let apart =
-        crate::config::test_config(Plan::new(&[cpu + 1, cpu], None, reservation).unwrap(), None);
-    apart.table.claim_at(sys::getppid(), 0).unwrap();
-    let q = claim_image(&apart, 4243);
+    // Slot 1 held by another process: the free slot, though on another CPU.
+    let taken = one_of_several(cpu);
+    taken.table.claim_at(1, 1).unwrap();
+    let q = claim_image(&taken, 4243);
+    // Both free: the one it runs on, though slot 0 comes first.
+    let r = claim_image(&one_of_several(cpu), 4243);
+    // The task's first process keeps the plan's order.
+    let mut first = one_of_several(cpu);
+    first.near = false;
+    let f = claim_image(&first, 4243);
     sys::set_affinity(0, &allowed);
     assert_eq!(
         (p.slot, p.cpu, p.shared),
@@ -148,5 +160,7 @@ fn a_new_image_takes_the_slot_of_its_waiting_parent_where_it_runs() {
         "{p:?}"
     );
     assert_eq!(worker.slot, Some(0), "{worker:?}");
-    assert_eq!((q.slot, q.shared), (Some(1), false), "{q:?}");
+    assert_eq!((q.slot, q.shared), (Some(0), false), "{q:?}");
+    assert_eq!((r.slot, r.cpu), (Some(1), Some(cpu)), "{r:?}");
+    assert_eq!(f.slot, Some(0), "{f:?}");
 }
