@@ -82,8 +82,9 @@ CM
 
 cat >"$dir/burn.sh" <<SH
 # A shell that computes: a busy loop of $((scale * 30)) thousand iterations. Then, with builtins
-# only, one line: its pid, its Cpus_allowed_list, its start (clock ticks since boot, stat field
-# 22) and its end (seconds since boot).
+# only, one line: its pid, its Cpus_allowed_list before the loop (first) and after it
+# (allowed), its start (clock ticks since boot, stat field 22) and its end (seconds since boot).
+while read -r key value; do [ "\$key" = Cpus_allowed_list: ] && first=\$value; done </proc/\$\$/status
 i=0
 while [ "\$i" -lt $((scale * 30000)) ]; do i=\$((i + 1)); done
 while read -r key value; do [ "\$key" = Cpus_allowed_list: ] && allowed=\$value; done </proc/\$\$/status
@@ -91,7 +92,7 @@ read -r up _ </proc/uptime
 read -r stat </proc/\$\$/stat
 set -- \$stat
 shift 21
-echo "burn pid=\$\$ allowed=\$allowed start=\$1 end=\$up"
+echo "burn pid=\$\$ first=\$first allowed=\$allowed start=\$1 end=\$up"
 SH
 
 cat >"$dir/pool.py" <<PY

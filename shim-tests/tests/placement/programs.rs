@@ -16,7 +16,9 @@
 //!   busy is not idle, so a loaded machine excuses what a plain mask would do too).
 //!
 //! The jobs of `xargs -P2` also say, from inside, which CPUs they were allowed and when they ran:
-//! two that ran together must not both be bound to the same one CPU, however loaded the machine.
+//! two that ran together must not both be bound to the same one CPU (before and after their
+//! loops: under goset-run the housekeeper gives a roaming job a CPU of its own in between),
+//! however loaded the machine.
 //!
 //! libfaketime fakes `clock_gettime` for every library of the process: the two workers, reported
 //! from inside (`Cpus_allowed_list`), must be on distinct CPUs or roam, as without it.
@@ -246,8 +248,13 @@ fn xargs(under: Under) {
     for (i, a) in jobs.iter().enumerate() {
         for b in &jobs[i + 1..] {
             let overlap = a.end.min(b.end) - a.start.max(b.start);
+            // Each job reads its mask before and after its loop; under goset-run the
+            // housekeeper may give a roaming job a CPU of its own in between (after the other
+            // job ended), so only a job bound to one CPU at both reads is known to have been
+            // bound to it all along.
+            let bound = |j: &Job| j.allowed.len() == 1 && j.first == j.allowed;
             assert!(
-                overlap < OVERLAP_S || a.allowed.len() > 1 || a.allowed != b.allowed,
+                overlap < OVERLAP_S || !bound(a) || !bound(b) || a.allowed != b.allowed,
                 "{what}: two jobs that ran together for {overlap:.2} s were both bound to CPU \
                  {:?}\n{}",
                 a.allowed,
@@ -261,14 +268,16 @@ fn xargs(under: Under) {
 /// clock ticks (10 ms) the start is counted in.
 const OVERLAP_S: f64 = 0.1;
 
-/// A job of `burn.sh` as it reported itself: its CPUs and when it ran (seconds since boot).
+/// A job of `burn.sh` as it reported itself: its CPUs before and after its loop, and when it
+/// ran (seconds since boot).
 struct Job {
+    first: Vec<usize>,
     allowed: Vec<usize>,
     start: f64,
     end: f64,
 }
 
-/// The `burn pid=P allowed=L start=TICKS end=SECONDS` lines of `outcome`.
+/// The `burn pid=P first=L allowed=L start=TICKS end=SECONDS` lines of `outcome`.
 fn burn_lines(outcome: &Outcome) -> Vec<Job> {
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
@@ -284,6 +293,7 @@ fn burn_lines(outcome: &Outcome) -> Vec<Job> {
                 (field(key).parse()).unwrap_or_else(|e| panic!("{key} in {line:?}: {e}"))
             };
             Job {
+                first: cpulist(field("first")),
                 allowed: cpulist(field("allowed")),
                 start: number("start") / ticks,
                 end: number("end"),
