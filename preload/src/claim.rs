@@ -7,15 +7,20 @@
 //! Records are labelled, since a thread's tid is not known to the parent that claims for it:
 //! a main thread's record carries its tid (= pid), any other thread's carries `-pid`.
 
-use crate::buf::Buf;
 use crate::config::Config;
 use crate::role::Role;
 use crate::sys;
-use core::sync::atomic::{AtomicUsize, Ordering};
 use goset_plan::level::Level;
 use goset_plan::locality;
 use goset_plan::slots::{Claim, Origin};
 use goset_plan::{CpuSet, MAX_SLOTS};
+
+mod process_state;
+mod reap;
+
+use process_state::state;
+pub use process_state::{alive, descends_from};
+use reap::reap_if_full;
 
 /// Where a thread runs and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -430,195 +435,6 @@ fn parent_waits_on(cfg: &Config, slot: usize) -> bool {
     let parent = sys::getppid();
     let holds = cfg.table.main_holders(slot).any(|pid| pid == parent);
     holds && state(parent) != Some(b'R')
-}
-
-/// Whether process `pid` is alive (not gone, not a zombie; see [`stat_fields`]).
-pub fn alive(pid: i32) -> bool {
-    !matches!(state(pid), None | Some(b'Z') | Some(b'X'))
-}
-
-/// Process `pid`'s main thread's `stat` read into `stat`, as its state letter and the rest of
-/// the line after it (`Ok(None)`: read, but no state letter found); `Err`: gone, or unreadable.
-///
-/// Reads the main thread's stat, not the process's: its state is the same field, but
-/// `/proc/<pid>/stat` sums every thread's times with the process's signal lock held, which
-/// in a process of thousands of threads costs milliseconds and stalls its every thread
-/// creation and exit meanwhile.
-fn stat_fields(pid: i32, stat: &mut [u8; 512]) -> Result<Option<(u8, &[u8])>, ()> {
-    let mut path = Buf::<40>::new();
-    let _ = core::fmt::Write::write_fmt(&mut path, format_args!("/proc/{pid}/task/{pid}/stat"));
-    let Some(c_path) = path.c_str() else {
-        return Ok(None);
-    };
-    // "pid (comm) S ppid ...": the state follows the last ')', well inside the first 512 bytes.
-    let n = sys::read_prefix(c_path, stat).map_err(|_| ())?;
-    let line = &stat[..n];
-    let Some(at) = line.iter().rposition(|&c| c == b')') else {
-        return Ok(None);
-    };
-    Ok(line
-        .get(at + 2)
-        .map(|&state| (state, line.get(at + 3..).unwrap_or_default())))
-}
-
-/// The state letter of process `pid`'s main thread (`R`, `S`, `Z` ...); `None` when it is gone
-/// (or its stat cannot be read: a main thread whose stat reads but holds no state letter is
-/// taken as alive, `Some(0)`).
-fn state(pid: i32) -> Option<u8> {
-    let mut stat = [0u8; 512];
-    let fields = stat_fields(pid, &mut stat).ok()?;
-    Some(fields.map_or(0, |(state, _)| state))
-}
-
-/// Ancestors a process looks through for the owner of the block it finds itself in.
-const ANCESTORS: usize = 8;
-
-/// Whether process `ancestor` is this process's parent, or its parent's, at most
-/// [`ANCESTORS`] up: a forked child (and the image it execs) keeps its forebear's block, a
-/// process that merely sits on a slot of another's block (the housekeeper placed it there
-/// before that block was taken) does not. One `/proc` read a level above the parent.
-pub fn descends_from(ancestor: i32) -> bool {
-    let mut pid = sys::getppid();
-    let mut stat = [0u8; 512];
-    for _ in 0..ANCESTORS {
-        if pid == ancestor {
-            return true;
-        }
-        if pid <= 1 {
-            return false;
-        }
-        let Ok(Some((_, rest))) = stat_fields(pid, &mut stat) else {
-            return false;
-        };
-        let digits = rest.split(|&c| c == b' ').nth(1).unwrap_or_default();
-        let Some(parent) = core::str::from_utf8(digits)
-            .ok()
-            .and_then(|d| d.parse().ok())
-        else {
-            return false;
-        };
-        pid = parent;
-    }
-    false
-}
-
-/// Frees the records of processes that died without exit handlers (killed, `_exit`), when every
-/// slot is busy, at most every 100 ms for the task ([`goset_plan::SlotTable::reap_due`]).
-fn reap_if_full(cfg: &Config) {
-    let table = cfg.table;
-    if (0..table.slot_count()).any(|s| table.live(s) == 0) || !table.reap_due(100_000) {
-        return;
-    }
-    reap(cfg);
-}
-
-/// Distinct processes one reap looks at: one `/proc` read each.
-const REAP_PIDS: usize = 1024;
-/// Where the next reap starts, as a position among the records in use (approximate, since
-/// records come and go), after a reap that met more processes than it could track.
-static REAP_FROM: AtomicUsize = AtomicUsize::new(0);
-
-/// A fixed open-addressing set of pids with whether each is alive: 4 KiB, so it lives in its
-/// own anonymous mapping for the length of one reap, never on the stack (the shim runs on
-/// threads with 16 KiB stacks), and never in a static (threads of this process and of forked
-/// children may reap at once).
-struct PidSet {
-    /// `pid` (alive), `-pid` (dead) or 0 (free).
-    cells: [i32; REAP_PIDS],
-    len: usize,
-}
-
-/// A [`PidSet`] in a mapping of its own, unmapped on drop.
-struct MappedPidSet(&'static mut PidSet);
-
-impl MappedPidSet {
-    fn new() -> Option<MappedPidSet> {
-        let addr = sys::map_zeroed(core::mem::size_of::<PidSet>())?;
-        // SAFETY: the mapping is page-aligned, large enough, zero-filled (an empty set: all
-        // cells free, len 0) and ours alone until drop unmaps it.
-        Some(MappedPidSet(unsafe { &mut *(addr as *mut PidSet) }))
-    }
-}
-
-impl Drop for MappedPidSet {
-    fn drop(&mut self) {
-        // SAFETY: unmaps the mapping made in new; the reference dies with self.
-        unsafe {
-            libc::munmap(
-                (self.0 as *mut PidSet).cast(),
-                core::mem::size_of::<PidSet>(),
-            )
-        };
-    }
-}
-
-impl PidSet {
-    fn home(pid: i32) -> usize {
-        (pid as u32).wrapping_mul(0x9e37_79b9) as usize % REAP_PIDS
-    }
-
-    /// Whether `pid` (> 0) is alive, as recorded; `None` when it is not in the set.
-    fn get(&self, pid: i32) -> Option<bool> {
-        let mut at = Self::home(pid);
-        for _ in 0..REAP_PIDS {
-            match self.cells[at] {
-                0 => return None,
-                c if c.unsigned_abs() == pid as u32 => return Some(c > 0),
-                _ => at = (at + 1) % REAP_PIDS,
-            }
-        }
-        None
-    }
-
-    /// Records `pid` (> 0, not yet in the set); false when the set is full (kept at 3/4, so
-    /// probes stay short).
-    fn insert(&mut self, pid: i32, alive: bool) -> bool {
-        if self.len >= REAP_PIDS / 4 * 3 {
-            return false;
-        }
-        let mut at = Self::home(pid);
-        while self.cells[at] != 0 {
-            at = (at + 1) % REAP_PIDS;
-        }
-        self.cells[at] = if alive { pid } else { -pid };
-        self.len += 1;
-        true
-    }
-}
-
-/// Frees the records of every dead process: one `/proc` read per distinct process. Past the
-/// processes one round can track, the round stops and the next starts where it stopped.
-#[cold]
-#[inline(never)]
-pub fn reap(cfg: &Config) {
-    let Some(mapped) = MappedPidSet::new() else {
-        return;
-    };
-    let seen = &mut *mapped.0;
-    let from = REAP_FROM.load(Ordering::Relaxed);
-    let records = cfg.table.records().enumerate();
-    let wrapped = cfg.table.records().enumerate().take(from);
-    for (at, (label, _)) in records.skip(from).chain(wrapped) {
-        let pid = label.unsigned_abs() as i32;
-        if pid <= 0 {
-            continue;
-        }
-        let live = match seen.get(pid) {
-            Some(live) => live,
-            None => {
-                let live = alive(pid);
-                if !seen.insert(pid, live) {
-                    REAP_FROM.store(at, Ordering::Relaxed);
-                    return;
-                }
-                live
-            }
-        };
-        if !live {
-            cfg.table.release_all(label);
-        }
-    }
-    REAP_FROM.store(0, Ordering::Relaxed);
 }
 
 #[cfg(test)]

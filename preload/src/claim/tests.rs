@@ -73,25 +73,6 @@ fn a_roaming_thread_of_a_pinned_creator_starts_off_the_creators_cpu() {
 }
 
 #[test]
-fn pid_set_dedupes_until_full() {
-    let mapped = MappedPidSet::new().unwrap();
-    let set = &mut *mapped.0;
-    assert_eq!(set.get(7), None);
-    assert!(set.insert(7, true));
-    assert!(set.insert(7 + REAP_PIDS as i32, false));
-    assert_eq!(set.get(7), Some(true));
-    assert_eq!(set.get(7 + REAP_PIDS as i32), Some(false));
-    let mut pid = 100;
-    while set.insert(pid, pid % 2 == 0) {
-        pid += 1;
-    }
-    assert_eq!(set.len, REAP_PIDS / 4 * 3);
-    assert!((100..pid).all(|p| set.get(p) == Some(p % 2 == 0)));
-    assert_eq!(set.get(pid), None);
-    assert_eq!(set.get(i32::MAX), None);
-}
-
-#[test]
 fn a_live_process_is_alive() {
     assert!(alive(sys::getpid()));
     assert!(!alive(i32::MAX - 1));
