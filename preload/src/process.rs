@@ -341,16 +341,18 @@ extern "C" fn after_fork_child() {
     let Some(cfg) = config::ready() else {
         return;
     };
-    // The forking thread, whose placement this thread still holds: it ran to fork. Told by
-    // its pthread handle (the cached pid and tid are still the parent's, or not cached).
+    // The forking thread, whose placement this thread still holds: it ran to fork. Whether
+    // it was the main thread is told by its pthread handle (the cached pid and tid are still
+    // the parent's, or the tid was never cached).
     // SAFETY: pthread_self has no preconditions.
-    let forker = if is_main_thread(unsafe { libc::pthread_self() }) {
+    let was_main = is_main_thread(unsafe { libc::pthread_self() });
+    let forker = if was_main {
         main_placement()
     } else {
         thread::state()
     };
     let creator = forker.slot_now(cfg);
-    thread::forget(thread::tid() == pid());
+    thread::forget(was_main);
     thread::clear_registry();
     crate::notes::reset_after_fork();
     log::after_fork();
